@@ -1,0 +1,195 @@
+//! Who is asking: a stable identity per agent session, the `agents/` registry, and
+//! liveness checks by pid *and* process start time (a reused pid is a new process).
+//!
+//! Each `hitl ask` is a short-lived child of the agent, so its own pid says nothing.
+//! The identity is the nearest long-lived ancestor that is an agent (claude, codex,
+//! aider, …), else the session leader (the terminal's shell), unless the agent named
+//! itself with `HITL_AGENT_ID` / `HITL_AGENT_NAME`.
+
+mod registry;
+
+pub use registry::{AgentRecord, AgentStatus, list_agents, note_question, record_heartbeat, record_question, sweep};
+
+use procfs::process::Process;
+
+/// Process names that are AI agents.
+const AGENT_NAMES: &[&str] = &[
+    "claude",
+    "codex",
+    "aider",
+    "gemini",
+    "goose",
+    "opencode",
+    "cursor-agent",
+    "amp",
+    "crush",
+    "qwen",
+    "copilot",
+    "cline",
+];
+
+/// A process, identified so that a reused pid is not mistaken for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessRef {
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time in clock ticks since boot.
+    pub start_time: u64,
+}
+
+/// The identity of an asking agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// Stable id, `[A-Za-z0-9_.-]{1,128}`, e.g. `claude-41235-8812345`.
+    pub id: String,
+    /// For people, e.g. `Claude-41235`.
+    pub name: String,
+    /// The agent's process, when the identity comes from one.
+    pub process: Option<ProcessRef>,
+}
+
+/// Reads a process's start time and state; `None` when it does not exist.
+fn stat(pid: u32) -> Option<procfs::process::Stat> {
+    Process::new(pid as i32).ok()?.stat().ok()
+}
+
+/// The start time of `pid`, if it is running.
+pub fn start_time(pid: u32) -> Option<u64> {
+    stat(pid).map(|s| s.starttime)
+}
+
+/// This process, as a [`ProcessRef`].
+pub fn this_process() -> ProcessRef {
+    let pid = std::process::id();
+    ProcessRef {
+        pid,
+        start_time: start_time(pid).unwrap_or(0),
+    }
+}
+
+/// True while `pid` runs and, when `start` is given, is still the same process.
+/// Zombies count as dead: they will never read an answer.
+pub fn is_alive(pid: u32, start: Option<u64>) -> bool {
+    match stat(pid) {
+        Some(s) => s.state != 'Z' && s.state != 'X' && start.is_none_or(|t| t == s.starttime),
+        None => false,
+    }
+}
+
+fn sanitize(s: &str) -> String {
+    let cleaned: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if cleaned.is_empty() || cleaned == "." || cleaned == ".." {
+        "agent".into()
+    } else {
+        cleaned
+    }
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+fn is_agent_name(comm: &str) -> bool {
+    let comm = comm.to_ascii_lowercase();
+    AGENT_NAMES
+        .iter()
+        .any(|a| comm == *a || comm.starts_with(&format!("{a}-")) || comm.starts_with(&format!("{a}_")))
+}
+
+/// Works out who is asking, from the environment and the process tree.
+pub fn identify() -> Identity {
+    let env_id = std::env::var("HITL_AGENT_ID").ok().filter(|s| !s.is_empty());
+    let env_name = std::env::var("HITL_AGENT_NAME").ok().filter(|s| !s.is_empty());
+    if let Some(id) = env_id {
+        let id = sanitize(&id);
+        return Identity {
+            name: env_name.unwrap_or_else(|| id.clone()),
+            id,
+            process: None,
+        };
+    }
+    let (comm, proc_ref) = find_agent_process();
+    let name = env_name.unwrap_or_else(|| format!("{}-{}", capitalize(&comm), proc_ref.pid));
+    Identity {
+        id: format!("{}-{}-{}", sanitize(&comm.to_ascii_lowercase()), proc_ref.pid, proc_ref.start_time),
+        name,
+        process: Some(proc_ref),
+    }
+}
+
+/// The nearest ancestor that is an agent, else the session leader, else our parent.
+fn find_agent_process() -> (String, ProcessRef) {
+    let me = std::process::id();
+    let my_stat = stat(me);
+    let session = my_stat.as_ref().map(|s| s.session).unwrap_or(0);
+    let mut pid = my_stat.as_ref().map(|s| s.ppid).unwrap_or(0);
+    let mut parent: Option<(String, ProcessRef)> = None;
+    for _ in 0..64 {
+        if pid <= 1 {
+            break;
+        }
+        let Some(s) = stat(pid as u32) else { break };
+        let here = (
+            s.comm.clone(),
+            ProcessRef {
+                pid: pid as u32,
+                start_time: s.starttime,
+            },
+        );
+        if parent.is_none() {
+            parent = Some(here.clone());
+        }
+        if is_agent_name(&s.comm) {
+            return here;
+        }
+        if pid == session {
+            // The session leader: a terminal's shell, tmux pane, or CI job.
+            return here;
+        }
+        pid = s.ppid;
+    }
+    parent.unwrap_or_else(|| ("agent".into(), this_process()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn knows_agent_names() {
+        assert!(is_agent_name("claude"));
+        assert!(is_agent_name("Codex"));
+        assert!(!is_agent_name("bash"));
+        assert!(!is_agent_name("claudette"));
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_wrong_start_time_is_not() {
+        let me = this_process();
+        assert!(is_alive(me.pid, Some(me.start_time)));
+        assert!(!is_alive(me.pid, Some(me.start_time + 1)));
+        assert!(!is_alive(u32::MAX - 1, None));
+    }
+
+    #[test]
+    fn identity_is_stable_across_calls() {
+        let a = identify();
+        let b = identify();
+        assert_eq!(a, b);
+        assert!(crate::protocol::is_valid_id(&a.id), "{}", a.id);
+    }
+}

@@ -1,0 +1,13 @@
+//! hitl: a human-in-the-loop broker for AI agents.
+//!
+//! Agents ask through the `.helpers/` file spool (or, later, HTTP, hooks and MCP); one
+//! broker keeps a durable, prioritised queue; humans answer from a terminal, a script or
+//! another UI, and each answer goes back the way its question came. See ARCHITECTURE.md
+//! for the map of modules and how a request flows.
+
+#![warn(missing_docs)]
+
+pub mod agents;
+pub mod protocol;
+pub mod spool;
+pub mod store;

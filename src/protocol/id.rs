@@ -1,0 +1,79 @@
+//! Identifier rules. Ids become file names inside `.helpers/`, so the rule is strict:
+//! `[A-Za-z0-9_.-]{1,128}`, and never `.` or `..`, so no id can name another folder.
+
+use thiserror::Error;
+
+/// Why an identifier was refused.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum IdError {
+    /// The id was empty.
+    #[error("the id is empty")]
+    Empty,
+    /// The id was longer than 128 bytes.
+    #[error("the id is {0} bytes long; at most 128 are allowed")]
+    TooLong(usize),
+    /// The id held a character outside `[A-Za-z0-9_.-]`.
+    #[error("the id {0:?} holds {1:?}; only letters, digits, '_', '.' and '-' are allowed")]
+    BadChar(String, char),
+    /// The id was `.` or `..`.
+    #[error("the id {0:?} names a folder")]
+    Dots(String),
+}
+
+/// Checks `id` against the identifier rule, saying what is wrong when it fails.
+pub fn validate_id(id: &str) -> Result<(), IdError> {
+    if id.is_empty() {
+        return Err(IdError::Empty);
+    }
+    if id.len() > 128 {
+        return Err(IdError::TooLong(id.len()));
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
+    {
+        return Err(IdError::BadChar(shorten(id), c));
+    }
+    if id == "." || id == ".." {
+        return Err(IdError::Dots(id.to_string()));
+    }
+    Ok(())
+}
+
+/// True when `id` passes [`validate_id`].
+pub fn is_valid_id(id: &str) -> bool {
+    validate_id(id).is_ok()
+}
+
+fn shorten(s: &str) -> String {
+    s.chars().take(40).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_the_seed_id_shapes() {
+        for id in [
+            "1642678901234_abc12345",
+            "agent_12345",
+            "claude_1_2",
+            "0192f0c1-7a3b-7c1d-9e2f-123456789abc",
+            "a.b-c_d",
+        ] {
+            assert_eq!(validate_id(id), Ok(()), "{id}");
+        }
+    }
+
+    #[test]
+    fn refuses_escapes_and_junk() {
+        assert_eq!(validate_id(""), Err(IdError::Empty));
+        assert_eq!(validate_id(".."), Err(IdError::Dots("..".into())));
+        assert!(matches!(validate_id("../x"), Err(IdError::BadChar(_, '/'))));
+        assert!(matches!(validate_id("a b"), Err(IdError::BadChar(_, ' '))));
+        assert!(matches!(validate_id("é"), Err(IdError::BadChar(_, 'é'))));
+        assert_eq!(validate_id(&"a".repeat(129)), Err(IdError::TooLong(129)));
+        assert_eq!(validate_id(&"a".repeat(128)), Ok(()));
+    }
+}

@@ -1,0 +1,22 @@
+//! Wire types shared by every transport: the canonical v1 question ([`Request`]) and
+//! answer ([`Answer`]), and the readers for the older file formats agents already speak.
+//!
+//! This module owns *shapes*, not behaviour: it never touches the file system or the
+//! broker. Parsing is total — any byte string yields either a request or a
+//! [`ParseError`] that says what is wrong — because questions arrive from untrusted
+//! scripts and a bad one must never take the broker down.
+
+mod id;
+mod request;
+mod status;
+mod time;
+mod variant;
+
+pub use id::{IdError, is_valid_id, validate_id};
+pub use request::{Answer, AnswerStatus, Asker, Kind, Priority, Reply, Request};
+pub use status::Status;
+pub use time::{now, parse_timestamp};
+pub use variant::{ParseError, ParsedQuestion, Variant, parse_question};
+
+/// Version written into every file and message this program produces.
+pub const VERSION: u32 = 1;

@@ -1,0 +1,515 @@
+//! The canonical question and answer, and how a human's reply becomes an answer.
+
+use std::fmt;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::VERSION;
+
+/// What kind of reply a question wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Free text.
+    #[default]
+    Text,
+    /// "yes" or "no".
+    Yesno,
+    /// Exactly one of `options`.
+    Select,
+    /// Any subset of `options`.
+    Multiselect,
+    /// Approve or deny an action, with an optional comment.
+    Approval,
+    /// Allow or refuse a tool use (Claude Code permission), with an optional comment.
+    Permission,
+}
+
+impl Kind {
+    /// Every kind, in the order help texts list them.
+    pub const ALL: [Kind; 6] = [
+        Kind::Text,
+        Kind::Yesno,
+        Kind::Select,
+        Kind::Multiselect,
+        Kind::Approval,
+        Kind::Permission,
+    ];
+
+    /// The name used on the wire and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Text => "text",
+            Kind::Yesno => "yesno",
+            Kind::Select => "select",
+            Kind::Multiselect => "multiselect",
+            Kind::Approval => "approval",
+            Kind::Permission => "permission",
+        }
+    }
+
+    /// Reads a kind name, accepting the aliases older agents write.
+    pub fn parse(s: &str) -> Option<Kind> {
+        Some(match s.trim().to_ascii_lowercase().as_str() {
+            "text" | "voice" | "input" | "question" | "question_input" => Kind::Text,
+            "yesno" | "yes_no" | "yes/no" | "confirm" | "bool" | "boolean" => Kind::Yesno,
+            "select" | "choice" | "single" | "radio" => Kind::Select,
+            "multiselect" | "multi_select" | "multi" | "checkbox" | "choices" => Kind::Multiselect,
+            "approval" | "approve" => Kind::Approval,
+            "permission" => Kind::Permission,
+            _ => return None,
+        })
+    }
+
+    /// True for the kinds whose answer is approve or deny.
+    pub fn is_approval(self) -> bool {
+        matches!(self, Kind::Approval | Kind::Permission)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How soon a question should be answered. Ordered: `Urgent` is the greatest.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// The default.
+    #[default]
+    Normal,
+    /// Ahead of normal questions.
+    High,
+    /// Ahead of everything.
+    Urgent,
+}
+
+impl Priority {
+    /// The name used on the wire and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Normal => "normal",
+            Priority::High => "high",
+            Priority::Urgent => "urgent",
+        }
+    }
+
+    /// Reads a priority name; `low` is taken as normal.
+    pub fn parse(s: &str) -> Option<Priority> {
+        Some(match s.trim().to_ascii_lowercase().as_str() {
+            "normal" | "low" | "medium" | "" => Priority::Normal,
+            "high" => Priority::High,
+            "urgent" | "critical" => Priority::Urgent,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Priority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The process waiting for an answer, so the broker can tell when it died.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Asker {
+    /// Its process id.
+    pub pid: u32,
+    /// Its start time in clock ticks since boot (`/proc/PID/stat` field 22), when known;
+    /// a different start time under the same pid means the pid was reused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<u64>,
+}
+
+/// A question from an agent, in the canonical v1 form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// Always [`VERSION`].
+    pub version: u32,
+    /// Unique within its project's spool; `[A-Za-z0-9_.-]{1,128}`.
+    pub id: String,
+    /// The asking agent's stable id.
+    pub agent_id: String,
+    /// A name for people, such as `Claude-41235`.
+    pub agent_name: String,
+    /// Where the agent works.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_dir: Option<String>,
+    /// When it was asked.
+    pub timestamp: Timestamp,
+    /// What kind of reply it wants.
+    #[serde(rename = "type")]
+    pub kind: Kind,
+    /// The question itself, exactly as the agent wrote it.
+    pub content: String,
+    /// Choices for select and multiselect.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+    /// How soon it should be answered.
+    #[serde(default)]
+    pub priority: Priority,
+    /// Seconds the agent waits; `None` waits for ever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+    /// Free-form context for the human (file, command, diff…).
+    #[serde(default, skip_serializing_if = "is_empty_object")]
+    pub context: Value,
+    /// Everything else the agent sent, kept as it was.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub metadata: Map<String, Value>,
+    /// The waiting process, when the asker said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asker: Option<Asker>,
+}
+
+fn is_empty_object(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Object(m) => m.is_empty(),
+        _ => false,
+    }
+}
+
+impl Request {
+    /// When the broker gives up on it, if it has a timeout.
+    pub fn deadline(&self) -> Option<Timestamp> {
+        let secs = self.timeout.filter(|&t| t > 0)?;
+        self.timestamp
+            .checked_add(jiff::SignedDuration::from_secs(secs.min(i64::MAX as u64) as i64))
+            .ok()
+    }
+
+    /// Turns a human's typed reply into a [`Reply`] for this question, or says why it
+    /// does not fit: "3" for the third option, "y"/"n" for yes/no, "a"/"d" (or
+    /// approve/deny, optionally followed by a comment) for approvals.
+    pub fn interpret(&self, typed: &str) -> Result<Reply, String> {
+        let t = typed.trim();
+        match self.kind {
+            Kind::Text => Ok(Reply::Text(typed.to_string())),
+            Kind::Yesno => match t.to_ascii_lowercase().as_str() {
+                "y" | "yes" | "true" | "1" => Ok(Reply::Text("yes".into())),
+                "n" | "no" | "false" | "0" => Ok(Reply::Text("no".into())),
+                _ => Err(format!("{t:?} is not yes or no")),
+            },
+            Kind::Select => self.pick(t).map(|o| Reply::Text(o.to_string())),
+            Kind::Multiselect => {
+                if t.is_empty() {
+                    return Ok(Reply::Choices(Vec::new()));
+                }
+                t.split(',')
+                    .map(|part| self.pick(part.trim()).map(str::to_string))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(Reply::Choices)
+            }
+            Kind::Approval | Kind::Permission => {
+                let (word, comment) = match t.split_once(char::is_whitespace) {
+                    Some((w, c)) => (w, Some(c.trim().to_string()).filter(|c| !c.is_empty())),
+                    None => (t, None),
+                };
+                let approved = match word.to_ascii_lowercase().as_str() {
+                    "a" | "y" | "yes" | "approve" | "approved" | "allow" | "ok" => true,
+                    "d" | "n" | "no" | "deny" | "denied" | "reject" | "refuse" => false,
+                    _ => return Err(format!("{word:?} is neither approve nor deny")),
+                };
+                Ok(Reply::Approval { approved, comment })
+            }
+        }
+    }
+
+    /// Finds an option by its 1-based number or its text (exact, then ignoring case).
+    fn pick(&self, t: &str) -> Result<&str, String> {
+        if self.options.is_empty() {
+            return Err("the question has no options".into());
+        }
+        if let Ok(n) = t.parse::<usize>()
+            && (1..=self.options.len()).contains(&n)
+        {
+            return Ok(&self.options[n - 1]);
+        }
+        self.options
+            .iter()
+            .find(|o| o.as_str() == t)
+            .or_else(|| self.options.iter().find(|o| o.eq_ignore_ascii_case(t)))
+            .map(String::as_str)
+            .ok_or_else(|| {
+                format!(
+                    "{t:?} is not one of the options (1-{} or its text)",
+                    self.options.len()
+                )
+            })
+    }
+
+    /// The reply `--auto-answer TEXT` gives: TEXT for text, "yes", the first option,
+    /// approval.
+    pub fn auto_reply(&self, text: &str) -> Reply {
+        match self.kind {
+            Kind::Text => Reply::Text(text.to_string()),
+            Kind::Yesno => Reply::Text("yes".into()),
+            Kind::Select => Reply::Text(self.options.first().cloned().unwrap_or_default()),
+            Kind::Multiselect => Reply::Choices(self.options.first().cloned().into_iter().collect()),
+            Kind::Approval | Kind::Permission => Reply::Approval {
+                approved: true,
+                comment: None,
+            },
+        }
+    }
+}
+
+/// A human's decision on one question, before it is written as an [`Answer`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Text for text, yes/no and select questions.
+    Text(String),
+    /// The chosen options of a multiselect question.
+    Choices(Vec<String>),
+    /// Approve or deny.
+    Approval {
+        /// True to approve.
+        approved: bool,
+        /// Why, if the human said.
+        comment: Option<String>,
+    },
+    /// The human declined to answer.
+    Cancel {
+        /// Why, if the human said.
+        reason: Option<String>,
+    },
+}
+
+/// How a question ended, as written in its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AnswerStatus {
+    /// A human answered (approvals and denials both count).
+    Answered,
+    /// Cancelled by a human, or refused by the broker as bad input.
+    Cancelled,
+    /// Nobody answered in time.
+    Timeout,
+}
+
+impl AnswerStatus {
+    /// The name used on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnswerStatus::Answered => "answered",
+            AnswerStatus::Cancelled => "cancelled",
+            AnswerStatus::Timeout => "timeout",
+        }
+    }
+}
+
+/// The canonical v1 answer. `content` and `answer` carry the same text because the two
+/// seed formats read different fields; `cancelled` is what seed 000 checks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    /// Always [`VERSION`].
+    pub version: u32,
+    /// The question's id.
+    pub id: String,
+    /// The asking agent's id.
+    pub agent_id: String,
+    /// When it was answered.
+    pub timestamp: Timestamp,
+    /// Always `"answer"` (seed 001 writes it).
+    #[serde(rename = "type")]
+    pub message_type: String,
+    /// How the question ended.
+    pub status: AnswerStatus,
+    /// The answer's text.
+    pub content: String,
+    /// The same text, for readers of seed 000's format.
+    pub answer: String,
+    /// True unless a human answered.
+    pub cancelled: bool,
+    /// For approvals and permissions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved: Option<bool>,
+    /// A comment or reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// For multiselect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub choices: Option<Vec<String>>,
+    /// Who answered: `terminal`, `cli:USER`, `auto`, `broker` (timeouts, rejections)…
+    pub responded_by: String,
+}
+
+impl Answer {
+    fn base(id: &str, agent_id: &str, status: AnswerStatus, text: String, by: &str) -> Answer {
+        Answer {
+            version: VERSION,
+            id: id.to_string(),
+            agent_id: agent_id.to_string(),
+            timestamp: Timestamp::now(),
+            message_type: "answer".into(),
+            status,
+            answer: text.clone(),
+            content: text,
+            cancelled: status != AnswerStatus::Answered,
+            approved: None,
+            comment: None,
+            choices: None,
+            responded_by: by.to_string(),
+        }
+    }
+
+    /// The answer a reply makes to `req`.
+    pub fn from_reply(req: &Request, reply: Reply, responded_by: &str) -> Answer {
+        let (id, agent) = (req.id.as_str(), req.agent_id.as_str());
+        match reply {
+            Reply::Text(t) => Answer::base(id, agent, AnswerStatus::Answered, t, responded_by),
+            Reply::Choices(c) => Answer {
+                choices: Some(c.clone()),
+                ..Answer::base(id, agent, AnswerStatus::Answered, c.join(", "), responded_by)
+            },
+            Reply::Approval { approved, comment } => {
+                let word = if approved { "approved" } else { "denied" };
+                Answer {
+                    approved: Some(approved),
+                    comment,
+                    ..Answer::base(id, agent, AnswerStatus::Answered, word.into(), responded_by)
+                }
+            }
+            Reply::Cancel { reason } => Answer {
+                approved: req.kind.is_approval().then_some(false),
+                comment: reason,
+                ..Answer::base(id, agent, AnswerStatus::Cancelled, String::new(), responded_by)
+            },
+        }
+    }
+
+    /// The answer the broker writes when `req` ran out of time.
+    pub fn timeout(req: &Request) -> Answer {
+        Answer {
+            approved: req.kind.is_approval().then_some(false),
+            comment: Some("no answer before the timeout".into()),
+            ..Answer::base(
+                &req.id,
+                &req.agent_id,
+                AnswerStatus::Timeout,
+                String::new(),
+                "broker",
+            )
+        }
+    }
+
+    /// The answer that tells an asker its question was refused as bad input.
+    pub fn rejected(id: &str, agent_id: &str, reason: &str) -> Answer {
+        Answer {
+            comment: Some(reason.to_string()),
+            ..Answer::base(
+                id,
+                agent_id,
+                AnswerStatus::Cancelled,
+                format!("ERROR: question rejected: {reason}"),
+                "broker",
+            )
+        }
+    }
+
+    /// The exit code `hitl ask` ends with for this answer: 0 answered (and approved),
+    /// 1 cancelled or denied, 2 timed out.
+    pub fn exit_code(&self) -> u8 {
+        match self.status {
+            AnswerStatus::Answered if self.approved == Some(false) => 1,
+            AnswerStatus::Answered => 0,
+            AnswerStatus::Cancelled => 1,
+            AnswerStatus::Timeout => 2,
+        }
+    }
+
+    /// Pretty JSON, one field per line, as the seed scripts' line-based readers need.
+    pub fn to_pretty_json(&self) -> Vec<u8> {
+        let mut out = serde_json::to_vec_pretty(self).expect("answers always serialize");
+        out.push(b'\n');
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(kind: Kind, options: &[&str]) -> Request {
+        Request {
+            version: 1,
+            id: "q1".into(),
+            agent_id: "a1".into(),
+            agent_name: "A".into(),
+            working_dir: None,
+            timestamp: Timestamp::UNIX_EPOCH,
+            kind,
+            content: "?".into(),
+            options: options.iter().map(|s| s.to_string()).collect(),
+            priority: Priority::Normal,
+            timeout: Some(10),
+            context: Value::Null,
+            metadata: Map::new(),
+            asker: None,
+        }
+    }
+
+    #[test]
+    fn interprets_replies_by_kind() {
+        let s = req(Kind::Select, &["Express", "Fastify"]);
+        assert_eq!(s.interpret("2"), Ok(Reply::Text("Fastify".into())));
+        assert_eq!(s.interpret("express"), Ok(Reply::Text("Express".into())));
+        assert!(s.interpret("3").is_err());
+        let m = req(Kind::Multiselect, &["a", "b", "c"]);
+        assert_eq!(
+            m.interpret("1, c"),
+            Ok(Reply::Choices(vec!["a".into(), "c".into()]))
+        );
+        let y = req(Kind::Yesno, &[]);
+        assert_eq!(y.interpret(" Y "), Ok(Reply::Text("yes".into())));
+        assert!(y.interpret("maybe").is_err());
+        let a = req(Kind::Approval, &[]);
+        assert_eq!(
+            a.interpret("d not on main"),
+            Ok(Reply::Approval {
+                approved: false,
+                comment: Some("not on main".into())
+            })
+        );
+        let t = req(Kind::Text, &[]);
+        assert_eq!(t.interpret("  kept  "), Ok(Reply::Text("  kept  ".into())));
+    }
+
+    #[test]
+    fn exit_codes_follow_the_table() {
+        let a = req(Kind::Approval, &[]);
+        let ok = Answer::from_reply(&a, a.auto_reply(""), "auto");
+        assert_eq!(ok.exit_code(), 0);
+        let denied = Answer::from_reply(
+            &a,
+            Reply::Approval {
+                approved: false,
+                comment: None,
+            },
+            "t",
+        );
+        assert_eq!(denied.exit_code(), 1);
+        assert_eq!(Answer::timeout(&a).exit_code(), 2);
+        let c = Answer::from_reply(&a, Reply::Cancel { reason: None }, "t");
+        assert_eq!(c.exit_code(), 1);
+        assert!(c.cancelled);
+    }
+
+    #[test]
+    fn answers_are_one_field_per_line() {
+        let r = req(Kind::Text, &[]);
+        let a = Answer::from_reply(&r, Reply::Text("line1\nline2 true".into()), "t");
+        let text = String::from_utf8(a.to_pretty_json()).unwrap();
+        let cancelled = text.lines().find(|l| l.contains("\"cancelled\"")).unwrap();
+        assert_eq!(cancelled.trim(), "\"cancelled\": false,");
+        assert!(text.lines().any(|l| l.trim() == r#""content": "line1\nline2 true","#));
+    }
+}

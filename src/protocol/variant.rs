@@ -1,0 +1,476 @@
+//! Readers for the question formats agents already write, and where each expects its
+//! answer. Four shapes exist in the wild (see DESIGN.md, "Compatibility"):
+//!
+//! | variant         | question file                   | text field | answer file                   |
+//! |-----------------|---------------------------------|------------|-------------------------------|
+//! | canonical       | `questions/<id>.json`           | `content`  | `answers/<id>.json`           |
+//! | seed 000        | `questions/<id>.json`           | `question` | `answers/<id>.json`           |
+//! | seed 001        | `questions/q_<agent>_….json`    | `content`  | `answers/a_<agent>_<id>.json` |
+//! | claude-helpers  | `questions/<agent_id>.json`     | `prompt`   | `answers/<agent_id>.json`     |
+//!
+//! The canonical answer carries every field any of them reads, so only the path differs,
+//! except that claude-helpers takes an answer starting with `ERROR:` as a failure.
+
+use serde_json::{Map, Value};
+use thiserror::Error;
+
+use super::{
+    Answer, AnswerStatus, Asker, Kind, Priority, Request, VERSION, id::validate_id, now,
+    parse_timestamp,
+};
+
+/// Which format a question arrived in; decides the answer's path and shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// Written by `hitl ask` or the generated script (`version: 1`, `content`).
+    Canonical,
+    /// Seed 000's script: `question` field, `queue/<id>.queue` marker.
+    Seed000,
+    /// Seed 001's script: `q_…` file names, answers at `a_<agent_id>_<id>.json`.
+    Seed001,
+    /// claude-helpers 0.2.x from PyPI: `prompt`, one file per agent.
+    ClaudeHelpers,
+}
+
+impl Variant {
+    /// The name stored in history.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Variant::Canonical => "canonical",
+            Variant::Seed000 => "seed000",
+            Variant::Seed001 => "seed001",
+            Variant::ClaudeHelpers => "claude-helpers",
+        }
+    }
+
+    /// Reads a name written by [`Variant::as_str`].
+    pub fn parse(s: &str) -> Option<Variant> {
+        [
+            Variant::Canonical,
+            Variant::Seed000,
+            Variant::Seed001,
+            Variant::ClaudeHelpers,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == s)
+    }
+
+    /// The file name, inside `answers/`, that the asker of `req` waits for.
+    pub fn answer_file_name(self, id: &str, agent_id: &str) -> String {
+        match self {
+            Variant::Canonical | Variant::Seed000 => format!("{id}.json"),
+            Variant::Seed001 => format!("a_{agent_id}_{id}.json"),
+            Variant::ClaudeHelpers => format!("{agent_id}.json"),
+        }
+    }
+
+    /// The bytes of `answer` in the form this variant's readers understand.
+    pub fn render_answer(self, answer: &Answer) -> Vec<u8> {
+        if self == Variant::ClaudeHelpers && answer.status != AnswerStatus::Answered {
+            let mut a = answer.clone();
+            if !a.answer.starts_with("ERROR:") {
+                a.answer = format!(
+                    "ERROR: {}",
+                    a.comment.as_deref().unwrap_or(a.status.as_str())
+                );
+            }
+            return a.to_pretty_json();
+        }
+        answer.to_pretty_json()
+    }
+}
+
+/// Why a question file was refused. The text is shown to people and written beside the
+/// file in `.helpers/rejected/`.
+#[derive(Debug, Error, PartialEq)]
+pub enum ParseError {
+    /// The file was empty; it may still be being written.
+    #[error("the file is empty")]
+    Empty,
+    /// Not JSON at all, or cut short.
+    #[error("not valid JSON: {0}")]
+    Json(String),
+    /// JSON, but not an object.
+    #[error("expected a JSON object, found {0}")]
+    NotObject(&'static str),
+    /// No `content`, `question` or `prompt`.
+    #[error("no question text: expected a string field \"content\", \"question\" or \"prompt\"")]
+    NoText,
+    /// A field had the wrong type.
+    #[error("field {field:?} must be {expected}")]
+    WrongType {
+        /// The field's name.
+        field: &'static str,
+        /// What it must be.
+        expected: &'static str,
+    },
+    /// An unknown `type`.
+    #[error("unknown type {0:?}; expected text, yesno, select, multiselect, approval or permission")]
+    UnknownKind(String),
+    /// An unknown `priority`.
+    #[error("unknown priority {0:?}; expected normal, high or urgent")]
+    UnknownPriority(String),
+    /// An id that could escape its folder or is otherwise unusable.
+    #[error("bad {field}: {reason}")]
+    BadId {
+        /// `id` or `agent_id`.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A select question without options.
+    #[error("a {0} question needs at least one option")]
+    NoOptions(Kind),
+}
+
+impl ParseError {
+    /// True when the file may simply not be fully written yet.
+    pub fn maybe_partial(&self) -> bool {
+        match self {
+            ParseError::Empty => true,
+            ParseError::Json(msg) => msg.contains("EOF"),
+            _ => false,
+        }
+    }
+}
+
+/// A question read from a file, with the format it came in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedQuestion {
+    /// The question in canonical form.
+    pub request: Request,
+    /// The format it arrived in.
+    pub variant: Variant,
+}
+
+impl ParsedQuestion {
+    /// The file name, inside `answers/`, its asker waits for.
+    pub fn answer_file_name(&self) -> String {
+        self.variant
+            .answer_file_name(&self.request.id, &self.request.agent_id)
+    }
+}
+
+/// Reads a question file's bytes. `file_stem` is its name without `.json`; it is the id
+/// of a question that has none and tells seed 001's `q_` files apart.
+pub fn parse_question(bytes: &[u8], file_stem: &str) -> Result<ParsedQuestion, ParseError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ParseError::Empty);
+    }
+    let value: Value = match serde_json::from_slice(bytes) {
+        Ok(v) => v,
+        // Seed scripts paste text into heredocs, so a question with a newline or a tab
+        // arrives as a raw control character inside a string. Escape those and retry.
+        Err(first) => match repair_control_chars(bytes) {
+            Some(fixed) => serde_json::from_slice(&fixed).map_err(|_| json_error(&first))?,
+            None => return Err(json_error(&first)),
+        },
+    };
+    let Value::Object(mut obj) = value else {
+        return Err(ParseError::NotObject(type_name(&value)));
+    };
+
+    let (variant, text_field) = if obj.contains_key("content") {
+        if file_stem.starts_with("q_") && !obj.contains_key("version") {
+            (Variant::Seed001, "content")
+        } else {
+            (Variant::Canonical, "content")
+        }
+    } else if obj.contains_key("question") {
+        (Variant::Seed000, "question")
+    } else if obj.contains_key("prompt") {
+        (Variant::ClaudeHelpers, "prompt")
+    } else {
+        return Err(ParseError::NoText);
+    };
+    let content = match obj.remove(text_field) {
+        Some(Value::String(s)) => s,
+        _ => return Err(ParseError::NoText),
+    };
+
+    let id = match take_scalar_string(&mut obj, "id")? {
+        Some(id) => id,
+        None => file_stem.to_string(),
+    };
+    validate_id(&id).map_err(|e| ParseError::BadId {
+        field: "id",
+        reason: e.to_string(),
+    })?;
+    let agent_id = take_scalar_string(&mut obj, "agent_id")?
+        .unwrap_or_else(|| match variant {
+            Variant::ClaudeHelpers => file_stem.to_string(),
+            _ => "unknown".to_string(),
+        });
+    validate_id(&agent_id).map_err(|e| ParseError::BadId {
+        field: "agent_id",
+        reason: e.to_string(),
+    })?;
+    let agent_name = take_string(&mut obj, "agent_name")?.unwrap_or_else(|| agent_id.clone());
+    let working_dir = match take_string(&mut obj, "working_dir")? {
+        Some(d) => Some(d),
+        None => take_string(&mut obj, "working_directory")?,
+    };
+    let timestamp = match obj.remove("timestamp") {
+        Some(v) => parse_timestamp(&v).ok_or(ParseError::WrongType {
+            field: "timestamp",
+            expected: "an ISO-8601 string or a unix time",
+        })?,
+        None => now(),
+    };
+    let kind = match take_string(&mut obj, "type")? {
+        Some(k) => Kind::parse(&k).ok_or(ParseError::UnknownKind(k))?,
+        None => Kind::Text,
+    };
+    let options = match obj.remove("options") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s),
+                Value::Number(n) => Ok(n.to_string()),
+                _ => Err(ParseError::WrongType {
+                    field: "options",
+                    expected: "an array of strings",
+                }),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => {
+            return Err(ParseError::WrongType {
+                field: "options",
+                expected: "an array of strings",
+            });
+        }
+    };
+    if matches!(kind, Kind::Select | Kind::Multiselect) && options.is_empty() {
+        return Err(ParseError::NoOptions(kind));
+    }
+    let priority = match take_string(&mut obj, "priority")? {
+        Some(p) => Priority::parse(&p).ok_or(ParseError::UnknownPriority(p))?,
+        None => Priority::Normal,
+    };
+    let timeout = match obj.remove("timeout") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(f) if f >= 0.0 && f.is_finite() => Some(f.ceil() as u64).filter(|&t| t > 0),
+            _ => {
+                return Err(ParseError::WrongType {
+                    field: "timeout",
+                    expected: "a number of seconds, 0 or more",
+                });
+            }
+        },
+        Some(Value::String(s)) => match s.trim().parse::<u64>() {
+            Ok(t) => Some(t).filter(|&t| t > 0),
+            Err(_) => {
+                return Err(ParseError::WrongType {
+                    field: "timeout",
+                    expected: "a number of seconds, 0 or more",
+                });
+            }
+        },
+        Some(_) => {
+            return Err(ParseError::WrongType {
+                field: "timeout",
+                expected: "a number of seconds, 0 or more",
+            });
+        }
+    };
+    let context = obj.remove("context").unwrap_or(Value::Null);
+    let asker = match obj.remove("asker") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            serde_json::from_value::<Asker>(v).map_err(|_| ParseError::WrongType {
+                field: "asker",
+                expected: "an object {pid, start_time?}",
+            })?,
+        ),
+    };
+    obj.remove("version");
+    let mut metadata = match obj.remove("metadata") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m,
+        Some(other) => Map::from_iter([("metadata".to_string(), other)]),
+    };
+    // Unknown fields are kept, never refused.
+    metadata.extend(obj);
+
+    Ok(ParsedQuestion {
+        request: Request {
+            version: VERSION,
+            id,
+            agent_id,
+            agent_name,
+            working_dir,
+            timestamp,
+            kind,
+            content,
+            options,
+            priority,
+            timeout,
+            context,
+            metadata,
+            asker,
+        },
+        variant,
+    })
+}
+
+fn json_error(e: &serde_json::Error) -> ParseError {
+    ParseError::Json(e.to_string())
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Removes `key`, which must be a string when present.
+fn take_string(obj: &mut Map<String, Value>, key: &'static str) -> Result<Option<String>, ParseError> {
+    match obj.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(ParseError::WrongType {
+            field: key,
+            expected: "a string",
+        }),
+    }
+}
+
+/// Removes `key`, which may be a string or an integer (some scripts write numeric ids).
+fn take_scalar_string(
+    obj: &mut Map<String, Value>,
+    key: &'static str,
+) -> Result<Option<String>, ParseError> {
+    match obj.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(Value::Number(n)) if n.is_u64() || n.is_i64() => Ok(Some(n.to_string())),
+        Some(_) => Err(ParseError::WrongType {
+            field: key,
+            expected: "a string",
+        }),
+    }
+}
+
+/// Escapes raw control characters that appear inside JSON strings. Returns `None` when
+/// there were none, so the caller keeps the original error.
+fn repair_control_chars(bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(bytes.len() + 16);
+    let (mut in_string, mut escaped, mut changed) = (false, false, false);
+    for &b in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            } else if b < 0x20 {
+                changed = true;
+                match b {
+                    b'\n' => out.extend_from_slice(b"\\n"),
+                    b'\t' => out.extend_from_slice(b"\\t"),
+                    b'\r' => out.extend_from_slice(b"\\r"),
+                    _ => out.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
+                }
+                continue;
+            }
+        } else if b == b'"' {
+            in_string = true;
+        }
+        out.push(b);
+    }
+    changed.then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_seed_000() {
+        let q = br#"{"id":"test123","agent_id":"test","timestamp":"2024-01-01T00:00:00","question":"Test question?","timeout":300,"metadata":{}}"#;
+        let p = parse_question(q, "test123").unwrap();
+        assert_eq!(p.variant, Variant::Seed000);
+        assert_eq!(p.request.content, "Test question?");
+        assert_eq!(p.request.timeout, Some(300));
+        assert_eq!(p.answer_file_name(), "test123.json");
+    }
+
+    #[test]
+    fn reads_seed_001_with_raw_newlines() {
+        let q = b"{\n  \"id\": \"1738_42_42\",\n  \"agent_id\": \"agent_42\",\n  \"agent_name\": \"Claude-42\",\n  \"working_dir\": \"/p\",\n  \"timestamp\": 1738339200123456789,\n  \"type\": \"select\",\n  \"content\": \"Which\n\tone?\",\n  \"options\": [\"Express\",\"Fastify\"],\n  \"priority\": \"normal\",\n  \"answered\": false,\n  \"timeout\": 300\n}\n";
+        let p = parse_question(q, "q_agent_42_1738_1738_42_42").unwrap();
+        assert_eq!(p.variant, Variant::Seed001);
+        assert_eq!(p.request.content, "Which\n\tone?");
+        assert_eq!(p.request.kind, Kind::Select);
+        assert_eq!(p.answer_file_name(), "a_agent_42_1738_42_42.json");
+        assert_eq!(p.request.metadata["answered"], Value::Bool(false));
+    }
+
+    #[test]
+    fn reads_claude_helpers() {
+        let q = br#"{"type":"voice","agent_id":"agent_7","timestamp":1738339200.5,"prompt":"Say it","timeout":60,"metadata":{"k":1}}"#;
+        let p = parse_question(q, "agent_7").unwrap();
+        assert_eq!(p.variant, Variant::ClaudeHelpers);
+        assert_eq!(p.request.id, "agent_7");
+        assert_eq!(p.answer_file_name(), "agent_7.json");
+        let a = Answer::rejected("agent_7", "agent_7", "bad");
+        let body: Value = serde_json::from_slice(&p.variant.render_answer(&a)).unwrap();
+        assert!(body["answer"].as_str().unwrap().starts_with("ERROR:"));
+    }
+
+    #[test]
+    fn refuses_bad_input_with_reasons() {
+        assert_eq!(parse_question(b"", "x"), Err(ParseError::Empty));
+        assert!(parse_question(b"{\"content\":\"a", "x").unwrap_err().maybe_partial());
+        assert_eq!(
+            parse_question(b"[1]", "x"),
+            Err(ParseError::NotObject("an array"))
+        );
+        assert_eq!(parse_question(b"{}", "x"), Err(ParseError::NoText));
+        assert_eq!(
+            parse_question(br#"{"content":5}"#, "x"),
+            Err(ParseError::NoText)
+        );
+        assert!(matches!(
+            parse_question(br#"{"content":"a","id":"../../etc/passwd"}"#, "x"),
+            Err(ParseError::BadId { field: "id", .. })
+        ));
+        assert!(matches!(
+            parse_question(br#"{"content":"a","type":"poem"}"#, "x"),
+            Err(ParseError::UnknownKind(_))
+        ));
+        assert!(matches!(
+            parse_question(br#"{"content":"a","timeout":"soon"}"#, "x"),
+            Err(ParseError::WrongType { field: "timeout", .. })
+        ));
+        assert!(matches!(
+            parse_question(br#"{"content":"a","type":"select"}"#, "x"),
+            Err(ParseError::NoOptions(Kind::Select))
+        ));
+        assert!(matches!(
+            parse_question(b"\xff\xfe{", "x"),
+            Err(ParseError::Json(_))
+        ));
+    }
+
+    #[test]
+    fn canonical_round_trip_keeps_unicode_and_unknown_fields() {
+        let text = "\"\\\n\t$(rm -rf /) `id` Привет 🎉";
+        let mut v = serde_json::json!({"version":1,"id":"abc","agent_id":"ag","agent_name":"Ag",
+            "timestamp":"2026-11-22T10:00:00.123Z","type":"text","content":text,"extra":{"x":[1]}});
+        let p = parse_question(serde_json::to_vec(&v).unwrap().as_slice(), "abc").unwrap();
+        assert_eq!(p.variant, Variant::Canonical);
+        assert_eq!(p.request.content, text);
+        assert_eq!(p.request.metadata["extra"], v["extra"].take());
+        let again = serde_json::to_vec(&p.request).unwrap();
+        assert_eq!(parse_question(&again, "abc").unwrap().request, p.request);
+    }
+}

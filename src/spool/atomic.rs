@@ -1,0 +1,147 @@
+//! Atomic writes. A reader sees either nothing or the whole file, and after `durable`
+//! writes a power cut cannot take the file back: temp file in `.helpers/tmp/` (same
+//! file system, so rename is atomic), fsync the data, rename or link it into place,
+//! fsync the folder so the new name itself is on disk.
+
+use std::{
+    fs::{self, File, OpenOptions},
+    io::{self, Write},
+    os::unix::fs::OpenOptionsExt,
+    path::{Path, PathBuf},
+    sync::atomic::{AtomicU64, Ordering},
+};
+
+/// Outcome of [`create_exclusive`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Created {
+    /// The file is ours.
+    Created,
+    /// Someone else created it first; nothing was written.
+    AlreadyExists,
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A temp file name no other writer uses: pid, a per-process counter, and a random part
+/// so two processes with a reused pid cannot collide either.
+fn temp_path(tmp_dir: &Path, dest: &Path) -> PathBuf {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let stem = dest
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let rand = uuid::Uuid::now_v7().simple().to_string();
+    tmp_dir.join(format!(
+        "{}.{}.{}.{}.tmp",
+        std::process::id(),
+        n,
+        &rand[20..],
+        stem
+    ))
+}
+
+fn write_temp(tmp_dir: &Path, dest: &Path, bytes: &[u8], durable: bool) -> io::Result<PathBuf> {
+    let tmp = temp_path(tmp_dir, dest);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    let written = file.write_all(bytes).and_then(|()| {
+        if durable {
+            file.sync_data()
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(tmp)
+}
+
+/// Syncs a folder so that names created or removed in it survive a crash.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+fn parent(dest: &Path) -> &Path {
+    dest.parent().unwrap_or(Path::new("."))
+}
+
+/// Writes `bytes` to `dest` atomically, replacing any file there.
+pub fn write_atomic(tmp_dir: &Path, dest: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
+    let tmp = write_temp(tmp_dir, dest, bytes, durable)?;
+    if let Err(e) = fs::rename(&tmp, dest) {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    if durable {
+        sync_dir(parent(dest))?;
+    }
+    Ok(())
+}
+
+/// Creates `dest` with `bytes` only if no file has that name yet, atomically.
+///
+/// `link(2)` fails with `EEXIST` when the name is taken, so when two responders race
+/// for the same answer exactly one file is ever created and the other learns it lost.
+pub fn create_exclusive(
+    tmp_dir: &Path,
+    dest: &Path,
+    bytes: &[u8],
+    durable: bool,
+) -> io::Result<Created> {
+    let tmp = write_temp(tmp_dir, dest, bytes, durable)?;
+    let linked = fs::hard_link(&tmp, dest);
+    let _ = fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => {
+            if durable {
+                sync_dir(parent(dest))?;
+            }
+            Ok(Created::Created)
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Created::AlreadyExists),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exclusive_create_has_one_winner() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("a.json");
+        let results: Vec<Created> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|i| {
+                    let (d, dest) = (dir.path(), &dest);
+                    s.spawn(move || {
+                        create_exclusive(d, dest, format!("{i}").as_bytes(), false).unwrap()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(
+            results.iter().filter(|r| **r == Created::Created).count(),
+            1
+        );
+        // No temp files are left behind.
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn atomic_write_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("b.json");
+        write_atomic(dir.path(), &dest, b"one", true).unwrap();
+        write_atomic(dir.path(), &dest, b"two", true).unwrap();
+        assert_eq!(fs::read(&dest).unwrap(), b"two");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}

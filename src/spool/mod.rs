@@ -1,0 +1,165 @@
+//! The `.helpers/` file spool: its layout, atomic writes, safe reads of untrusted files,
+//! the broker's watcher and the asker's wait.
+//!
+//! The spool is the protocol between agents and the broker, so every write here is
+//! atomic (temp file in `.helpers/tmp/`, fsync, rename, fsync of the folder) and every
+//! read assumes the file may be hostile: a symlink, a FIFO, a folder, or 10 MB of junk.
+//! This module knows file formats only through [`crate::protocol`]; it keeps no queue.
+
+mod atomic;
+pub mod questions;
+mod read;
+pub mod wait;
+pub mod watch;
+
+use std::{
+    fs,
+    os::unix::fs::{DirBuilderExt, PermissionsExt},
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context, Result};
+
+pub use atomic::{Created, create_exclusive, sync_dir, write_atomic};
+pub use read::{Refusal, read_untrusted};
+
+/// Name of the spool folder inside a project.
+pub const HELPERS: &str = ".helpers";
+
+/// Paths of one project's spool. Cheap to clone; creating one touches nothing on disk.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Spool {
+    project: PathBuf,
+    root: PathBuf,
+}
+
+impl Spool {
+    /// The spool of the project at `project` (which need not be initialised yet).
+    pub fn new(project: impl Into<PathBuf>) -> Spool {
+        let project = project.into();
+        let root = project.join(HELPERS);
+        Spool { project, root }
+    }
+
+    /// Finds the project as git does: the nearest folder at or above `start` holding a
+    /// `.helpers/` folder.
+    pub fn find(start: &Path) -> Option<Spool> {
+        start
+            .ancestors()
+            .find(|dir| dir.join(HELPERS).is_dir())
+            .map(Spool::new)
+    }
+
+    /// The project folder.
+    pub fn project(&self) -> &Path {
+        &self.project
+    }
+    /// `.helpers/`.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    /// `.helpers/questions/`: one file per pending question.
+    pub fn questions(&self) -> PathBuf {
+        self.root.join("questions")
+    }
+    /// `.helpers/answers/`: answers waiting to be picked up.
+    pub fn answers(&self) -> PathBuf {
+        self.root.join("answers")
+    }
+    /// `.helpers/agents/`: the agent registry.
+    pub fn agents(&self) -> PathBuf {
+        self.root.join("agents")
+    }
+    /// `.helpers/queue/`: the queue snapshot and seed 000's markers.
+    pub fn queue(&self) -> PathBuf {
+        self.root.join("queue")
+    }
+    /// `.helpers/tmp/`: temp files on their way to an atomic rename.
+    pub fn tmp(&self) -> PathBuf {
+        self.root.join("tmp")
+    }
+    /// `.helpers/rejected/`: questions that could not be read, each with a reason.
+    pub fn rejected(&self) -> PathBuf {
+        self.root.join("rejected")
+    }
+    /// `.helpers/config.toml`.
+    pub fn config_file(&self) -> PathBuf {
+        self.root.join("config.toml")
+    }
+    /// `.helpers/.listener.pid`: seed 001's script refuses to ask without it.
+    pub fn listener_pid_file(&self) -> PathBuf {
+        self.root.join(".listener.pid")
+    }
+    /// `.helpers/.listener.json`: how to reach the running broker.
+    pub fn listener_info_file(&self) -> PathBuf {
+        self.root.join(".listener.json")
+    }
+    /// `.helpers/queue/question_queue.json`: the pending queue, for other tools.
+    pub fn queue_snapshot(&self) -> PathBuf {
+        self.queue().join("question_queue.json")
+    }
+
+    /// True when `.helpers/` exists.
+    pub fn exists(&self) -> bool {
+        self.root.is_dir()
+    }
+
+    /// Creates every folder of the layout with mode 0700, and tightens the mode of
+    /// folders that already exist: questions and answers are private to their user.
+    pub fn ensure_layout(&self) -> Result<()> {
+        let mut builder = fs::DirBuilder::new();
+        builder.recursive(true).mode(0o700);
+        for dir in [
+            self.root.clone(),
+            self.questions(),
+            self.answers(),
+            self.agents(),
+            self.queue(),
+            self.tmp(),
+            self.rejected(),
+        ] {
+            builder
+                .create(&dir)
+                .with_context(|| format!("creating {}", dir.display()))?;
+            let mode = fs::metadata(&dir)
+                .with_context(|| format!("reading {}", dir.display()))?
+                .permissions()
+                .mode();
+            if mode & 0o077 != 0 {
+                fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))
+                    .with_context(|| format!("setting the mode of {}", dir.display()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// True for names the broker must never treat as questions: temp files of atomic
+/// writers (`*.tmp`, seed 000's `X.json.tmp`), hidden files and editor droppings.
+pub fn is_ignored_name(name: &str) -> bool {
+    name.starts_with('.') || name.ends_with(".tmp") || name.ends_with('~') || name.ends_with(".swp")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_nearest_project() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::new(dir.path());
+        spool.ensure_layout().unwrap();
+        let deep = dir.path().join("a/b/c");
+        fs::create_dir_all(&deep).unwrap();
+        assert_eq!(Spool::find(&deep).unwrap(), spool);
+        let mode = fs::metadata(spool.questions()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+
+    #[test]
+    fn ignores_temp_names() {
+        assert!(is_ignored_name("x.json.tmp"));
+        assert!(is_ignored_name(".hidden.json"));
+        assert!(!is_ignored_name("q_a_1_2.json"));
+    }
+}

@@ -1,0 +1,276 @@
+//! History: every request and how it ended, in SQLite (sqlx, with migrations).
+//!
+//! The spool is the source of truth for what is pending — a question is durable the
+//! moment its file is renamed into `questions/` — so the store is written *after* the
+//! answer file, off the asker's critical path, in batches. A crash between the two is
+//! repaired at the next start: the rescan finds the answer file and records it.
+//!
+//! Several processes share the database (the listener, `hitl answer` from another
+//! terminal), so it runs in WAL mode with a busy timeout. Writes never downgrade a
+//! finished request: an outcome is recorded only while the row is still `pending`.
+
+use std::{path::PathBuf, str::FromStr, time::Duration};
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+use sqlx::{
+    Row,
+    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous},
+};
+
+use crate::protocol::{Answer, Request, Status, Variant};
+
+/// One write to history.
+#[derive(Debug, Clone)]
+pub enum StoreOp {
+    /// A request was seen (recorded once; repeats are ignored).
+    Asked {
+        /// The project folder.
+        project: String,
+        /// The request.
+        request: Box<Request>,
+        /// The format it came in.
+        variant: Variant,
+    },
+    /// A request ended.
+    Finished {
+        /// The project folder.
+        project: String,
+        /// The request (recorded too, in case it was never seen pending).
+        request: Box<Request>,
+        /// The format it came in.
+        variant: Variant,
+        /// How it ended.
+        status: Status,
+        /// The answer written, if any.
+        answer: Option<Box<Answer>>,
+        /// Why, for states without an answer (abandoned, rejected, withdrawn).
+        reason: Option<String>,
+    },
+}
+
+/// One row of history, as `hitl history --json` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct HistoryEntry {
+    /// The request's id.
+    pub id: String,
+    /// The project folder.
+    pub project: String,
+    /// The asking agent.
+    pub agent_id: String,
+    /// Its name for people.
+    pub agent_name: String,
+    /// The kind of question.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Its priority.
+    pub priority: String,
+    /// The question.
+    pub content: String,
+    /// When it was asked (RFC 3339).
+    pub asked_at: String,
+    /// Where it stands.
+    pub status: String,
+    /// The answer's text, if answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    /// The whole answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer_detail: Option<serde_json::Value>,
+    /// Who answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub responded_by: Option<String>,
+    /// When it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// Why it ended without an answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Filters for [`Store::history`].
+#[derive(Debug, Clone, Default)]
+pub struct HistoryQuery {
+    /// Only this request id.
+    pub id: Option<String>,
+    /// Only requests in this project folder.
+    pub project: Option<String>,
+    /// At most this many, newest first.
+    pub limit: i64,
+}
+
+/// The history database.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: SqlitePool,
+}
+
+/// Where the database lives, from `--db`/`HITL_DB` or the default path.
+pub fn sqlite_path(url: &str) -> Result<PathBuf> {
+    if let Some(rest) = url.strip_prefix("sqlite://") {
+        Ok(PathBuf::from(rest))
+    } else if let Some(rest) = url.strip_prefix("sqlite:") {
+        Ok(PathBuf::from(rest))
+    } else if url.contains("://") {
+        bail!(
+            "unsupported database URL {url:?}: this build stores history in SQLite \
+             (sqlite://PATH or a plain path)"
+        )
+    } else {
+        Ok(PathBuf::from(url))
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) and migrates the database at `url`.
+    pub async fn open(url: &str) -> Result<Store> {
+        let path = sqlite_path(url)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("creating the data folder {}", dir.display()))?;
+        }
+        let options = SqliteConnectOptions::from_str("sqlite://")?
+            .filename(&path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // NORMAL in WAL mode: a commit survives a process crash (kill -9); only a
+            // power cut can take back the last commits, and the spool still has those.
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .with_context(|| format!("opening the history database {}", path.display()))?;
+        sqlx::migrate!("./migrations/sqlite")
+            .run(&pool)
+            .await
+            .with_context(|| format!("migrating the history database {}", path.display()))?;
+        Ok(Store { pool })
+    }
+
+    /// Applies `ops` in one transaction.
+    pub async fn apply(&self, ops: &[StoreOp]) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        for op in ops {
+            match op {
+                StoreOp::Asked {
+                    project,
+                    request,
+                    variant,
+                } => {
+                    insert_request(&mut tx, project, request, *variant).await?;
+                }
+                StoreOp::Finished {
+                    project,
+                    request,
+                    variant,
+                    status,
+                    answer,
+                    reason,
+                } => {
+                    insert_request(&mut tx, project, request, *variant).await?;
+                    let answer_json = answer
+                        .as_ref()
+                        .map(|a| serde_json::to_string(a))
+                        .transpose()?;
+                    sqlx::query(
+                        "UPDATE requests SET status = ?, answer_json = ?, responded_by = ?,
+                                finished_at = ?, reason = ?
+                         WHERE project = ? AND id = ? AND asked_at = ? AND status = 'pending'",
+                    )
+                    .bind(status.as_str())
+                    .bind(answer_json)
+                    .bind(answer.as_ref().map(|a| a.responded_by.clone()))
+                    .bind(jiff::Timestamp::now().to_string())
+                    .bind(reason)
+                    .bind(project)
+                    .bind(&request.id)
+                    .bind(request.timestamp.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// History, newest first.
+    pub async fn history(&self, q: &HistoryQuery) -> Result<Vec<HistoryEntry>> {
+        let rows = sqlx::query(
+            "SELECT id, project, agent_id, agent_name, kind, priority, content, asked_at,
+                    status, answer_json, responded_by, finished_at, reason
+             FROM requests
+             WHERE (?1 IS NULL OR id = ?1) AND (?2 IS NULL OR project = ?2)
+             ORDER BY asked_ms DESC, rowid DESC
+             LIMIT ?3",
+        )
+        .bind(&q.id)
+        .bind(&q.project)
+        .bind(if q.limit > 0 { q.limit } else { -1 })
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|r| {
+                let answer_detail: Option<serde_json::Value> = r
+                    .get::<Option<String>, _>("answer_json")
+                    .and_then(|j| serde_json::from_str(&j).ok());
+                Ok(HistoryEntry {
+                    id: r.get("id"),
+                    project: r.get("project"),
+                    agent_id: r.get("agent_id"),
+                    agent_name: r.get("agent_name"),
+                    kind: r.get("kind"),
+                    priority: r.get("priority"),
+                    content: r.get("content"),
+                    asked_at: r.get("asked_at"),
+                    status: r.get("status"),
+                    answer: answer_detail
+                        .as_ref()
+                        .and_then(|a| a.get("content"))
+                        .and_then(|c| c.as_str())
+                        .map(str::to_string),
+                    answer_detail,
+                    responded_by: r.get("responded_by"),
+                    finished_at: r.get("finished_at"),
+                    reason: r.get("reason"),
+                })
+            })
+            .collect()
+    }
+
+    /// Closes the pool, waiting for writes in flight.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+async fn insert_request(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    project: &str,
+    r: &Request,
+    variant: Variant,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO requests (key, project, id, asked_at, asked_ms, variant, agent_id,
+                               agent_name, kind, priority, content, request_json)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (project, id, asked_at) DO NOTHING",
+    )
+    .bind(uuid::Uuid::now_v7().to_string())
+    .bind(project)
+    .bind(&r.id)
+    .bind(r.timestamp.to_string())
+    .bind(r.timestamp.as_millisecond())
+    .bind(variant.as_str())
+    .bind(&r.agent_id)
+    .bind(&r.agent_name)
+    .bind(r.kind.as_str())
+    .bind(r.priority.as_str())
+    .bind(&r.content)
+    .bind(serde_json::to_string(r)?)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
