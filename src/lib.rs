@@ -8,6 +8,10 @@
 #![warn(missing_docs)]
 
 pub mod agents;
+pub mod broker;
+pub mod cmd;
+pub mod config;
 pub mod protocol;
 pub mod spool;
 pub mod store;
+pub mod ui;

@@ -1,1 +1,301 @@
-fn main() {}
+//! The `hitl` command line: parse flags, call into the library, map the outcome to an
+//! exit code. Nothing else lives here.
+//!
+//! Exit codes: `hitl ask` 0 answered (approved), 1 cancelled or denied, 2 timed out,
+//! 3 cannot ask (bad arguments, not initialised), 130 interrupted (question withdrawn).
+//! Every other command: 0 success, 1 failure, 2 bad arguments.
+
+use std::{path::PathBuf, process::ExitCode};
+
+use clap::{Parser, Subcommand};
+use hitl::{
+    cmd::{
+        answer::{AnswerOptions, AnswerWith},
+        ask::{AskOptions, EXIT_CANNOT_ASK},
+        listen::{ListenOptions, UiKind},
+    },
+    protocol::{Kind, Priority},
+};
+
+/// A human-in-the-loop broker for AI agents: one queue for every agent's questions
+/// and approvals, answered from one place.
+#[derive(Parser, Debug)]
+#[command(name = "hitl", version, about, long_about = None, max_term_width = 100)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Set up a project: .helpers/ (mode 0700), .helpers/config.toml, scripts/ask-human.sh.
+    Init {
+        /// Project folder (default: the current one).
+        dir: Option<PathBuf>,
+        /// Replace files that were edited since they were generated.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Run the broker: watch each project's .helpers/ and answer through a UI.
+    Listen {
+        /// Project folders to serve (default: the current one).
+        dirs: Vec<PathBuf>,
+        /// Who answers in this terminal.
+        #[arg(long, value_enum, default_value_t = UiKind::Terminal)]
+        ui: UiKind,
+        /// History database: sqlite://PATH (default: the user data folder's hitl.db).
+        #[arg(long, env = "HITL_DB")]
+        db: Option<String>,
+        /// Answer every question with TEXT (yes/no: yes, select: first option,
+        /// approvals: approved). For demos, tests and benchmarks only.
+        #[arg(long, value_name = "TEXT")]
+        auto_answer: Option<String>,
+    },
+    /// Ask the human a question; print the answer on stdout.
+    ///
+    /// Exit status: 0 answered (approved), 1 cancelled or denied, 2 timed out,
+    /// 3 cannot ask, 130 interrupted.
+    Ask {
+        /// The question (several words are joined with spaces).
+        #[arg(required = true, value_name = "QUESTION")]
+        question: Vec<String>,
+        /// What kind of answer is wanted.
+        #[arg(long = "type", short = 't', value_parser = parse_kind, default_value = "text")]
+        kind: Kind,
+        /// A choice for select and multiselect (repeat for each).
+        #[arg(long = "option", short = 'o', value_name = "O")]
+        options: Vec<String>,
+        /// Seconds to wait; 0 waits for ever (default: the [ask] timeout setting, 300).
+        #[arg(long, value_name = "S")]
+        timeout: Option<u64>,
+        /// How urgent it is.
+        #[arg(long, value_parser = parse_priority)]
+        priority: Option<Priority>,
+        /// Context for the human, as a JSON value.
+        #[arg(long, value_name = "JSON")]
+        context: Option<String>,
+        /// The project folder (default: the nearest one with .helpers/).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print the whole answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the questions waiting for an answer.
+    Pending {
+        /// The project folder.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Answer a question from this terminal or a script.
+    Answer {
+        /// The question's id (see `hitl pending`).
+        id: String,
+        /// The answer: text, an option's number or text, y/n.
+        #[arg(required_unless_present_any = ["approve", "deny"], conflicts_with_all = ["approve", "deny"])]
+        text: Option<String>,
+        /// Approve an approval or permission request.
+        #[arg(long, conflicts_with = "deny")]
+        approve: bool,
+        /// Deny an approval or permission request.
+        #[arg(long)]
+        deny: bool,
+        /// A comment to go with --approve or --deny.
+        #[arg(long, value_name = "C")]
+        comment: Option<String>,
+        /// The project folder.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// History database URL.
+        #[arg(long, env = "HITL_DB")]
+        db: Option<String>,
+        /// Print the answer written, as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a question: its asker stops waiting (exit status 1).
+    Cancel {
+        /// The question's id.
+        id: String,
+        /// Why.
+        #[arg(long)]
+        reason: Option<String>,
+        /// The project folder.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// History database URL.
+        #[arg(long, env = "HITL_DB")]
+        db: Option<String>,
+    },
+    /// List the agents that have asked in this project.
+    Agents {
+        /// The project folder.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show how past questions ended, newest first.
+    History {
+        /// Only this question id.
+        #[arg(long)]
+        id: Option<String>,
+        /// At most this many rows (0: all).
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        /// History database URL.
+        #[arg(long, env = "HITL_DB")]
+        db: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Is a listener running, how many questions wait, where history lives.
+    Status {
+        /// The project folder.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_kind(s: &str) -> Result<Kind, String> {
+    Kind::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+        format!("unknown type {s:?}; expected one of: {}", names.join(", "))
+    })
+}
+
+fn parse_priority(s: &str) -> Result<Priority, String> {
+    Priority::parse(s).ok_or_else(|| format!("unknown priority {s:?}; expected normal, high or urgent"))
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Init { dir, force } => hitl::cmd::init::run(dir, force)?,
+        Command::Listen {
+            dirs,
+            ui,
+            db,
+            auto_answer,
+        } => runtime()?.block_on(hitl::cmd::listen::run(ListenOptions {
+            dirs,
+            ui,
+            db,
+            auto_answer,
+        }))?,
+        Command::Ask {
+            question,
+            kind,
+            options,
+            timeout,
+            priority,
+            context,
+            dir,
+            json,
+        } => {
+            let opts = AskOptions {
+                question,
+                kind,
+                options,
+                timeout,
+                priority,
+                context,
+                dir,
+                json,
+            };
+            return Ok(match hitl::cmd::ask::run(opts) {
+                Ok(code) => ExitCode::from(code),
+                Err(e) => {
+                    eprintln!("hitl: cannot ask: {e:#}");
+                    ExitCode::from(EXIT_CANNOT_ASK)
+                }
+            });
+        }
+        Command::Pending { dir, json } => hitl::cmd::inspect::pending(dir.as_ref(), json)?,
+        Command::Answer {
+            id,
+            text,
+            approve,
+            deny,
+            comment,
+            dir,
+            db,
+            json,
+        } => {
+            let with = match text {
+                Some(t) => AnswerWith::Text(t),
+                None => AnswerWith::Decision {
+                    approve: approve && !deny,
+                    comment,
+                },
+            };
+            runtime()?.block_on(hitl::cmd::answer::run(AnswerOptions {
+                id,
+                with,
+                dir,
+                db,
+                json,
+            }))?
+        }
+        Command::Cancel { id, reason, dir, db } => {
+            runtime()?.block_on(hitl::cmd::answer::run(AnswerOptions {
+                id,
+                with: AnswerWith::Cancel { reason },
+                dir,
+                db,
+                json: false,
+            }))?
+        }
+        Command::Agents { dir, json } => hitl::cmd::inspect::agents(dir.as_ref(), json)?,
+        Command::History { id, limit, db, json } => {
+            runtime()?.block_on(hitl::cmd::inspect::history(db, id, limit, json))?
+        }
+        Command::Status { dir, json } => hitl::cmd::inspect::status(dir.as_ref(), json)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("HITL_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            let is_ask = std::env::args().nth(1).as_deref() == Some("ask");
+            return match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    ExitCode::SUCCESS
+                }
+                _ if is_ask => ExitCode::from(EXIT_CANNOT_ASK),
+                _ => ExitCode::from(2),
+            };
+        }
+    };
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("hitl: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,807 @@
+//! The broker core: one task owns every pending request, in the queue order people
+//! answer them, and every change goes through it.
+//!
+//! Inputs are spool events (from [`crate::spool::watch`]) and commands from responders
+//! (through a [`BrokerHandle`]); outputs are answer files, history writes (batched, off
+//! the critical path) and a broadcast of [`Change`]s that UIs follow. No transport or
+//! UI touches another: they all speak to this task.
+//!
+//! The life of a request: a question file appears → it is read (retried while it may
+//! still be being written, rejected when it is bad) → queued → a responder, the timeout
+//! or the asker's death ends it → the answer is written with an exclusive create, so of
+//! two responders racing exactly one wins → history records how it ended. If the
+//! broker dies at any point, the next start rebuilds all of this from the spool.
+
+mod queue;
+mod store_writer;
+
+use std::{
+    collections::{BTreeSet, HashMap, HashSet},
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use jiff::Timestamp;
+use serde::Serialize;
+use thiserror::Error;
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+pub use queue::{Queue, QueueKey};
+pub use store_writer::spawn_store_writer;
+
+use crate::{
+    agents,
+    protocol::{Answer, ParsedQuestion, Reply, Request, Status, Variant},
+    spool::{
+        Created, Spool,
+        questions::{self, Loaded},
+        watch::SpoolEvent,
+        write_atomic,
+    },
+    store::StoreOp,
+};
+
+/// How long a question file that does not parse yet is given to become whole.
+const PARTIAL_GRACE: Duration = Duration::from_secs(2);
+/// How often the broker checks timeouts and retries partial files.
+const TICK: Duration = Duration::from_millis(100);
+/// How often it checks that askers are alive.
+const LIVENESS_EVERY: Duration = Duration::from_secs(1);
+/// How often it sweeps the agent registry.
+const SWEEP_EVERY: Duration = Duration::from_secs(10);
+/// The queue snapshot is rewritten at most this often.
+const SNAPSHOT_EVERY: Duration = Duration::from_millis(200);
+
+/// Broker settings.
+#[derive(Debug, Clone)]
+pub struct BrokerOptions {
+    /// Question files bigger than this are rejected.
+    pub max_question_bytes: u64,
+    /// fsync answer files and their folder before reporting them delivered.
+    pub durable: bool,
+}
+
+/// A pending request as responders see it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PendingRequest {
+    /// The broker's handle on it, for [`BrokerHandle::respond`].
+    pub seq: u64,
+    /// The project it belongs to.
+    pub project: PathBuf,
+    /// The question.
+    pub request: Request,
+    /// The format it came in.
+    #[serde(skip)]
+    pub variant: Variant,
+}
+
+/// What changed in the queue.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// A request joined the queue.
+    Queued(Arc<PendingRequest>),
+    /// A request left it.
+    Finished {
+        /// Its broker handle.
+        seq: u64,
+        /// Its id.
+        id: String,
+        /// How it ended.
+        status: Status,
+        /// Who answered, when someone did.
+        responded_by: Option<String>,
+    },
+}
+
+/// Why a response was refused.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum RespondError {
+    /// No such pending request.
+    #[error("no pending question {0}")]
+    NotFound(String),
+    /// Someone else answered first.
+    #[error("already answered by {0}")]
+    AlreadyAnswered(String),
+    /// The reply does not fit the question.
+    #[error("{0}")]
+    Invalid(String),
+    /// The answer could not be written.
+    #[error("writing the answer failed: {0}")]
+    Io(String),
+    /// The broker has stopped.
+    #[error("the broker has stopped")]
+    Stopped,
+}
+
+enum Command {
+    Respond {
+        seq: u64,
+        reply: Reply,
+        by: String,
+        done: oneshot::Sender<Result<Answer, RespondError>>,
+    },
+    Pending {
+        done: oneshot::Sender<Vec<Arc<PendingRequest>>>,
+    },
+}
+
+/// How responders and UIs talk to the broker. Cheap to clone.
+#[derive(Clone)]
+pub struct BrokerHandle {
+    commands: mpsc::UnboundedSender<Command>,
+    changes: broadcast::Sender<Change>,
+}
+
+impl BrokerHandle {
+    /// Answers pending request `seq` with `reply`, as `by`.
+    pub async fn respond(&self, seq: u64, reply: Reply, by: &str) -> Result<Answer, RespondError> {
+        let (done, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Respond {
+                seq,
+                reply,
+                by: by.to_string(),
+                done,
+            })
+            .map_err(|_| RespondError::Stopped)?;
+        rx.await.map_err(|_| RespondError::Stopped)?
+    }
+
+    /// The pending requests in answering order.
+    pub async fn pending(&self) -> Vec<Arc<PendingRequest>> {
+        let (done, rx) = oneshot::channel();
+        if self.commands.send(Command::Pending { done }).is_err() {
+            return Vec::new();
+        }
+        rx.await.unwrap_or_default()
+    }
+
+    /// Follows changes from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.changes.subscribe()
+    }
+}
+
+/// A finished answer write, coming back from the blocking pool.
+struct Written {
+    seq: u64,
+    answer: Answer,
+    result: std::io::Result<Created>,
+    done: Option<oneshot::Sender<Result<Answer, RespondError>>>,
+}
+
+struct Entry {
+    pending: Arc<PendingRequest>,
+    parsed: Arc<ParsedQuestion>,
+    spool: usize,
+    question_path: PathBuf,
+    answer_path: PathBuf,
+    queue_key: QueueKey,
+    deadline: Option<Timestamp>,
+    /// An answer write is in flight; nothing else may end this request meanwhile.
+    answering: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Folder {
+    Questions,
+    Answers,
+}
+
+/// The broker's state. Owned by the task running [`Broker::run`].
+pub struct Broker {
+    spools: Vec<Spool>,
+    folders: HashMap<PathBuf, (usize, Folder)>,
+    opts: BrokerOptions,
+    entries: HashMap<u64, Entry>,
+    by_question: HashMap<PathBuf, u64>,
+    by_answer: HashMap<PathBuf, u64>,
+    deadlines: BTreeSet<(Timestamp, u64)>,
+    queue: Queue,
+    /// Question files that do not parse yet, with when we give up on them.
+    partial: HashMap<PathBuf, Instant>,
+    next_seq: u64,
+    store: mpsc::UnboundedSender<StoreOp>,
+    changes: broadcast::Sender<Change>,
+    written_tx: mpsc::UnboundedSender<Written>,
+    written_rx: mpsc::UnboundedReceiver<Written>,
+    commands_rx: mpsc::UnboundedReceiver<Command>,
+    snapshot_dirty: Vec<bool>,
+}
+
+impl Broker {
+    /// A broker over `spools`, writing history to `store`. Returns the handle
+    /// responders use.
+    pub fn new(
+        spools: Vec<Spool>,
+        opts: BrokerOptions,
+        store: mpsc::UnboundedSender<StoreOp>,
+    ) -> (Broker, BrokerHandle) {
+        let (commands, commands_rx) = mpsc::unbounded_channel();
+        let (changes, _) = broadcast::channel(16 * 1024);
+        let (written_tx, written_rx) = mpsc::unbounded_channel();
+        let mut folders = HashMap::new();
+        for (i, s) in spools.iter().enumerate() {
+            folders.insert(s.questions(), (i, Folder::Questions));
+            folders.insert(s.answers(), (i, Folder::Answers));
+        }
+        let handle = BrokerHandle {
+            commands,
+            changes: changes.clone(),
+        };
+        let n = spools.len();
+        let broker = Broker {
+            spools,
+            folders,
+            opts,
+            entries: HashMap::new(),
+            by_question: HashMap::new(),
+            by_answer: HashMap::new(),
+            deadlines: BTreeSet::new(),
+            queue: Queue::default(),
+            partial: HashMap::new(),
+            next_seq: 1,
+            store,
+            changes,
+            written_tx,
+            written_rx,
+            commands_rx,
+            snapshot_dirty: vec![true; n],
+        };
+        (broker, handle)
+    }
+
+    /// Runs until `shutdown` completes. Reads every spool once at the start, then
+    /// follows `events`. Pending questions stay in the spool when it stops.
+    pub async fn run(
+        mut self,
+        mut events: mpsc::UnboundedReceiver<SpoolEvent>,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
+        self.rescan();
+        self.flush_snapshots(true);
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (mut last_liveness, mut last_sweep, mut last_snapshot) =
+            (Instant::now(), Instant::now() - SWEEP_EVERY, Instant::now());
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                biased;
+                _ = &mut shutdown => break,
+                Some(w) = self.written_rx.recv() => self.on_written(w),
+                Some(ev) = events.recv() => {
+                    self.on_event(ev);
+                    // Drain what is already queued before doing anything else, so a
+                    // burst of files costs one pass.
+                    while let Ok(ev) = events.try_recv() {
+                        self.on_event(ev);
+                    }
+                }
+                Some(cmd) = self.commands_rx.recv() => self.on_command(cmd),
+                _ = tick.tick() => {
+                    let now = Instant::now();
+                    self.expire_timeouts();
+                    self.retry_partials(now);
+                    if now.duration_since(last_liveness) >= LIVENESS_EVERY {
+                        last_liveness = now;
+                        self.check_askers();
+                    }
+                    if now.duration_since(last_sweep) >= SWEEP_EVERY {
+                        last_sweep = now;
+                        self.sweep_agents();
+                    }
+                    if now.duration_since(last_snapshot) >= SNAPSHOT_EVERY {
+                        last_snapshot = now;
+                        self.flush_snapshots(false);
+                    }
+                }
+            }
+        }
+        self.flush_snapshots(false);
+    }
+
+    fn on_command(&mut self, cmd: Command) {
+        match cmd {
+            Command::Pending { done } => {
+                let list = self
+                    .queue
+                    .iter()
+                    .filter_map(|seq| self.entries.get(&seq))
+                    .map(|e| e.pending.clone())
+                    .collect();
+                let _ = done.send(list);
+            }
+            Command::Respond {
+                seq,
+                reply,
+                by,
+                done,
+            } => {
+                let Some(entry) = self.entries.get(&seq) else {
+                    let _ = done.send(Err(RespondError::NotFound(seq.to_string())));
+                    return;
+                };
+                if entry.answering {
+                    let _ = done.send(Err(RespondError::AlreadyAnswered(
+                        "another responder (in progress)".into(),
+                    )));
+                    return;
+                }
+                let answer = Answer::from_reply(&entry.pending.request, reply, &by);
+                self.start_answer(seq, answer, Some(done));
+            }
+        }
+    }
+
+    /// Writes an answer on the blocking pool; [`Broker::on_written`] finishes the job.
+    fn start_answer(
+        &mut self,
+        seq: u64,
+        answer: Answer,
+        done: Option<oneshot::Sender<Result<Answer, RespondError>>>,
+    ) {
+        let Some(entry) = self.entries.get_mut(&seq) else {
+            return;
+        };
+        entry.answering = true;
+        let spool = self.spools[entry.spool].clone();
+        let parsed = entry.parsed.clone();
+        let durable = self.opts.durable;
+        let tx = self.written_tx.clone();
+        tokio::task::spawn_blocking(move || {
+            let result = questions::deliver(&spool, &parsed, &answer, durable);
+            let _ = tx.send(Written {
+                seq,
+                answer,
+                result,
+                done,
+            });
+        });
+    }
+
+    fn on_written(&mut self, w: Written) {
+        let Written {
+            seq,
+            answer,
+            result,
+            done,
+        } = w;
+        let reply = match result {
+            Ok(Created::Created) => {
+                self.finish(seq, answer.status.into(), Some(answer.clone()), None);
+                Ok(answer)
+            }
+            Ok(Created::AlreadyExists) => {
+                let existing = self
+                    .entries
+                    .get(&seq)
+                    .and_then(|e| questions::read_answer(&e.answer_path));
+                let by = existing
+                    .as_ref()
+                    .map(|a| a.responded_by.clone())
+                    .unwrap_or_else(|| "another responder".into());
+                let status = existing.as_ref().map_or(Status::Answered, |a| a.status.into());
+                self.finish(seq, status, existing, None);
+                Err(RespondError::AlreadyAnswered(by))
+            }
+            Err(e) => {
+                if let Some(entry) = self.entries.get_mut(&seq) {
+                    entry.answering = false;
+                }
+                tracing::error!("writing the answer to request {seq} failed: {e}");
+                Err(RespondError::Io(e.to_string()))
+            }
+        };
+        if let Some(done) = done {
+            let _ = done.send(reply);
+        }
+    }
+
+    fn on_event(&mut self, ev: SpoolEvent) {
+        match ev {
+            SpoolEvent::Rescan => self.rescan(),
+            SpoolEvent::Changed { path, closed } => match self.folder_of(&path) {
+                Some((spool, Folder::Questions)) => self.question_changed(spool, path, closed),
+                Some((_, Folder::Answers)) => self.answer_appeared(&path),
+                None => {}
+            },
+            SpoolEvent::Removed { path } => match self.folder_of(&path) {
+                Some((_, Folder::Questions)) => self.question_removed(&path),
+                Some((_, Folder::Answers)) | None => {}
+            },
+        }
+    }
+
+    fn folder_of(&self, path: &Path) -> Option<(usize, Folder)> {
+        self.folders.get(path.parent()?).copied()
+    }
+
+    fn question_changed(&mut self, spool: usize, path: PathBuf, closed: bool) {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            return;
+        };
+        if !questions::is_question_name(name) || self.by_question.contains_key(&path) {
+            return;
+        }
+        match questions::load_question(&path, self.opts.max_question_bytes) {
+            Loaded::Question(q) => {
+                self.partial.remove(&path);
+                self.admit(spool, path, *q);
+            }
+            Loaded::Gone => {
+                self.partial.remove(&path);
+            }
+            Loaded::Partial(e) => {
+                if closed {
+                    // The writer closed the file and it is still not whole JSON.
+                    self.partial.remove(&path);
+                    self.reject(spool, &path, &e.to_string(), None);
+                } else {
+                    self.partial
+                        .entry(path)
+                        .or_insert_with(|| Instant::now() + PARTIAL_GRACE);
+                }
+            }
+            Loaded::Bad(reason, bytes) => {
+                self.partial.remove(&path);
+                self.reject(spool, &path, &reason, bytes.as_deref());
+            }
+        }
+    }
+
+    fn admit(&mut self, spool: usize, path: PathBuf, q: ParsedQuestion) {
+        let answer_path = questions::answer_path(&self.spools[spool], &q);
+        if let Some(&other) = self.by_answer.get(&answer_path) {
+            let other_path = self.entries[&other].question_path.display().to_string();
+            let reason = format!(
+                "id {:?} is already pending in {other_path}; ids must be unique",
+                q.request.id
+            );
+            self.reject(spool, &path, &reason, None);
+            return;
+        }
+        let project = self.spools[spool].project().display().to_string();
+        if answer_path.exists() {
+            let existing = questions::read_answer(&answer_path);
+            let stale = q.variant == Variant::ClaudeHelpers
+                && existing
+                    .as_ref()
+                    .is_none_or(|a| a.timestamp < q.request.timestamp);
+            if !stale {
+                // Answered while no broker ran, or by another responder: record it.
+                let status = existing.as_ref().map_or(Status::Answered, |a| a.status.into());
+                let _ = self.store.send(StoreOp::Finished {
+                    project,
+                    request: Box::new(q.request),
+                    variant: q.variant,
+                    status,
+                    answer: existing.map(Box::new),
+                    reason: None,
+                });
+                return;
+            }
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let r = &q.request;
+        let queue_key = Queue::key(r.priority, r.timestamp, seq);
+        let deadline = r.deadline();
+        if let Some(d) = deadline {
+            self.deadlines.insert((d, seq));
+        }
+        let pending = Arc::new(PendingRequest {
+            seq,
+            project: self.spools[spool].project().to_path_buf(),
+            request: q.request.clone(),
+            variant: q.variant,
+        });
+        let _ = self.store.send(StoreOp::Asked {
+            project,
+            request: Box::new(q.request.clone()),
+            variant: q.variant,
+        });
+        if q.variant != Variant::Canonical {
+            // The seed scripts do not keep the registry; the broker does it for them.
+            let (s, r) = (self.spools[spool].clone(), q.request.clone());
+            tokio::task::spawn_blocking(move || agents::note_question(&s, &r));
+        }
+        self.queue.insert(queue_key);
+        self.by_question.insert(path.clone(), seq);
+        self.by_answer.insert(answer_path.clone(), seq);
+        self.entries.insert(
+            seq,
+            Entry {
+                pending: pending.clone(),
+                parsed: Arc::new(q),
+                spool,
+                question_path: path,
+                answer_path,
+                queue_key,
+                deadline,
+                answering: false,
+            },
+        );
+        self.snapshot_dirty[spool] = true;
+        let _ = self.changes.send(Change::Queued(pending));
+    }
+
+    /// An answer file appeared: a responder outside this broker (`hitl answer`, another
+    /// broker) answered, unless it is our own write finishing.
+    fn answer_appeared(&mut self, path: &Path) {
+        let Some(&seq) = self.by_answer.get(path) else {
+            return;
+        };
+        if self.entries.get(&seq).is_some_and(|e| e.answering) {
+            return;
+        }
+        let existing = questions::read_answer(path);
+        let status = existing.as_ref().map_or(Status::Answered, |a| a.status.into());
+        self.finish(seq, status, existing, None);
+    }
+
+    fn question_removed(&mut self, path: &Path) {
+        self.partial.remove(path);
+        let Some(&seq) = self.by_question.get(path) else {
+            return;
+        };
+        let entry = &self.entries[&seq];
+        if entry.answering {
+            return;
+        }
+        if entry.answer_path.exists() {
+            self.answer_appeared(&entry.answer_path.clone());
+            return;
+        }
+        self.remove_seed_marker(seq);
+        self.finish(
+            seq,
+            Status::Withdrawn,
+            None,
+            Some("the asker withdrew the question".into()),
+        );
+    }
+
+    fn remove_seed_marker(&self, seq: u64) {
+        if let Some(e) = self.entries.get(&seq)
+            && e.parsed.variant == Variant::Seed000
+        {
+            let marker = self.spools[e.spool]
+                .queue()
+                .join(format!("{}.queue", e.pending.request.id));
+            let _ = std::fs::remove_file(marker);
+        }
+    }
+
+    /// Takes a request out of the queue for good and records how it ended.
+    fn finish(&mut self, seq: u64, status: Status, answer: Option<Answer>, reason: Option<String>) {
+        let Some(entry) = self.entries.remove(&seq) else {
+            return;
+        };
+        self.queue.remove(&entry.queue_key);
+        self.by_question.remove(&entry.question_path);
+        self.by_answer.remove(&entry.answer_path);
+        if let Some(d) = entry.deadline {
+            self.deadlines.remove(&(d, seq));
+        }
+        self.snapshot_dirty[entry.spool] = true;
+        let responded_by = answer.as_ref().map(|a| a.responded_by.clone());
+        let _ = self.store.send(StoreOp::Finished {
+            project: entry.pending.project.display().to_string(),
+            request: Box::new(entry.pending.request.clone()),
+            variant: entry.parsed.variant,
+            status,
+            answer: answer.map(Box::new),
+            reason,
+        });
+        let _ = self.changes.send(Change::Finished {
+            seq,
+            id: entry.pending.request.id.clone(),
+            status,
+            responded_by,
+        });
+    }
+
+    fn reject(&mut self, spool: usize, path: &Path, reason: &str, bytes: Option<&[u8]>) {
+        let s = &self.spools[spool];
+        match questions::reject(s, path, reason, bytes) {
+            Ok(dest) => {
+                tracing::warn!(
+                    "rejected {}: {reason} (moved to {})",
+                    path.display(),
+                    dest.display()
+                );
+                let stem = questions::stem(path).unwrap_or("invalid");
+                let id = if crate::protocol::is_valid_id(stem) { stem } else { "invalid" };
+                let preview: String = bytes
+                    .map(|b| String::from_utf8_lossy(&b[..b.len().min(200)]).into_owned())
+                    .unwrap_or_default();
+                let request = Request {
+                    version: crate::protocol::VERSION,
+                    id: id.to_string(),
+                    agent_id: "unknown".into(),
+                    agent_name: "unknown".into(),
+                    working_dir: None,
+                    timestamp: Timestamp::now(),
+                    kind: crate::protocol::Kind::Text,
+                    content: preview,
+                    options: Vec::new(),
+                    priority: crate::protocol::Priority::Normal,
+                    timeout: None,
+                    context: serde_json::Value::Null,
+                    metadata: serde_json::Map::new(),
+                    asker: None,
+                };
+                let _ = self.store.send(StoreOp::Finished {
+                    project: s.project().display().to_string(),
+                    request: Box::new(request),
+                    variant: Variant::Canonical,
+                    status: Status::Rejected,
+                    answer: None,
+                    reason: Some(format!("{reason} (file kept as {})", dest.display())),
+                });
+            }
+            Err(e) => tracing::error!("could not move bad file {} aside: {e}", path.display()),
+        }
+    }
+
+    /// Reads every spool again: after start and whenever the kernel dropped events.
+    fn rescan(&mut self) {
+        for spool in 0..self.spools.len() {
+            let paths = match questions::question_paths(&self.spools[spool]) {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::error!("reading {}: {e}", self.spools[spool].questions().display());
+                    continue;
+                }
+            };
+            let present: HashSet<&PathBuf> = paths.iter().collect();
+            let gone: Vec<PathBuf> = self
+                .by_question
+                .keys()
+                .filter(|p| self.folder_of(p).is_some_and(|(s, _)| s == spool) && !present.contains(p))
+                .cloned()
+                .collect();
+            for p in gone {
+                self.question_removed(&p);
+            }
+            for p in paths.clone() {
+                self.question_changed(spool, p, false);
+            }
+        }
+        let answered: Vec<PathBuf> = self
+            .by_answer
+            .keys()
+            .filter(|p| p.exists())
+            .cloned()
+            .collect();
+        for p in answered {
+            self.answer_appeared(&p);
+        }
+    }
+
+    fn retry_partials(&mut self, now: Instant) {
+        if self.partial.is_empty() {
+            return;
+        }
+        let paths: Vec<(PathBuf, Instant)> = self.partial.iter().map(|(p, t)| (p.clone(), *t)).collect();
+        for (path, give_up) in paths {
+            let Some((spool, _)) = self.folder_of(&path) else {
+                self.partial.remove(&path);
+                continue;
+            };
+            // Past the grace period the file counts as closed: reject it if still bad.
+            self.question_changed(spool, path, now >= give_up);
+        }
+    }
+
+    fn expire_timeouts(&mut self) {
+        let now = Timestamp::now();
+        let due: Vec<u64> = self
+            .deadlines
+            .iter()
+            .take_while(|(d, _)| *d <= now)
+            .map(|(_, seq)| *seq)
+            .collect();
+        for seq in due {
+            let Some(entry) = self.entries.get(&seq) else { continue };
+            if entry.deadline.is_some_and(|d| d <= now) && !entry.answering {
+                let answer = Answer::timeout(&entry.pending.request);
+                if let Some(d) = entry.deadline {
+                    self.deadlines.remove(&(d, seq));
+                }
+                self.start_answer(seq, answer, None);
+            }
+        }
+    }
+
+    /// Ends the requests whose asking process has died: nobody will read their answer.
+    fn check_askers(&mut self) {
+        let mut alive: HashMap<(u32, Option<u64>), bool> = HashMap::new();
+        let dead: Vec<u64> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| !e.answering)
+            .filter_map(|(seq, e)| {
+                let a = e.pending.request.asker?;
+                let ok = *alive
+                    .entry((a.pid, a.start_time))
+                    .or_insert_with(|| agents::is_alive(a.pid, a.start_time));
+                (!ok).then_some(*seq)
+            })
+            .collect();
+        for seq in dead {
+            let Some(e) = self.entries.get(&seq) else { continue };
+            let pid = e.pending.request.asker.map(|a| a.pid).unwrap_or_default();
+            let _ = std::fs::remove_file(&e.question_path);
+            self.remove_seed_marker(seq);
+            self.finish(
+                seq,
+                Status::Abandoned,
+                None,
+                Some(format!("the asking process {pid} exited without an answer")),
+            );
+        }
+    }
+
+    fn sweep_agents(&self) {
+        for (i, spool) in self.spools.iter().enumerate() {
+            let waiting: HashSet<String> = self
+                .entries
+                .values()
+                .filter(|e| e.spool == i)
+                .map(|e| e.pending.request.agent_id.clone())
+                .collect();
+            let spool = spool.clone();
+            tokio::task::spawn_blocking(move || agents::sweep(&spool, &waiting));
+        }
+    }
+
+    /// Rewrites `queue/question_queue.json` for each spool whose queue changed.
+    fn flush_snapshots(&mut self, force: bool) {
+        for i in 0..self.spools.len() {
+            if !(force || self.snapshot_dirty[i]) {
+                continue;
+            }
+            self.snapshot_dirty[i] = false;
+            let items: Vec<serde_json::Value> = self
+                .queue
+                .iter()
+                .filter_map(|seq| self.entries.get(&seq))
+                .filter(|e| e.spool == i)
+                .map(|e| {
+                    let r = &e.pending.request;
+                    let mut preview: String = r.content.chars().take(100).collect();
+                    if preview.len() < r.content.len() {
+                        preview.push_str("...");
+                    }
+                    serde_json::json!({
+                        "id": r.id, "agent_id": r.agent_id, "agent_name": r.agent_name,
+                        "type": r.kind, "priority": r.priority, "content": preview,
+                        "timestamp": r.timestamp, "options": r.options,
+                    })
+                })
+                .collect();
+            let agents: HashSet<&str> = self
+                .entries
+                .values()
+                .filter(|e| e.spool == i)
+                .map(|e| e.pending.request.agent_id.as_str())
+                .collect();
+            let body = serde_json::json!({
+                "version": crate::protocol::VERSION,
+                "updated": Timestamp::now(),
+                "total_questions": items.len(),
+                "active_agents": agents.len(),
+                "queue": items,
+            });
+            let spool = &self.spools[i];
+            let mut bytes = serde_json::to_vec_pretty(&body).unwrap_or_default();
+            bytes.push(b'\n');
+            if let Err(e) = write_atomic(&spool.tmp(), &spool.queue_snapshot(), &bytes, false) {
+                tracing::warn!("writing {}: {e}", spool.queue_snapshot().display());
+            }
+        }
+    }
+}

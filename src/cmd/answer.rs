@@ -1,0 +1,177 @@
+//! `hitl answer` and `hitl cancel`: answer from any terminal or script, with or without
+//! a listener running.
+//!
+//! The answer goes straight into the spool with the same exclusive create the broker
+//! uses, so whoever writes first wins and everyone else is told who did. A running
+//! broker sees the answer file appear and takes the question out of its queue.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+
+use crate::{
+    config::Paths,
+    protocol::{Answer, ParsedQuestion, Reply},
+    spool::{
+        Created, Spool,
+        questions::{self, DEFAULT_MAX_QUESTION_BYTES},
+    },
+    store::{HistoryQuery, Store, StoreOp},
+};
+
+/// What to answer.
+#[derive(Debug, Clone)]
+pub enum AnswerWith {
+    /// Text (a number or an option's text for select questions, y/n for yes/no).
+    Text(String),
+    /// Approve or deny an approval or permission request.
+    Decision {
+        /// True to approve.
+        approve: bool,
+        /// Why.
+        comment: Option<String>,
+    },
+    /// Cancel the question.
+    Cancel {
+        /// Why.
+        reason: Option<String>,
+    },
+}
+
+/// `hitl answer` / `hitl cancel` arguments.
+#[derive(Debug, Clone)]
+pub struct AnswerOptions {
+    /// The question's id.
+    pub id: String,
+    /// The reply.
+    pub with: AnswerWith,
+    /// The project folder.
+    pub dir: Option<PathBuf>,
+    /// History database URL.
+    pub db: Option<String>,
+    /// Print the answer written as JSON.
+    pub json: bool,
+}
+
+/// The name recorded as the responder: `cli:USER`.
+fn responder() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".into());
+    format!("cli:{user}")
+}
+
+fn find_question(spool: &Spool, id: &str) -> Option<(PathBuf, ParsedQuestion)> {
+    // Fast path: canonical and seed 000 questions are named after their id.
+    let direct = spool.questions().join(format!("{id}.json"));
+    if let questions::Loaded::Question(q) = questions::load_question(&direct, DEFAULT_MAX_QUESTION_BYTES)
+        && q.request.id == id
+    {
+        return Some((direct, *q));
+    }
+    questions::question_paths(spool)
+        .ok()?
+        .into_iter()
+        .find_map(|p| match questions::load_question(&p, DEFAULT_MAX_QUESTION_BYTES) {
+            questions::Loaded::Question(q) if q.request.id == id => Some((p, *q)),
+            _ => None,
+        })
+}
+
+/// Answers (or cancels) one question.
+pub async fn run(opts: AnswerOptions) -> Result<()> {
+    crate::protocol::validate_id(&opts.id).with_context(|| format!("{:?} is not a question id", opts.id))?;
+    let spool = super::ask::find_project(opts.dir.as_ref())?;
+    let paths = Paths::from_env();
+    let db_url = opts.db.clone().unwrap_or_else(|| paths.db_url());
+
+    let Some((_, q)) = find_question(&spool, &opts.id) else {
+        // Not in the spool: say what became of it, if history knows.
+        if let Ok(store) = Store::open(&db_url).await {
+            let q = HistoryQuery {
+                id: Some(opts.id.clone()),
+                limit: 1,
+                ..Default::default()
+            };
+            if let Some(h) = store.history(&q).await?.into_iter().next() {
+                let by = h.responded_by.map(|b| format!(" by {b}")).unwrap_or_default();
+                bail!("question {} is already {}{by}", opts.id, h.status);
+            }
+        }
+        bail!(
+            "no pending question {} in {} (see `hitl pending`)",
+            opts.id,
+            spool.project().display()
+        );
+    };
+    let answer_path = questions::answer_path(&spool, &q);
+    if let Some(existing) = questions::read_answer(&answer_path)
+        && existing.id == q.request.id
+        && existing.timestamp >= q.request.timestamp
+    {
+        bail!("question {} is already answered by {}", opts.id, existing.responded_by);
+    }
+
+    let reply = match &opts.with {
+        AnswerWith::Text(t) => q
+            .request
+            .interpret(t)
+            .map_err(|e| anyhow::anyhow!("{e} (question {} is a {} question)", opts.id, q.request.kind))?,
+        AnswerWith::Decision { approve, comment } => {
+            if !q.request.kind.is_approval() {
+                bail!(
+                    "--approve/--deny answer approval and permission requests; question {} is a {} question",
+                    opts.id,
+                    q.request.kind
+                );
+            }
+            Reply::Approval {
+                approved: *approve,
+                comment: comment.clone(),
+            }
+        }
+        AnswerWith::Cancel { reason } => Reply::Cancel {
+            reason: reason.clone(),
+        },
+    };
+    let answer = Answer::from_reply(&q.request, reply, &responder());
+    match questions::deliver(&spool, &q, &answer, true)
+        .with_context(|| format!("writing the answer to {}", answer_path.display()))?
+    {
+        Created::Created => {}
+        Created::AlreadyExists => {
+            let by = questions::read_answer(&answer_path)
+                .map(|a| a.responded_by)
+                .unwrap_or_else(|| "another responder".into());
+            bail!("question {} is already answered by {by}", opts.id);
+        }
+    }
+    record(&db_url, &spool, q, &answer).await;
+    if opts.json {
+        println!("{}", serde_json::to_string(&answer)?);
+    }
+    Ok(())
+}
+
+/// Best effort: the answer is delivered already; history can be repaired by a
+/// listener's rescan, so a store error is only a warning.
+async fn record(db_url: &str, spool: &Spool, q: ParsedQuestion, answer: &Answer) {
+    let op = StoreOp::Finished {
+        project: spool.project().display().to_string(),
+        request: Box::new(q.request),
+        variant: q.variant,
+        status: answer.status.into(),
+        answer: Some(Box::new(answer.clone())),
+        reason: None,
+    };
+    let result = async {
+        let store = Store::open(db_url).await?;
+        store.apply(&[op]).await?;
+        store.close().await;
+        anyhow::Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        eprintln!("hitl: warning: answer delivered but not recorded in history: {e:#}");
+    }
+}

@@ -1,0 +1,240 @@
+//! `hitl ask`: the agent's side. Write the question into the spool, wait for the
+//! answer, print it alone on stdout, exit 0 answered / 1 cancelled or denied /
+//! 2 timed out / 3 cannot ask.
+//!
+//! Synchronous on purpose: one process per question, and a whole ask should cost a
+//! few milliseconds beyond the human. On timeout or Ctrl-C the question is withdrawn
+//! (its file removed) so it leaves the queue.
+
+use std::{
+    io::Write,
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use crate::{
+    agents,
+    config::{self, Paths},
+    protocol::{Answer, Asker, Kind, Priority, Request, VERSION},
+    spool::{
+        Spool,
+        questions::read_answer,
+        wait::{AnswerWait, WaitOutcome},
+        write_atomic,
+    },
+};
+
+/// How often a waiting asker refreshes its agent's `last_seen`.
+const HEARTBEAT: Duration = Duration::from_secs(10);
+
+/// Exit status: answered, and approved where that applies.
+pub const EXIT_ANSWERED: u8 = 0;
+/// Exit status: cancelled or denied.
+pub const EXIT_CANCELLED: u8 = 1;
+/// Exit status: timed out.
+pub const EXIT_TIMEOUT: u8 = 2;
+/// Exit status: could not ask at all.
+pub const EXIT_CANNOT_ASK: u8 = 3;
+/// Exit status: interrupted by a signal (128 + SIGINT), question withdrawn.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// What to ask.
+#[derive(Debug, Clone)]
+pub struct AskOptions {
+    /// The question's words (joined with spaces).
+    pub question: Vec<String>,
+    /// Its kind.
+    pub kind: Kind,
+    /// Options for select and multiselect.
+    pub options: Vec<String>,
+    /// Seconds to wait; `None` takes the configured default; 0 waits for ever.
+    pub timeout: Option<u64>,
+    /// Priority; `None` takes the configured default.
+    pub priority: Option<Priority>,
+    /// Context as JSON text.
+    pub context: Option<String>,
+    /// The project folder, instead of searching upwards from the current one.
+    pub dir: Option<PathBuf>,
+    /// Print the whole answer as JSON instead of its text.
+    pub json: bool,
+}
+
+/// Finds the project for a command: `--dir`, else the nearest `.helpers/` above the
+/// current folder.
+pub fn find_project(dir: Option<&PathBuf>) -> Result<Spool> {
+    match dir {
+        Some(d) => {
+            let spool = Spool::new(d);
+            if !spool.exists() {
+                bail!(
+                    "{} is not initialised for hitl (no .helpers/ folder); run: hitl init {}",
+                    d.display(),
+                    d.display()
+                );
+            }
+            Ok(spool)
+        }
+        None => {
+            let cwd = std::env::current_dir().context("reading the current folder")?;
+            Spool::find(&cwd).with_context(|| {
+                format!(
+                    "no .helpers/ folder in {} or above it; run `hitl init` in the project, or pass --dir",
+                    cwd.display()
+                )
+            })
+        }
+    }
+}
+
+fn build_request(opts: &AskOptions, spool: &Spool, settings: &config::Settings) -> Result<(Request, agents::Identity)> {
+    let content = opts.question.join(" ");
+    if content.trim().is_empty() {
+        bail!("the question is empty");
+    }
+    if matches!(opts.kind, Kind::Select | Kind::Multiselect) && opts.options.is_empty() {
+        bail!("a {} question needs at least one --option", opts.kind);
+    }
+    let context = match &opts.context {
+        Some(text) => serde_json::from_str::<Value>(text)
+            .with_context(|| format!("--context is not valid JSON: {text:?}"))?,
+        None => Value::Null,
+    };
+    let who = agents::identify();
+    let me = agents::this_process();
+    let request = Request {
+        version: VERSION,
+        id: uuid::Uuid::now_v7().simple().to_string(),
+        agent_id: who.id.clone(),
+        agent_name: who.name.clone(),
+        working_dir: std::env::current_dir()
+            .ok()
+            .or_else(|| Some(spool.project().to_path_buf()))
+            .map(|d| d.display().to_string()),
+        timestamp: jiff::Timestamp::now(),
+        kind: opts.kind,
+        content,
+        options: opts.options.clone(),
+        priority: opts.priority.unwrap_or(settings.ask.priority),
+        timeout: Some(opts.timeout.unwrap_or(settings.ask.timeout)).filter(|&t| t > 0),
+        context,
+        metadata: serde_json::Map::new(),
+        asker: Some(Asker {
+            pid: me.pid,
+            start_time: Some(me.start_time),
+        }),
+    };
+    Ok((request, who))
+}
+
+/// Asks and waits. Returns the exit status; errors mean "cannot ask" (3).
+pub fn run(opts: AskOptions) -> Result<u8> {
+    let spool = find_project(opts.dir.as_ref())?;
+    let paths = Paths::from_env();
+    let settings = config::load(&paths, Some(&spool))?;
+    let (request, who) = build_request(&opts, &spool, &settings)?;
+
+    let question_path = spool.questions().join(format!("{}.json", request.id));
+    let answer_name = format!("{}.json", request.id);
+    let answer_path = spool.answers().join(&answer_name);
+
+    // Watch before writing, so an answer that comes at once is not missed.
+    let mut wait = AnswerWait::new(&spool.answers(), &answer_name)
+        .with_context(|| format!("watching {}", spool.answers().display()))?;
+    let mut bytes = serde_json::to_vec_pretty(&request)?;
+    bytes.push(b'\n');
+    write_atomic(&spool.tmp(), &question_path, &bytes, true)
+        .with_context(|| format!("writing the question to {}", question_path.display()))?;
+    if let Err(e) = agents::record_question(&spool, &who, request.working_dir.as_deref()) {
+        tracing::debug!("agent registry not updated: {e:#}");
+    }
+    if !spool.listener_pid_file().exists() {
+        eprintln!(
+            "hitl: no listener is running for {}; the question waits until one starts \
+             (hitl listen) or someone runs: hitl answer {} TEXT",
+            spool.project().display(),
+            request.id
+        );
+    }
+
+    let deadline = request.timeout.map(|t| Instant::now() + Duration::from_secs(t));
+    let outcome = wait
+        .wait(deadline, HEARTBEAT, || {
+            let _ = agents::record_heartbeat(&spool, &who);
+        })
+        .context("waiting for the answer")?;
+
+    let withdrawn = match outcome {
+        WaitOutcome::Appeared => None,
+        WaitOutcome::TimedOut => Some(EXIT_TIMEOUT),
+        WaitOutcome::Interrupted(_) => Some(EXIT_INTERRUPTED),
+    };
+    if withdrawn.is_some() {
+        // Withdraw first, then look once more: an answer written in the meantime wins.
+        let _ = std::fs::remove_file(&question_path);
+    }
+    let answer = match read_answer_retrying(&answer_path, withdrawn.is_none()) {
+        Some(a) => a,
+        None => {
+            let code = withdrawn.unwrap_or(EXIT_CANNOT_ASK);
+            match code {
+                EXIT_TIMEOUT => eprintln!(
+                    "hitl: no answer within {}s; question {} withdrawn",
+                    request.timeout.unwrap_or(0),
+                    request.id
+                ),
+                EXIT_INTERRUPTED => eprintln!("hitl: interrupted; question {} withdrawn", request.id),
+                _ => eprintln!("hitl: the answer file {} could not be read", answer_path.display()),
+            }
+            return Ok(code);
+        }
+    };
+    let _ = std::fs::remove_file(&answer_path);
+    let _ = std::fs::remove_file(&question_path);
+    print_answer(&answer, opts.json)?;
+    Ok(answer.exit_code())
+}
+
+/// Reads the answer; our writers rename whole files into place, but a foreign writer
+/// may not, so a few short retries cover a file caught mid-write.
+fn read_answer_retrying(path: &std::path::Path, expected: bool) -> Option<Answer> {
+    let tries = if expected { 50 } else { 1 };
+    for _ in 0..tries {
+        if let Some(a) = read_answer(path) {
+            return Some(a);
+        }
+        if !path.exists() && !expected {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
+fn print_answer(answer: &Answer, json: bool) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    let written = if json {
+        serde_json::to_writer(&mut out, answer)
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n"))
+    } else {
+        if answer.status != crate::protocol::AnswerStatus::Answered {
+            let why = answer.comment.as_deref().unwrap_or(answer.status.as_str());
+            eprintln!("hitl: {} ({why})", answer.status.as_str());
+        }
+        if answer.status == crate::protocol::AnswerStatus::Answered {
+            out.write_all(answer.content.as_bytes())
+                .and_then(|()| out.write_all(b"\n"))
+        } else {
+            Ok(())
+        }
+    };
+    match written.and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        // The reader went away (`hitl ask … | head -c1`): not our error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(e).context("printing the answer"),
+    }
+}

@@ -1,0 +1,208 @@
+//! `hitl listen`: run the broker over one or more projects with a local responder.
+//!
+//! Start-up order matters for "nothing lost": take each project's lock, open history,
+//! start watching, *then* read the spools (the broker's first rescan), so a question
+//! written at any moment is seen by the watch, the scan, or both. Only then are the
+//! pid files written and "ready" printed. On SIGINT/SIGTERM the broker stops taking
+//! work, history is flushed, and the pid files are removed; pending questions stay in
+//! the spool for the next start.
+
+use std::{
+    fs::File,
+    io::{Read, Seek, Write},
+    path::PathBuf,
+};
+
+use anyhow::{Context, Result, bail};
+use nix::fcntl::{Flock, FlockArg};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::{
+    agents,
+    broker::{Broker, BrokerOptions, spawn_store_writer},
+    config::{self, Paths},
+    spool::{Spool, watch::SpoolWatcher, write_atomic},
+    store::Store,
+    ui,
+};
+
+/// Which responder answers in this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UiKind {
+    /// Sequential prompt on this terminal (stdin may be a pipe).
+    Terminal,
+    /// None: answer with `hitl answer` or other UIs.
+    None,
+}
+
+/// How to listen.
+#[derive(Debug, Clone)]
+pub struct ListenOptions {
+    /// Project folders (default: the current one).
+    pub dirs: Vec<PathBuf>,
+    /// The local responder.
+    pub ui: UiKind,
+    /// History database URL (overrides `HITL_DB`).
+    pub db: Option<String>,
+    /// Answer everything with this text.
+    pub auto_answer: Option<String>,
+}
+
+/// Holds a project's `.listener.pid` lock; removes the pid files when dropped.
+struct ProjectLock {
+    spool: Spool,
+    _lock: Flock<File>,
+}
+
+impl Drop for ProjectLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.spool.listener_info_file());
+        let _ = std::fs::remove_file(self.spool.listener_pid_file());
+    }
+}
+
+/// Takes the project's listener lock. The kernel releases a `flock` when its holder
+/// dies, so a pid file left by a killed listener is reclaimed without guessing.
+fn lock_project(spool: &Spool) -> Result<ProjectLock> {
+    let path = spool.listener_pid_file();
+    let file = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(l) => l,
+        Err((mut f, _)) => {
+            let mut pid = String::new();
+            let _ = f.read_to_string(&mut pid);
+            bail!(
+                "another listener (pid {}) already serves {}; stop it first, or answer its \
+                 questions with `hitl answer`",
+                pid.trim(),
+                spool.project().display()
+            );
+        }
+    };
+    lock.set_len(0)?;
+    lock.rewind()?;
+    writeln!(lock, "{}", std::process::id())?;
+    lock.sync_data()?;
+    Ok(ProjectLock {
+        spool: spool.clone(),
+        _lock: lock,
+    })
+}
+
+fn write_listener_info(spool: &Spool, projects: &[PathBuf]) -> Result<()> {
+    let me = agents::this_process();
+    let info = serde_json::json!({
+        "version": crate::protocol::VERSION,
+        "pid": me.pid,
+        "start_time": me.start_time,
+        "started_at": jiff::Timestamp::now(),
+        "projects": projects,
+        "http": null,
+        "socket": null,
+    });
+    let mut bytes = serde_json::to_vec_pretty(&info)?;
+    bytes.push(b'\n');
+    write_atomic(&spool.tmp(), &spool.listener_info_file(), &bytes, false)
+        .with_context(|| format!("writing {}", spool.listener_info_file().display()))
+}
+
+/// Runs the listener until SIGINT or SIGTERM.
+pub async fn run(opts: ListenOptions) -> Result<()> {
+    let dirs = if opts.dirs.is_empty() {
+        vec![std::env::current_dir().context("reading the current folder")?]
+    } else {
+        opts.dirs.clone()
+    };
+    let mut spools = Vec::new();
+    for d in &dirs {
+        let abs = std::fs::canonicalize(d).with_context(|| format!("no such folder {}", d.display()))?;
+        let spool = Spool::new(&abs);
+        if !spool.exists() {
+            bail!(
+                "{} is not initialised for hitl (no .helpers/ folder); run: hitl init {}",
+                abs.display(),
+                d.display()
+            );
+        }
+        spool.ensure_layout()?;
+        if !spools.contains(&spool) {
+            spools.push(spool);
+        }
+    }
+    let paths = Paths::from_env();
+    let settings = config::load(&paths, spools.first())?;
+    let locks = spools.iter().map(lock_project).collect::<Result<Vec<_>>>()?;
+
+    let db_url = opts.db.clone().unwrap_or_else(|| paths.db_url());
+    let store = Store::open(&db_url).await?;
+    let (store_tx, store_task) = spawn_store_writer(store);
+
+    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let mut watcher = SpoolWatcher::new(events_tx)?;
+    for s in &spools {
+        watcher.watch(&s.questions())?;
+        watcher.watch(&s.answers())?;
+    }
+
+    let (broker, handle) = Broker::new(
+        spools.clone(),
+        BrokerOptions {
+            max_question_bytes: settings.listen.max_question_bytes,
+            durable: settings.listen.fsync,
+        },
+        store_tx,
+    );
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let broker_task = tokio::spawn(broker.run(events_rx, async {
+        let _ = stop_rx.await;
+    }));
+
+    let projects: Vec<PathBuf> = spools.iter().map(|s| s.project().to_path_buf()).collect();
+    for s in &spools {
+        write_listener_info(s, &projects)?;
+    }
+    let names: Vec<String> = projects.iter().map(|p| p.display().to_string()).collect();
+    eprintln!("hitl: listening on {} (history: {db_url})", names.join(", "));
+    let responder = match (&opts.auto_answer, opts.ui) {
+        (Some(text), _) => {
+            eprintln!(
+                "hitl: WARNING: --auto-answer is on: every question is answered {text:?} \
+                 (yes/no: yes, select: first option, approvals: approved) without a human"
+            );
+            tokio::spawn(ui::auto::run(handle.clone(), text.clone()))
+        }
+        (None, UiKind::Terminal) => tokio::spawn(ui::terminal::run(handle.clone())),
+        (None, UiKind::None) => tokio::spawn(std::future::pending::<()>()),
+    };
+    eprintln!("hitl: ready");
+
+    wait_for_signal().await?;
+    eprintln!("hitl: stopping; pending questions stay queued for the next start");
+    let _ = stop_tx.send(());
+    let _ = broker_task.await;
+    responder.abort();
+    drop(handle);
+    drop(watcher);
+    let _ = store_task.await;
+    drop(locks);
+    Ok(())
+}
+
+async fn wait_for_signal() -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+        _ = hup.recv() => {}
+    }
+    Ok(())
+}

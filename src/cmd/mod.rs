@@ -1,0 +1,8 @@
+//! The commands behind the CLI, one file each. `main.rs` parses flags and calls these;
+//! they return errors with context, and `main` turns them into exit codes.
+
+pub mod answer;
+pub mod ask;
+pub mod init;
+pub mod inspect;
+pub mod listen;

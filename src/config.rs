@@ -1,0 +1,213 @@
+//! Settings and where things live.
+//!
+//! Layers, later wins: built-in defaults < user `config.toml` < project
+//! `.helpers/config.toml` < environment < command-line flags. Flags are applied by the
+//! commands; this module merges the rest into one validated [`Settings`].
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+
+use crate::{protocol::Priority, spool::Spool};
+
+/// Per-user folders: config (`config.toml`, `token`) and data (`hitl.db`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paths {
+    /// `$XDG_CONFIG_HOME/hitl`, or `$HITL_HOME`.
+    pub config_dir: PathBuf,
+    /// `$XDG_DATA_HOME/hitl`, or `$HITL_HOME`.
+    pub data_dir: PathBuf,
+}
+
+impl Paths {
+    /// Reads `HITL_HOME`, then the XDG variables, then falls back to `~/.config` and
+    /// `~/.local/share`.
+    pub fn from_env() -> Paths {
+        if let Some(home) = std::env::var_os("HITL_HOME").filter(|h| !h.is_empty()) {
+            let home = PathBuf::from(home);
+            return Paths {
+                config_dir: home.clone(),
+                data_dir: home,
+            };
+        }
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/tmp"));
+        let xdg = |var: &str, fallback: &str| {
+            std::env::var_os(var)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| home.join(fallback))
+                .join("hitl")
+        };
+        Paths {
+            config_dir: xdg("XDG_CONFIG_HOME", ".config"),
+            data_dir: xdg("XDG_DATA_HOME", ".local/share"),
+        }
+    }
+
+    /// The history database URL: `HITL_DB`, else `sqlite://DATA_DIR/hitl.db`.
+    pub fn db_url(&self) -> String {
+        std::env::var("HITL_DB")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("hitl.db").display()))
+    }
+
+    /// The user's `config.toml`.
+    pub fn user_config(&self) -> PathBuf {
+        self.config_dir.join("config.toml")
+    }
+}
+
+/// Everything configurable, with defaults filled in.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// `[ask]`: the agent side.
+    pub ask: AskSettings,
+    /// `[listen]`: the broker.
+    pub listen: ListenSettings,
+}
+
+/// `[ask]` settings.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AskSettings {
+    /// Seconds to wait for an answer; 0 waits for ever.
+    pub timeout: u64,
+    /// Priority of questions that do not say.
+    pub priority: Priority,
+}
+
+/// `[listen]` settings.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ListenSettings {
+    /// Question files bigger than this are rejected.
+    pub max_question_bytes: u64,
+    /// fsync answers and their folder before telling anyone (off only for benchmarks
+    /// of the pure protocol cost; a crash can then lose an answer).
+    pub fsync: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            ask: AskSettings::default(),
+            listen: ListenSettings::default(),
+        }
+    }
+}
+
+impl Default for AskSettings {
+    fn default() -> AskSettings {
+        AskSettings {
+            timeout: 300,
+            priority: Priority::Normal,
+        }
+    }
+}
+
+impl Default for ListenSettings {
+    fn default() -> ListenSettings {
+        ListenSettings {
+            max_question_bytes: crate::spool::questions::DEFAULT_MAX_QUESTION_BYTES,
+            fsync: true,
+        }
+    }
+}
+
+/// The commented defaults `hitl init` writes to `.helpers/config.toml`.
+pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key is optional: the values shown are the defaults.
+# Layers, later wins: defaults < ~/.config/hitl/config.toml < this file < HITL_* env < flags.
+
+[ask]
+# Seconds `hitl ask` and scripts/ask-human.sh wait for an answer; 0 waits for ever.
+# timeout = 300
+# Priority of questions that do not say: "normal", "high" or "urgent".
+# priority = "normal"
+
+[listen]
+# Question files bigger than this many bytes are moved to .helpers/rejected/.
+# max_question_bytes = 1048576
+# fsync answers before the asker sees them, so a crash cannot take one back.
+# fsync = true
+"#;
+
+fn read_table(path: &Path) -> Result<Option<toml::Table>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(
+            text.parse::<toml::Table>()
+                .with_context(|| format!("reading settings from {}", path.display()))?,
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+fn merge(into: &mut toml::Table, from: toml::Table) {
+    for (k, v) in from {
+        match (into.get_mut(&k), v) {
+            (Some(toml::Value::Table(a)), toml::Value::Table(b)) => merge(a, b),
+            (_, v) => {
+                into.insert(k, v);
+            }
+        }
+    }
+}
+
+/// Loads the layered settings for `project` (if any).
+pub fn load(paths: &Paths, project: Option<&Spool>) -> Result<Settings> {
+    let mut table = toml::Table::new();
+    if let Some(t) = read_table(&paths.user_config())? {
+        merge(&mut table, t);
+    }
+    if let Some(spool) = project
+        && let Some(t) = read_table(&spool.config_file())?
+    {
+        merge(&mut table, t);
+    }
+    let mut settings: Settings = toml::Value::Table(table)
+        .try_into()
+        .context("invalid settings (see .helpers/config.toml for the keys)")?;
+    if let Ok(t) = std::env::var("HITL_TIMEOUT") {
+        settings.ask.timeout = t
+            .trim()
+            .parse()
+            .with_context(|| format!("HITL_TIMEOUT={t:?} is not a number of seconds"))?;
+    }
+    Ok(settings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_template_parses_to_the_defaults() {
+        let t: toml::Table = PROJECT_CONFIG_TEMPLATE.parse().unwrap();
+        let s: Settings = toml::Value::Table(t).try_into().unwrap();
+        assert_eq!(s, Settings::default());
+    }
+
+    #[test]
+    fn project_overrides_user() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = Paths {
+            config_dir: dir.path().join("cfg"),
+            data_dir: dir.path().join("data"),
+        };
+        std::fs::create_dir_all(&paths.config_dir).unwrap();
+        std::fs::write(paths.user_config(), "[ask]\ntimeout = 10\npriority = \"high\"\n").unwrap();
+        let spool = Spool::new(dir.path().join("p"));
+        spool.ensure_layout().unwrap();
+        std::fs::write(spool.config_file(), "[ask]\ntimeout = 20\n").unwrap();
+        let s = load(&paths, Some(&spool)).unwrap();
+        assert_eq!(s.ask.timeout, 20);
+        assert_eq!(s.ask.priority, Priority::High);
+        std::fs::write(spool.config_file(), "[ask]\ntimout = 20\n").unwrap();
+        assert!(load(&paths, Some(&spool)).is_err());
+    }
+}

@@ -1,0 +1,42 @@
+//! `--auto-answer TEXT`: answers everything at once, for demos, tests and benchmarks.
+//! Text questions get TEXT, yes/no gets "yes", select the first option, approvals are
+//! approved (see [`crate::protocol::Request::auto_reply`]).
+
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::broker::{BrokerHandle, Change, PendingRequest};
+
+/// Who auto answers are from, in history and answer files.
+pub const RESPONDER: &str = "auto";
+
+fn answer(handle: &BrokerHandle, p: &PendingRequest, text: &str) {
+    let (handle, seq, reply) = (handle.clone(), p.seq, p.request.auto_reply(text));
+    // One task per answer: the writes (each with an fsync) then overlap.
+    tokio::spawn(async move {
+        if let Err(e) = handle.respond(seq, reply, RESPONDER).await {
+            tracing::debug!("auto answer to {seq} not sent: {e}");
+        }
+    });
+}
+
+/// Answers every pending and future request until the broker stops.
+pub async fn run(handle: BrokerHandle, text: String) {
+    // Subscribe first, then list, so nothing queued in between is missed; a request
+    // seen twice is harmless (the second answer is refused).
+    let mut changes = handle.subscribe();
+    for p in handle.pending().await {
+        answer(&handle, &p, &text);
+    }
+    loop {
+        match changes.recv().await {
+            Ok(Change::Queued(p)) => answer(&handle, &p, &text),
+            Ok(Change::Finished { .. }) => {}
+            Err(RecvError::Lagged(_)) => {
+                for p in handle.pending().await {
+                    answer(&handle, &p, &text);
+                }
+            }
+            Err(RecvError::Closed) => break,
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! The sequential terminal prompt, as in the seeds: one question at a time, most urgent
+//! first, with the agent's name, the question, numbered options or y/n.
+//!
+//! Lines are read from stdin on a plain thread (stdin may be a pipe: tests and scripts
+//! feed answers that way). When the question on screen is answered elsewhere the
+//! prompt says so and moves on. When stdin ends, the prompt stops but the broker keeps
+//! serving: answers can still come from `hitl answer` or other UIs.
+
+use std::io::{BufRead, Write};
+
+use tokio::sync::{broadcast::error::RecvError, mpsc};
+
+use crate::{
+    broker::{BrokerHandle, Change, PendingRequest},
+    protocol::{Kind, Reply},
+};
+
+/// Who terminal answers are from.
+pub const RESPONDER: &str = "terminal";
+
+const RULE: &str = "============================================================";
+
+fn stdin_lines() -> mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::Builder::new()
+        .name("stdin".into())
+        .spawn(move || {
+            let stdin = std::io::stdin();
+            let mut lock = stdin.lock();
+            let mut buf = Vec::new();
+            loop {
+                buf.clear();
+                match lock.read_until(b'\n', &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        while buf.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                            buf.pop();
+                        }
+                        if tx.send(String::from_utf8_lossy(&buf).into_owned()).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        })
+        .expect("spawning the stdin reader");
+    rx
+}
+
+/// How the prompt asks for a reply to `kind`.
+fn hint(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Text => "Answer",
+        Kind::Yesno => "Answer [y/n]",
+        Kind::Select => "Choose a number",
+        Kind::Multiselect => "Choose numbers, separated by commas",
+        Kind::Approval | Kind::Permission => "[a]pprove or [d]eny, then an optional comment",
+    }
+}
+
+fn show(out: &mut impl Write, p: &PendingRequest, waiting: usize) -> std::io::Result<()> {
+    let r = &p.request;
+    writeln!(out, "\n{RULE}")?;
+    let more = if waiting > 1 {
+        format!(", {} more waiting", waiting - 1)
+    } else {
+        String::new()
+    };
+    let prio = if r.priority == crate::protocol::Priority::Normal {
+        String::new()
+    } else {
+        format!(" {}", r.priority.as_str().to_uppercase())
+    };
+    writeln!(out, "[{}]{prio} Question ({}{more}):", r.agent_name, r.kind)?;
+    for line in r.content.lines() {
+        writeln!(out, "  {line}")?;
+    }
+    if !r.context.is_null() {
+        writeln!(out, "  context: {}", r.context)?;
+    }
+    for (i, o) in r.options.iter().enumerate() {
+        writeln!(out, "  {}) {o}", i + 1)?;
+    }
+    writeln!(out, "{RULE}")?;
+    write!(out, "{} (/cancel to decline): ", hint(r.kind))?;
+    out.flush()
+}
+
+/// Runs the prompt until the broker stops.
+pub async fn run(handle: BrokerHandle) {
+    let mut lines = stdin_lines();
+    let mut changes = handle.subscribe();
+    let mut out = std::io::stdout();
+    let mut stdin_open = true;
+    loop {
+        let pending = handle.pending().await;
+        let Some(head) = pending.first().cloned() else {
+            match changes.recv().await {
+                Err(RecvError::Closed) => return,
+                _ => continue,
+            }
+        };
+        if !stdin_open {
+            // Nothing to read answers from; follow changes so we stop with the broker.
+            if let Err(RecvError::Closed) = changes.recv().await {
+                return;
+            }
+            continue;
+        }
+        let _ = show(&mut out, &head, pending.len());
+        loop {
+            tokio::select! {
+                line = lines.recv() => {
+                    let Some(line) = line else {
+                        let _ = writeln!(out, "\n(stdin closed: answer with `hitl answer ID TEXT` from another terminal)");
+                        stdin_open = false;
+                        break;
+                    };
+                    let reply = if let Some(reason) = line.trim().strip_prefix("/cancel") {
+                        let reason = reason.trim();
+                        Ok(Reply::Cancel { reason: (!reason.is_empty()).then(|| reason.to_string()) })
+                    } else {
+                        head.request.interpret(&line)
+                    };
+                    match reply {
+                        Err(msg) => {
+                            let _ = write!(out, "{msg}. {}: ", hint(head.request.kind));
+                            let _ = out.flush();
+                        }
+                        Ok(reply) => {
+                            match handle.respond(head.seq, reply, RESPONDER).await {
+                                Ok(a) => {
+                                    let _ = writeln!(out, "[{}] Answer: {}", head.request.agent_name, a.content);
+                                }
+                                Err(e) => {
+                                    let _ = writeln!(out, "Not sent: {e}");
+                                }
+                            }
+                            break;
+                        }
+                    }
+                }
+                change = changes.recv() => match change {
+                    Ok(Change::Finished { seq, status, responded_by, .. }) if seq == head.seq => {
+                        let by = responded_by.map(|b| format!(" by {b}")).unwrap_or_default();
+                        let _ = writeln!(out, "\n({status}{by}; next question)");
+                        break;
+                    }
+                    Err(RecvError::Closed) => return,
+                    Err(RecvError::Lagged(_)) => {
+                        if !handle.pending().await.iter().any(|p| p.seq == head.seq) {
+                            break;
+                        }
+                    }
+                    Ok(_) => {}
+                },
+            }
+        }
+    }
+}
