@@ -138,10 +138,9 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 
 fn read_table(path: &Path) -> Result<Option<toml::Table>> {
     match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(
-            text.parse::<toml::Table>()
-                .with_context(|| format!("reading settings from {}", path.display()))?,
-        )),
+        Ok(text) => Ok(Some(text.parse::<toml::Table>().with_context(|| {
+            format!("reading settings from {}", path.display())
+        })?)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
     }
@@ -200,7 +199,11 @@ mod tests {
             data_dir: dir.path().join("data"),
         };
         std::fs::create_dir_all(&paths.config_dir).unwrap();
-        std::fs::write(paths.user_config(), "[ask]\ntimeout = 10\npriority = \"high\"\n").unwrap();
+        std::fs::write(
+            paths.user_config(),
+            "[ask]\ntimeout = 10\npriority = \"high\"\n",
+        )
+        .unwrap();
         let spool = Spool::new(dir.path().join("p"));
         spool.ensure_layout().unwrap();
         std::fs::write(spool.config_file(), "[ask]\ntimeout = 20\n").unwrap();

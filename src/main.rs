@@ -173,7 +173,8 @@ fn parse_kind(s: &str) -> Result<Kind, String> {
 }
 
 fn parse_priority(s: &str) -> Result<Priority, String> {
-    Priority::parse(s).ok_or_else(|| format!("unknown priority {s:?}; expected normal, high or urgent"))
+    Priority::parse(s)
+        .ok_or_else(|| format!("unknown priority {s:?}; expected normal, high or urgent"))
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -251,19 +252,25 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 json,
             }))?
         }
-        Command::Cancel { id, reason, dir, db } => {
-            runtime()?.block_on(hitl::cmd::answer::run(AnswerOptions {
-                id,
-                with: AnswerWith::Cancel { reason },
-                dir,
-                db,
-                json: false,
-            }))?
-        }
+        Command::Cancel {
+            id,
+            reason,
+            dir,
+            db,
+        } => runtime()?.block_on(hitl::cmd::answer::run(AnswerOptions {
+            id,
+            with: AnswerWith::Cancel { reason },
+            dir,
+            db,
+            json: false,
+        }))?,
         Command::Agents { dir, json } => hitl::cmd::inspect::agents(dir.as_ref(), json)?,
-        Command::History { id, limit, db, json } => {
-            runtime()?.block_on(hitl::cmd::inspect::history(db, id, limit, json))?
-        }
+        Command::History {
+            id,
+            limit,
+            db,
+            json,
+        } => runtime()?.block_on(hitl::cmd::inspect::history(db, id, limit, json))?,
         Command::Status { dir, json } => hitl::cmd::inspect::status(dir.as_ref(), json)?,
     }
     Ok(ExitCode::SUCCESS)

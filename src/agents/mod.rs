@@ -8,7 +8,9 @@
 
 mod registry;
 
-pub use registry::{AgentRecord, AgentStatus, list_agents, note_question, record_heartbeat, record_question, sweep};
+pub use registry::{
+    AgentRecord, AgentStatus, list_agents, note_question, record_heartbeat, record_question, sweep,
+};
 
 use procfs::process::Process;
 
@@ -105,15 +107,19 @@ fn capitalize(s: &str) -> String {
 
 fn is_agent_name(comm: &str) -> bool {
     let comm = comm.to_ascii_lowercase();
-    AGENT_NAMES
-        .iter()
-        .any(|a| comm == *a || comm.starts_with(&format!("{a}-")) || comm.starts_with(&format!("{a}_")))
+    AGENT_NAMES.iter().any(|a| {
+        comm == *a || comm.starts_with(&format!("{a}-")) || comm.starts_with(&format!("{a}_"))
+    })
 }
 
 /// Works out who is asking, from the environment and the process tree.
 pub fn identify() -> Identity {
-    let env_id = std::env::var("HITL_AGENT_ID").ok().filter(|s| !s.is_empty());
-    let env_name = std::env::var("HITL_AGENT_NAME").ok().filter(|s| !s.is_empty());
+    let env_id = std::env::var("HITL_AGENT_ID")
+        .ok()
+        .filter(|s| !s.is_empty());
+    let env_name = std::env::var("HITL_AGENT_NAME")
+        .ok()
+        .filter(|s| !s.is_empty());
     if let Some(id) = env_id {
         let id = sanitize(&id);
         return Identity {
@@ -125,7 +131,12 @@ pub fn identify() -> Identity {
     let (comm, proc_ref) = find_agent_process();
     let name = env_name.unwrap_or_else(|| format!("{}-{}", capitalize(&comm), proc_ref.pid));
     Identity {
-        id: format!("{}-{}-{}", sanitize(&comm.to_ascii_lowercase()), proc_ref.pid, proc_ref.start_time),
+        id: format!(
+            "{}-{}-{}",
+            sanitize(&comm.to_ascii_lowercase()),
+            proc_ref.pid,
+            proc_ref.start_time
+        ),
         name,
         process: Some(proc_ref),
     }

@@ -95,18 +95,29 @@ impl AgentRecord {
         let o: &Map<String, Value> = v.as_object()?;
         let s = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_string);
         let ts = |k: &str| o.get(k).and_then(parse_timestamp);
-        let id = s("agent_id").or_else(|| s("id")).unwrap_or_else(|| file_stem.to_string());
+        let id = s("agent_id")
+            .or_else(|| s("id"))
+            .unwrap_or_else(|| file_stem.to_string());
         let now = Timestamp::now();
-        let last_seen = ts("last_seen").or_else(|| ts("last_heartbeat")).unwrap_or(now);
+        let last_seen = ts("last_seen")
+            .or_else(|| ts("last_heartbeat"))
+            .unwrap_or(now);
         Some(AgentRecord {
             version: 1,
-            name: s("name").or_else(|| s("agent_name")).unwrap_or_else(|| id.clone()),
+            name: s("name")
+                .or_else(|| s("agent_name"))
+                .unwrap_or_else(|| id.clone()),
             pid: o.get("pid").and_then(Value::as_u64).map(|p| p as u32),
             start_time: o.get("start_time").and_then(Value::as_u64),
             working_dir: s("working_dir").or_else(|| s("working_directory")),
-            first_seen: ts("first_seen").or_else(|| ts("started_at")).unwrap_or(last_seen),
+            first_seen: ts("first_seen")
+                .or_else(|| ts("started_at"))
+                .unwrap_or(last_seen),
             last_seen,
-            questions_asked: o.get("questions_asked").and_then(Value::as_u64).unwrap_or(0),
+            questions_asked: o
+                .get("questions_asked")
+                .and_then(Value::as_u64)
+                .unwrap_or(0),
             status: o
                 .get("status")
                 .and_then(|st| serde_json::from_value(st.clone()).ok())
@@ -198,7 +209,9 @@ pub fn record_question(spool: &Spool, who: &Identity, working_dir: Option<&str>)
 
 /// Records that the agent `who` is still waiting (sent while `hitl ask` waits).
 pub fn record_heartbeat(spool: &Spool, who: &Identity) -> Result<()> {
-    update(spool, &who.id, &who.name, |rec| rec.status = AgentStatus::Waiting)
+    update(spool, &who.id, &who.name, |rec| {
+        rec.status = AgentStatus::Waiting
+    })
 }
 
 /// Records a question from an agent that does not register itself (the seed scripts);
@@ -236,7 +249,11 @@ pub fn list_agents(spool: &Spool, waiting: &HashSet<String>) -> Vec<AgentRecord>
             Some(rec)
         })
         .collect();
-    out.sort_by(|a, b| a.first_seen.cmp(&b.first_seen).then(a.agent_id.cmp(&b.agent_id)));
+    out.sort_by(|a, b| {
+        a.first_seen
+            .cmp(&b.first_seen)
+            .then(a.agent_id.cmp(&b.agent_id))
+    });
     out
 }
 
@@ -252,8 +269,12 @@ pub fn sweep(spool: &Spool, waiting: &HashSet<String>) -> Vec<String> {
         return removed;
     };
     for e in entries.filter_map(Result::ok) {
-        let Ok(name) = e.file_name().into_string() else { continue };
-        let Some(stem) = name.strip_suffix(".json") else { continue };
+        let Ok(name) = e.file_name().into_string() else {
+            continue;
+        };
+        let Some(stem) = name.strip_suffix(".json") else {
+            continue;
+        };
         if crate::spool::is_ignored_name(&name) {
             continue;
         }
@@ -321,6 +342,9 @@ mod tests {
         assert_eq!(list[0].questions_asked, 2);
         assert_eq!(list[0].status, AgentStatus::Active);
         waiting.insert(who.id.clone());
-        assert_eq!(list_agents(&spool, &waiting)[0].status, AgentStatus::Waiting);
+        assert_eq!(
+            list_agents(&spool, &waiting)[0].status,
+            AgentStatus::Waiting
+        );
     }
 }

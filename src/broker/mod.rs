@@ -28,7 +28,7 @@ use thiserror::Error;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 pub use queue::{Queue, QueueKey};
-pub use store_writer::spawn_store_writer;
+pub use store_writer::{StoreMsg, spawn_store_writer};
 
 use crate::{
     agents,
@@ -39,11 +39,17 @@ use crate::{
         watch::SpoolEvent,
         write_atomic,
     },
-    store::StoreOp,
+    store::{StoreOp, Undelivered},
 };
 
 /// How long a question file that does not parse yet is given to become whole.
 const PARTIAL_GRACE: Duration = Duration::from_secs(2);
+/// The broker times a request out this long after the asker's own deadline. Askers
+/// that keep their own timer (`hitl ask`, the seed scripts) withdraw at the deadline
+/// and report a timeout in their own way; the broker's timeout is the backstop for
+/// those that do not, and must not race them (seed 000 would read a broker timeout as
+/// "cancelled", and its timestamps are truncated to the second).
+const TIMEOUT_GRACE: jiff::SignedDuration = jiff::SignedDuration::from_secs(2);
 /// How often the broker checks timeouts and retries partial files.
 const TICK: Duration = Duration::from_millis(100);
 /// How often it checks that askers are alive.
@@ -103,6 +109,9 @@ pub enum RespondError {
     /// Someone else answered first.
     #[error("already answered by {0}")]
     AlreadyAnswered(String),
+    /// The asker stopped waiting before the answer was written.
+    #[error("the question was withdrawn or answered by someone else first")]
+    Gone,
     /// The reply does not fit the question.
     #[error("{0}")]
     Invalid(String),
@@ -202,7 +211,10 @@ pub struct Broker {
     /// Question files that do not parse yet, with when we give up on them.
     partial: HashMap<PathBuf, Instant>,
     next_seq: u64,
-    store: mpsc::UnboundedSender<StoreOp>,
+    store: mpsc::UnboundedSender<StoreMsg>,
+    /// Answers recorded as being delivered when the last broker died: delivered again,
+    /// not asked again. Keyed by (project, id, asked_at).
+    undelivered: HashMap<(String, String, String), Undelivered>,
     changes: broadcast::Sender<Change>,
     written_tx: mpsc::UnboundedSender<Written>,
     written_rx: mpsc::UnboundedReceiver<Written>,
@@ -216,7 +228,8 @@ impl Broker {
     pub fn new(
         spools: Vec<Spool>,
         opts: BrokerOptions,
-        store: mpsc::UnboundedSender<StoreOp>,
+        store: mpsc::UnboundedSender<StoreMsg>,
+        undelivered: Vec<Undelivered>,
     ) -> (Broker, BrokerHandle) {
         let (commands, commands_rx) = mpsc::unbounded_channel();
         let (changes, _) = broadcast::channel(16 * 1024);
@@ -243,6 +256,10 @@ impl Broker {
             partial: HashMap::new(),
             next_seq: 1,
             store,
+            undelivered: undelivered
+                .into_iter()
+                .map(|u| (u.key.clone(), u))
+                .collect(),
             changes,
             written_tx,
             written_rx,
@@ -260,6 +277,7 @@ impl Broker {
         shutdown: impl std::future::Future<Output = ()>,
     ) {
         self.rescan();
+        self.settle_undelivered();
         self.flush_snapshots(true);
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -330,16 +348,23 @@ impl Broker {
                     return;
                 }
                 let answer = Answer::from_reply(&entry.pending.request, reply, &by);
-                self.start_answer(seq, answer, Some(done));
+                self.start_answer(seq, answer, false, Some(done));
             }
         }
     }
 
-    /// Writes an answer on the blocking pool; [`Broker::on_written`] finishes the job.
+    fn record(&self, op: StoreOp) {
+        let _ = self.store.send(op.into());
+    }
+
+    /// Delivers an answer: first recorded in history as `delivering` (so a crash cannot
+    /// lose or change it), then written on the blocking pool; [`Broker::on_written`]
+    /// finishes the job. `recorded` skips the first step for answers already there.
     fn start_answer(
         &mut self,
         seq: u64,
         answer: Answer,
+        recorded: bool,
         done: Option<oneshot::Sender<Result<Answer, RespondError>>>,
     ) {
         let Some(entry) = self.entries.get_mut(&seq) else {
@@ -348,16 +373,39 @@ impl Broker {
         entry.answering = true;
         let spool = self.spools[entry.spool].clone();
         let parsed = entry.parsed.clone();
+        let question = entry.question_path.clone();
         let durable = self.opts.durable;
         let tx = self.written_tx.clone();
-        tokio::task::spawn_blocking(move || {
-            let result = questions::deliver(&spool, &parsed, &answer, durable);
-            let _ = tx.send(Written {
-                seq,
-                answer,
-                result,
-                done,
-            });
+        let committed = if recorded {
+            None
+        } else {
+            let (ack, committed) = oneshot::channel();
+            let op = StoreOp::Delivering {
+                project: entry.pending.project.display().to_string(),
+                request: Box::new(entry.pending.request.clone()),
+                variant: parsed.variant,
+                answer: Box::new(answer.clone()),
+            };
+            let _ = self.store.send(StoreMsg { op, ack: Some(ack) });
+            Some(committed)
+        };
+        tokio::spawn(async move {
+            if let Some(committed) = committed
+                && !committed.await.unwrap_or(false)
+            {
+                // History is unavailable; the answer file alone still makes it durable.
+                tracing::warn!("delivering the answer to request {seq} before history recorded it");
+            }
+            let _ = tokio::task::spawn_blocking(move || {
+                let result = questions::deliver(&spool, &question, &parsed, &answer, durable);
+                let _ = tx.send(Written {
+                    seq,
+                    answer,
+                    result,
+                    done,
+                });
+            })
+            .await;
         });
     }
 
@@ -378,13 +426,20 @@ impl Broker {
                     .entries
                     .get(&seq)
                     .and_then(|e| questions::read_answer(&e.answer_path));
-                let by = existing
-                    .as_ref()
-                    .map(|a| a.responded_by.clone())
-                    .unwrap_or_else(|| "another responder".into());
-                let status = existing.as_ref().map_or(Status::Answered, |a| a.status.into());
-                self.finish(seq, status, existing, None);
-                Err(RespondError::AlreadyAnswered(by))
+                match existing {
+                    Some(a) => {
+                        let by = a.responded_by.clone();
+                        self.finish(seq, a.status.into(), Some(a), None);
+                        Err(RespondError::AlreadyAnswered(by))
+                    }
+                    None => {
+                        // Answered and picked up meanwhile, or withdrawn: either way
+                        // nobody waits any more. History keeps a recorded answer.
+                        let why = "the question was gone before the answer was written";
+                        self.finish(seq, Status::Withdrawn, None, Some(why.into()));
+                        Err(RespondError::Gone)
+                    }
+                }
             }
             Err(e) => {
                 if let Some(entry) = self.entries.get_mut(&seq) {
@@ -471,8 +526,10 @@ impl Broker {
                     .is_none_or(|a| a.timestamp < q.request.timestamp);
             if !stale {
                 // Answered while no broker ran, or by another responder: record it.
-                let status = existing.as_ref().map_or(Status::Answered, |a| a.status.into());
-                let _ = self.store.send(StoreOp::Finished {
+                let status = existing
+                    .as_ref()
+                    .map_or(Status::Answered, |a| a.status.into());
+                self.record(StoreOp::Finished {
                     project,
                     request: Box::new(q.request),
                     variant: q.variant,
@@ -487,7 +544,7 @@ impl Broker {
         self.next_seq += 1;
         let r = &q.request;
         let queue_key = Queue::key(r.priority, r.timestamp, seq);
-        let deadline = r.deadline();
+        let deadline = r.deadline().and_then(|d| d.checked_add(TIMEOUT_GRACE).ok());
         if let Some(d) = deadline {
             self.deadlines.insert((d, seq));
         }
@@ -497,7 +554,7 @@ impl Broker {
             request: q.request.clone(),
             variant: q.variant,
         });
-        let _ = self.store.send(StoreOp::Asked {
+        self.record(StoreOp::Asked {
             project,
             request: Box::new(q.request.clone()),
             variant: q.variant,
@@ -524,6 +581,16 @@ impl Broker {
             },
         );
         self.snapshot_dirty[spool] = true;
+        let key = (
+            pending.project.display().to_string(),
+            pending.request.id.clone(),
+            pending.request.timestamp.to_string(),
+        );
+        if let Some(u) = self.undelivered.remove(&key) {
+            // Chosen before the last broker died, never delivered: deliver it now.
+            self.start_answer(seq, u.answer, true, None);
+            return;
+        }
         let _ = self.changes.send(Change::Queued(pending));
     }
 
@@ -537,7 +604,9 @@ impl Broker {
             return;
         }
         let existing = questions::read_answer(path);
-        let status = existing.as_ref().map_or(Status::Answered, |a| a.status.into());
+        let status = existing
+            .as_ref()
+            .map_or(Status::Answered, |a| a.status.into());
         self.finish(seq, status, existing, None);
     }
 
@@ -587,7 +656,7 @@ impl Broker {
         }
         self.snapshot_dirty[entry.spool] = true;
         let responded_by = answer.as_ref().map(|a| a.responded_by.clone());
-        let _ = self.store.send(StoreOp::Finished {
+        self.record(StoreOp::Finished {
             project: entry.pending.project.display().to_string(),
             request: Box::new(entry.pending.request.clone()),
             variant: entry.parsed.variant,
@@ -613,7 +682,11 @@ impl Broker {
                     dest.display()
                 );
                 let stem = questions::stem(path).unwrap_or("invalid");
-                let id = if crate::protocol::is_valid_id(stem) { stem } else { "invalid" };
+                let id = if crate::protocol::is_valid_id(stem) {
+                    stem
+                } else {
+                    "invalid"
+                };
                 let preview: String = bytes
                     .map(|b| String::from_utf8_lossy(&b[..b.len().min(200)]).into_owned())
                     .unwrap_or_default();
@@ -633,7 +706,7 @@ impl Broker {
                     metadata: serde_json::Map::new(),
                     asker: None,
                 };
-                let _ = self.store.send(StoreOp::Finished {
+                self.record(StoreOp::Finished {
                     project: s.project().display().to_string(),
                     request: Box::new(request),
                     variant: Variant::Canonical,
@@ -660,7 +733,9 @@ impl Broker {
             let gone: Vec<PathBuf> = self
                 .by_question
                 .keys()
-                .filter(|p| self.folder_of(p).is_some_and(|(s, _)| s == spool) && !present.contains(p))
+                .filter(|p| {
+                    self.folder_of(p).is_some_and(|(s, _)| s == spool) && !present.contains(p)
+                })
                 .cloned()
                 .collect();
             for p in gone {
@@ -681,11 +756,27 @@ impl Broker {
         }
     }
 
+    /// Answers recorded as `delivering` whose question is gone from the spool were
+    /// delivered and picked up before the last broker died: record them as finished.
+    fn settle_undelivered(&mut self) {
+        for (_, u) in std::mem::take(&mut self.undelivered) {
+            self.record(StoreOp::Finished {
+                project: u.key.0,
+                request: Box::new(u.request),
+                variant: u.variant,
+                status: u.answer.status.into(),
+                answer: Some(Box::new(u.answer)),
+                reason: None,
+            });
+        }
+    }
+
     fn retry_partials(&mut self, now: Instant) {
         if self.partial.is_empty() {
             return;
         }
-        let paths: Vec<(PathBuf, Instant)> = self.partial.iter().map(|(p, t)| (p.clone(), *t)).collect();
+        let paths: Vec<(PathBuf, Instant)> =
+            self.partial.iter().map(|(p, t)| (p.clone(), *t)).collect();
         for (path, give_up) in paths {
             let Some((spool, _)) = self.folder_of(&path) else {
                 self.partial.remove(&path);
@@ -705,13 +796,15 @@ impl Broker {
             .map(|(_, seq)| *seq)
             .collect();
         for seq in due {
-            let Some(entry) = self.entries.get(&seq) else { continue };
+            let Some(entry) = self.entries.get(&seq) else {
+                continue;
+            };
             if entry.deadline.is_some_and(|d| d <= now) && !entry.answering {
                 let answer = Answer::timeout(&entry.pending.request);
                 if let Some(d) = entry.deadline {
                     self.deadlines.remove(&(d, seq));
                 }
-                self.start_answer(seq, answer, None);
+                self.start_answer(seq, answer, false, None);
             }
         }
     }
@@ -732,7 +825,9 @@ impl Broker {
             })
             .collect();
         for seq in dead {
-            let Some(e) = self.entries.get(&seq) else { continue };
+            let Some(e) = self.entries.get(&seq) else {
+                continue;
+            };
             let pid = e.pending.request.asker.map(|a| a.pid).unwrap_or_default();
             let _ = std::fs::remove_file(&e.question_path);
             self.remove_seed_marker(seq);
@@ -745,8 +840,19 @@ impl Broker {
         }
     }
 
+    /// Keeps the registry current and clears old answer tombstones.
     fn sweep_agents(&self) {
         for (i, spool) in self.spools.iter().enumerate() {
+            let live: HashSet<String> = self
+                .entries
+                .values()
+                .filter(|e| e.spool == i)
+                .filter_map(|e| {
+                    e.answer_path
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                })
+                .collect();
             let waiting: HashSet<String> = self
                 .entries
                 .values()
@@ -754,7 +860,10 @@ impl Broker {
                 .map(|e| e.pending.request.agent_id.clone())
                 .collect();
             let spool = spool.clone();
-            tokio::task::spawn_blocking(move || agents::sweep(&spool, &waiting));
+            tokio::task::spawn_blocking(move || {
+                agents::sweep(&spool, &waiting);
+                questions::clear_old_answers(&spool, &live);
+            });
         }
     }
 

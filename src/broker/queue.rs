@@ -1,7 +1,7 @@
 //! Queue order: urgent before high before normal, then oldest first, then arrival order.
 
-use std::collections::BTreeSet;
 use std::cmp::Reverse;
+use std::collections::BTreeSet;
 
 use jiff::Timestamp;
 

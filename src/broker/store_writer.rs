@@ -6,35 +6,65 @@
 
 use std::time::Duration;
 
-use tokio::{sync::mpsc, task::JoinHandle};
+use tokio::{
+    sync::{mpsc, oneshot},
+    task::JoinHandle,
+};
 
 use crate::store::{Store, StoreOp};
+
+/// A write, and who to tell once it is committed.
+#[derive(Debug)]
+pub struct StoreMsg {
+    /// The write.
+    pub op: StoreOp,
+    /// Told `true` once committed, `false` if it could not be.
+    pub ack: Option<oneshot::Sender<bool>>,
+}
+
+impl From<StoreOp> for StoreMsg {
+    fn from(op: StoreOp) -> StoreMsg {
+        StoreMsg { op, ack: None }
+    }
+}
 
 const MAX_BATCH: usize = 1024;
 
 /// Starts the writer. Drop every sender, then await the handle, to flush on shutdown.
-pub fn spawn_store_writer(store: Store) -> (mpsc::UnboundedSender<StoreOp>, JoinHandle<()>) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<StoreOp>();
+pub fn spawn_store_writer(store: Store) -> (mpsc::UnboundedSender<StoreMsg>, JoinHandle<()>) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<StoreMsg>();
     let handle = tokio::spawn(async move {
         let mut batch = Vec::with_capacity(MAX_BATCH);
-        while let Some(op) = rx.recv().await {
-            batch.push(op);
-            while batch.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(op) => batch.push(op),
-                    Err(_) => break,
+        let mut acks = Vec::new();
+        while let Some(msg) = rx.recv().await {
+            let mut next = Some(msg);
+            while let Some(msg) = next.take() {
+                batch.push(msg.op);
+                acks.extend(msg.ack);
+                if batch.len() < MAX_BATCH {
+                    next = rx.try_recv().ok();
                 }
             }
+            let mut committed = false;
             // Retry a few times: another process may hold the write lock for a moment.
             for attempt in 1..=5 {
                 match store.apply(&batch).await {
-                    Ok(()) => break,
+                    Ok(()) => {
+                        committed = true;
+                        break;
+                    }
                     Err(e) if attempt < 5 => {
                         tracing::warn!("writing history failed (attempt {attempt}): {e:#}");
                         tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
                     }
-                    Err(e) => tracing::error!("writing history failed, {} records lost from history (the spool still has them): {e:#}", batch.len()),
+                    Err(e) => tracing::error!(
+                        "writing history failed, {} records lost from history (the spool still has them): {e:#}",
+                        batch.len()
+                    ),
                 }
+            }
+            for ack in acks.drain(..) {
+                let _ = ack.send(committed);
             }
             batch.clear();
         }

@@ -64,7 +64,8 @@ fn responder() -> String {
 fn find_question(spool: &Spool, id: &str) -> Option<(PathBuf, ParsedQuestion)> {
     // Fast path: canonical and seed 000 questions are named after their id.
     let direct = spool.questions().join(format!("{id}.json"));
-    if let questions::Loaded::Question(q) = questions::load_question(&direct, DEFAULT_MAX_QUESTION_BYTES)
+    if let questions::Loaded::Question(q) =
+        questions::load_question(&direct, DEFAULT_MAX_QUESTION_BYTES)
         && q.request.id == id
     {
         return Some((direct, *q));
@@ -72,21 +73,34 @@ fn find_question(spool: &Spool, id: &str) -> Option<(PathBuf, ParsedQuestion)> {
     questions::question_paths(spool)
         .ok()?
         .into_iter()
-        .find_map(|p| match questions::load_question(&p, DEFAULT_MAX_QUESTION_BYTES) {
-            questions::Loaded::Question(q) if q.request.id == id => Some((p, *q)),
-            _ => None,
-        })
+        .find_map(
+            |p| match questions::load_question(&p, DEFAULT_MAX_QUESTION_BYTES) {
+                questions::Loaded::Question(q) if q.request.id == id => Some((p, *q)),
+                _ => None,
+            },
+        )
 }
 
 /// Answers (or cancels) one question.
 pub async fn run(opts: AnswerOptions) -> Result<()> {
-    crate::protocol::validate_id(&opts.id).with_context(|| format!("{:?} is not a question id", opts.id))?;
+    crate::protocol::validate_id(&opts.id)
+        .with_context(|| format!("{:?} is not a question id", opts.id))?;
     let spool = super::ask::find_project(opts.dir.as_ref())?;
     let paths = Paths::from_env();
     let db_url = opts.db.clone().unwrap_or_else(|| paths.db_url());
 
-    let Some((_, q)) = find_question(&spool, &opts.id) else {
-        // Not in the spool: say what became of it, if history knows.
+    let Some((question_path, q)) = find_question(&spool, &opts.id) else {
+        // Not in the spool: say what became of it, from its tombstone or history.
+        if let Some(a) = questions::read_answer(&spool.answers().join(format!("{}.json", opts.id)))
+            && a.id == opts.id
+        {
+            bail!(
+                "question {} is already {} by {}",
+                opts.id,
+                a.status.as_str(),
+                a.responded_by
+            );
+        }
         if let Ok(store) = Store::open(&db_url).await {
             let q = HistoryQuery {
                 id: Some(opts.id.clone()),
@@ -94,7 +108,10 @@ pub async fn run(opts: AnswerOptions) -> Result<()> {
                 ..Default::default()
             };
             if let Some(h) = store.history(&q).await?.into_iter().next() {
-                let by = h.responded_by.map(|b| format!(" by {b}")).unwrap_or_default();
+                let by = h
+                    .responded_by
+                    .map(|b| format!(" by {b}"))
+                    .unwrap_or_default();
                 bail!("question {} is already {}{by}", opts.id, h.status);
             }
         }
@@ -109,14 +126,21 @@ pub async fn run(opts: AnswerOptions) -> Result<()> {
         && existing.id == q.request.id
         && existing.timestamp >= q.request.timestamp
     {
-        bail!("question {} is already answered by {}", opts.id, existing.responded_by);
+        bail!(
+            "question {} is already answered by {}",
+            opts.id,
+            existing.responded_by
+        );
     }
 
     let reply = match &opts.with {
-        AnswerWith::Text(t) => q
-            .request
-            .interpret(t)
-            .map_err(|e| anyhow::anyhow!("{e} (question {} is a {} question)", opts.id, q.request.kind))?,
+        AnswerWith::Text(t) => q.request.interpret(t).map_err(|e| {
+            anyhow::anyhow!(
+                "{e} (question {} is a {} question)",
+                opts.id,
+                q.request.kind
+            )
+        })?,
         AnswerWith::Decision { approve, comment } => {
             if !q.request.kind.is_approval() {
                 bail!(
@@ -135,7 +159,7 @@ pub async fn run(opts: AnswerOptions) -> Result<()> {
         },
     };
     let answer = Answer::from_reply(&q.request, reply, &responder());
-    match questions::deliver(&spool, &q, &answer, true)
+    match questions::deliver(&spool, &question_path, &q, &answer, true)
         .with_context(|| format!("writing the answer to {}", answer_path.display()))?
     {
         Created::Created => {}

@@ -89,7 +89,11 @@ pub fn find_project(dir: Option<&PathBuf>) -> Result<Spool> {
     }
 }
 
-fn build_request(opts: &AskOptions, spool: &Spool, settings: &config::Settings) -> Result<(Request, agents::Identity)> {
+fn build_request(
+    opts: &AskOptions,
+    spool: &Spool,
+    settings: &config::Settings,
+) -> Result<(Request, agents::Identity)> {
     let content = opts.question.join(" ");
     if content.trim().is_empty() {
         bail!("the question is empty");
@@ -159,7 +163,9 @@ pub fn run(opts: AskOptions) -> Result<u8> {
         );
     }
 
-    let deadline = request.timeout.map(|t| Instant::now() + Duration::from_secs(t));
+    let deadline = request
+        .timeout
+        .map(|t| Instant::now() + Duration::from_secs(t));
     let outcome = wait
         .wait(deadline, HEARTBEAT, || {
             let _ = agents::record_heartbeat(&spool, &who);
@@ -185,13 +191,19 @@ pub fn run(opts: AskOptions) -> Result<u8> {
                     request.timeout.unwrap_or(0),
                     request.id
                 ),
-                EXIT_INTERRUPTED => eprintln!("hitl: interrupted; question {} withdrawn", request.id),
-                _ => eprintln!("hitl: the answer file {} could not be read", answer_path.display()),
+                EXIT_INTERRUPTED => {
+                    eprintln!("hitl: interrupted; question {} withdrawn", request.id)
+                }
+                _ => eprintln!(
+                    "hitl: the answer file {} could not be read",
+                    answer_path.display()
+                ),
             }
             return Ok(code);
         }
     };
-    let _ = std::fs::remove_file(&answer_path);
+    // The answer file stays as the slot's tombstone, so a late responder learns it
+    // lost instead of answering again; the listener clears old ones.
     let _ = std::fs::remove_file(&question_path);
     print_answer(&answer, opts.json)?;
     Ok(answer.exit_code())

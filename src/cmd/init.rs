@@ -58,7 +58,11 @@ pub fn run(dir: Option<PathBuf>, force: bool) -> Result<()> {
         (dir.join("scripts/ask-human.sh"), ASK_HUMAN_SCRIPT, 0o755),
     ];
     for (path, content, mode) in files {
-        let shown = path.strip_prefix(&dir).unwrap_or(&path).display().to_string();
+        let shown = path
+            .strip_prefix(&dir)
+            .unwrap_or(&path)
+            .display()
+            .to_string();
         match place(&path, content, mode, force)? {
             Outcome::Created => eprintln!("created  {shown}"),
             Outcome::Replaced => eprintln!("replaced {shown} (--force)"),

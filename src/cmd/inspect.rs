@@ -29,7 +29,10 @@ fn age(t: Timestamp) -> String {
 }
 
 fn one_line(s: &str, max: usize) -> String {
-    let flat: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let flat: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     if flat.chars().count() > max {
         let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
         format!("{cut}…")
@@ -60,7 +63,10 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
         println!("No pending questions in {}.", spool.project().display());
         return Ok(());
     }
-    println!("{:<34} {:<8} {:<11} {:<20} {:>5}  QUESTION", "ID", "PRIORITY", "TYPE", "AGENT", "AGE");
+    println!(
+        "{:<34} {:<8} {:<11} {:<20} {:>5}  QUESTION",
+        "ID", "PRIORITY", "TYPE", "AGENT", "AGE"
+    );
     for (_, q) in &list {
         let r = &q.request;
         println!(
@@ -92,7 +98,10 @@ pub fn agents(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
         println!("No agents have asked in {} yet.", spool.project().display());
         return Ok(());
     }
-    println!("{:<36} {:<20} {:<8} {:>8} {:>9} {:>9}", "AGENT", "NAME", "STATUS", "PID", "QUESTIONS", "LAST SEEN");
+    println!(
+        "{:<36} {:<20} {:<8} {:>8} {:>9} {:>9}",
+        "AGENT", "NAME", "STATUS", "PID", "QUESTIONS", "LAST SEEN"
+    );
     for a in list {
         println!(
             "{:<36} {:<20} {:<8} {:>8} {:>9} {:>9}",
@@ -108,7 +117,12 @@ pub fn agents(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
 }
 
 /// `hitl history`: how questions ended, newest first.
-pub async fn history(db: Option<String>, id: Option<String>, limit: i64, as_json: bool) -> Result<()> {
+pub async fn history(
+    db: Option<String>,
+    id: Option<String>,
+    limit: i64,
+    as_json: bool,
+) -> Result<()> {
     let url = db.unwrap_or_else(|| Paths::from_env().db_url());
     let store = Store::open(&url).await?;
     let rows = store
@@ -127,9 +141,15 @@ pub async fn history(db: Option<String>, id: Option<String>, limit: i64, as_json
         println!("No history yet ({url}).");
         return Ok(());
     }
-    println!("{:<34} {:<10} {:<20} {:<30} {:<24}  ANSWER", "ID", "STATUS", "AGENT", "QUESTION", "ASKED");
+    println!(
+        "{:<34} {:<10} {:<20} {:<30} {:<24}  ANSWER",
+        "ID", "STATUS", "AGENT", "QUESTION", "ASKED"
+    );
     for h in rows {
-        let asked = h.asked_at.parse::<Timestamp>().map(|t| t.strftime("%Y-%m-%d %H:%M:%S").to_string());
+        let asked = h
+            .asked_at
+            .parse::<Timestamp>()
+            .map(|t| t.strftime("%Y-%m-%d %H:%M:%S").to_string());
         println!(
             "{:<34} {:<10} {:<20} {:<30} {:<24}  {}",
             h.id,
@@ -137,7 +157,10 @@ pub async fn history(db: Option<String>, id: Option<String>, limit: i64, as_json
             one_line(&h.agent_name, 20),
             one_line(&h.content, 30),
             asked.unwrap_or(h.asked_at),
-            one_line(h.answer.as_deref().or(h.reason.as_deref()).unwrap_or(""), 40)
+            one_line(
+                h.answer.as_deref().or(h.reason.as_deref()).unwrap_or(""),
+                40
+            )
         );
     }
     Ok(())
@@ -157,7 +180,10 @@ pub fn listener_of(spool: &Spool) -> Option<serde_json::Value> {
 pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
     let spool = super::ask::find_project(dir)?;
     let pending = pending_questions(&spool, DEFAULT_MAX_QUESTION_BYTES);
-    let waiting: HashSet<String> = pending.iter().map(|(_, q)| q.request.agent_id.clone()).collect();
+    let waiting: HashSet<String> = pending
+        .iter()
+        .map(|(_, q)| q.request.agent_id.clone())
+        .collect();
     let agents = agents::list_agents(&spool, &waiting);
     let listener = listener_of(&spool);
     let db = Paths::from_env().db_url();
@@ -177,7 +203,9 @@ pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
     match &listener {
         Some(info) => println!("listener: running (pid {})", info["pid"]),
         None if spool.listener_pid_file().exists() => {
-            println!("listener: not running (stale .listener.pid; the next `hitl listen` reclaims it)")
+            println!(
+                "listener: not running (stale .listener.pid; the next `hitl listen` reclaims it)"
+            )
         }
         None => println!("listener: not running (start one with `hitl listen`)"),
     }
@@ -185,7 +213,10 @@ pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
     println!(
         "agents:   {} ({} waiting)",
         agents.len(),
-        agents.iter().filter(|a| a.status == agents::AgentStatus::Waiting).count()
+        agents
+            .iter()
+            .filter(|a| a.status == agents::AgentStatus::Waiting)
+            .count()
     );
     println!("history:  {db}");
     Ok(())

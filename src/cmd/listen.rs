@@ -121,7 +121,8 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     };
     let mut spools = Vec::new();
     for d in &dirs {
-        let abs = std::fs::canonicalize(d).with_context(|| format!("no such folder {}", d.display()))?;
+        let abs =
+            std::fs::canonicalize(d).with_context(|| format!("no such folder {}", d.display()))?;
         let spool = Spool::new(&abs);
         if !spool.exists() {
             bail!(
@@ -137,10 +138,14 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     }
     let paths = Paths::from_env();
     let settings = config::load(&paths, spools.first())?;
-    let locks = spools.iter().map(lock_project).collect::<Result<Vec<_>>>()?;
+    let locks = spools
+        .iter()
+        .map(lock_project)
+        .collect::<Result<Vec<_>>>()?;
 
     let db_url = opts.db.clone().unwrap_or_else(|| paths.db_url());
     let store = Store::open(&db_url).await?;
+    let undelivered = store.undelivered().await?;
     let (store_tx, store_task) = spawn_store_writer(store);
 
     let (events_tx, events_rx) = mpsc::unbounded_channel();
@@ -157,6 +162,7 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
             durable: settings.listen.fsync,
         },
         store_tx,
+        undelivered,
     );
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let broker_task = tokio::spawn(broker.run(events_rx, async {
@@ -168,7 +174,10 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
         write_listener_info(s, &projects)?;
     }
     let names: Vec<String> = projects.iter().map(|p| p.display().to_string()).collect();
-    eprintln!("hitl: listening on {} (history: {db_url})", names.join(", "));
+    eprintln!(
+        "hitl: listening on {} (history: {db_url})",
+        names.join(", ")
+    );
     let responder = match (&opts.auto_answer, opts.ui) {
         (Some(text), _) => {
             eprintln!(

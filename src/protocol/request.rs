@@ -182,7 +182,9 @@ impl Request {
     pub fn deadline(&self) -> Option<Timestamp> {
         let secs = self.timeout.filter(|&t| t > 0)?;
         self.timestamp
-            .checked_add(jiff::SignedDuration::from_secs(secs.min(i64::MAX as u64) as i64))
+            .checked_add(jiff::SignedDuration::from_secs(
+                secs.min(i64::MAX as u64) as i64
+            ))
             .ok()
     }
 
@@ -253,7 +255,9 @@ impl Request {
             Kind::Text => Reply::Text(text.to_string()),
             Kind::Yesno => Reply::Text("yes".into()),
             Kind::Select => Reply::Text(self.options.first().cloned().unwrap_or_default()),
-            Kind::Multiselect => Reply::Choices(self.options.first().cloned().into_iter().collect()),
+            Kind::Multiselect => {
+                Reply::Choices(self.options.first().cloned().into_iter().collect())
+            }
             Kind::Approval | Kind::Permission => Reply::Approval {
                 approved: true,
                 comment: None,
@@ -368,7 +372,13 @@ impl Answer {
             Reply::Text(t) => Answer::base(id, agent, AnswerStatus::Answered, t, responded_by),
             Reply::Choices(c) => Answer {
                 choices: Some(c.clone()),
-                ..Answer::base(id, agent, AnswerStatus::Answered, c.join(", "), responded_by)
+                ..Answer::base(
+                    id,
+                    agent,
+                    AnswerStatus::Answered,
+                    c.join(", "),
+                    responded_by,
+                )
             },
             Reply::Approval { approved, comment } => {
                 let word = if approved { "approved" } else { "denied" };
@@ -381,7 +391,13 @@ impl Answer {
             Reply::Cancel { reason } => Answer {
                 approved: req.kind.is_approval().then_some(false),
                 comment: reason,
-                ..Answer::base(id, agent, AnswerStatus::Cancelled, String::new(), responded_by)
+                ..Answer::base(
+                    id,
+                    agent,
+                    AnswerStatus::Cancelled,
+                    String::new(),
+                    responded_by,
+                )
             },
         }
     }
@@ -510,6 +526,9 @@ mod tests {
         let text = String::from_utf8(a.to_pretty_json()).unwrap();
         let cancelled = text.lines().find(|l| l.contains("\"cancelled\"")).unwrap();
         assert_eq!(cancelled.trim(), "\"cancelled\": false,");
-        assert!(text.lines().any(|l| l.trim() == r#""content": "line1\nline2 true","#));
+        assert!(
+            text.lines()
+                .any(|l| l.trim() == r#""content": "line1\nline2 true","#)
+        );
     }
 }

@@ -105,7 +105,9 @@ pub enum ParseError {
         expected: &'static str,
     },
     /// An unknown `type`.
-    #[error("unknown type {0:?}; expected text, yesno, select, multiselect, approval or permission")]
+    #[error(
+        "unknown type {0:?}; expected text, yesno, select, multiselect, approval or permission"
+    )]
     UnknownKind(String),
     /// An unknown `priority`.
     #[error("unknown priority {0:?}; expected normal, high or urgent")]
@@ -196,11 +198,10 @@ pub fn parse_question(bytes: &[u8], file_stem: &str) -> Result<ParsedQuestion, P
         field: "id",
         reason: e.to_string(),
     })?;
-    let agent_id = take_scalar_string(&mut obj, "agent_id")?
-        .unwrap_or_else(|| match variant {
-            Variant::ClaudeHelpers => file_stem.to_string(),
-            _ => "unknown".to_string(),
-        });
+    let agent_id = take_scalar_string(&mut obj, "agent_id")?.unwrap_or_else(|| match variant {
+        Variant::ClaudeHelpers => file_stem.to_string(),
+        _ => "unknown".to_string(),
+    });
     validate_id(&agent_id).map_err(|e| ParseError::BadId {
         field: "agent_id",
         reason: e.to_string(),
@@ -331,7 +332,10 @@ fn type_name(v: &Value) -> &'static str {
 }
 
 /// Removes `key`, which must be a string when present.
-fn take_string(obj: &mut Map<String, Value>, key: &'static str) -> Result<Option<String>, ParseError> {
+fn take_string(
+    obj: &mut Map<String, Value>,
+    key: &'static str,
+) -> Result<Option<String>, ParseError> {
     match obj.remove(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -429,7 +433,11 @@ mod tests {
     #[test]
     fn refuses_bad_input_with_reasons() {
         assert_eq!(parse_question(b"", "x"), Err(ParseError::Empty));
-        assert!(parse_question(b"{\"content\":\"a", "x").unwrap_err().maybe_partial());
+        assert!(
+            parse_question(b"{\"content\":\"a", "x")
+                .unwrap_err()
+                .maybe_partial()
+        );
         assert_eq!(
             parse_question(b"[1]", "x"),
             Err(ParseError::NotObject("an array"))
@@ -449,7 +457,10 @@ mod tests {
         ));
         assert!(matches!(
             parse_question(br#"{"content":"a","timeout":"soon"}"#, "x"),
-            Err(ParseError::WrongType { field: "timeout", .. })
+            Err(ParseError::WrongType {
+                field: "timeout",
+                ..
+            })
         ));
         assert!(matches!(
             parse_question(br#"{"content":"a","type":"select"}"#, "x"),

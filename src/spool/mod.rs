@@ -152,7 +152,10 @@ mod tests {
         let deep = dir.path().join("a/b/c");
         fs::create_dir_all(&deep).unwrap();
         assert_eq!(Spool::find(&deep).unwrap(), spool);
-        let mode = fs::metadata(spool.questions()).unwrap().permissions().mode();
+        let mode = fs::metadata(spool.questions())
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o700);
     }
 

@@ -9,7 +9,9 @@ use std::{
 
 use serde_json::Value;
 
-use super::{Created, Refusal, Spool, create_exclusive, is_ignored_name, read_untrusted, write_atomic};
+use super::{
+    Created, Refusal, Spool, create_exclusive, is_ignored_name, read_untrusted, write_atomic,
+};
 use crate::protocol::{Answer, ParseError, ParsedQuestion, Variant, is_valid_id, parse_question};
 
 /// Default size limit for a question file.
@@ -97,11 +99,25 @@ pub fn read_answer(path: &Path) -> Option<Answer> {
     serde_json::from_slice(&bytes).ok()
 }
 
-/// Writes `answer` where the asker of `q` reads it. Exactly one answer file is ever
-/// created per question: when another responder got there first nothing is written and
-/// `AlreadyExists` comes back. Also removes seed 000's queue marker.
-pub fn deliver(spool: &Spool, q: &ParsedQuestion, answer: &Answer, durable: bool) -> io::Result<Created> {
+/// Writes `answer` where the asker of `q` (whose file is `question`) reads it.
+///
+/// Of racing responders exactly one wins: the answer goes in with an exclusive create,
+/// so a responder that comes second writes nothing and gets `AlreadyExists`. Askers
+/// remove their question file when they have read the answer but leave the answer file
+/// behind as the slot's tombstone (the listener clears old ones), so even a responder
+/// that comes after the asker has gone finds the slot taken. A question already gone
+/// before the create gets `AlreadyExists` as well. Also removes seed 000's queue marker.
+pub fn deliver(
+    spool: &Spool,
+    question: &Path,
+    q: &ParsedQuestion,
+    answer: &Answer,
+    durable: bool,
+) -> io::Result<Created> {
     let dest = answer_path(spool, q);
+    if fs::symlink_metadata(question).is_err() {
+        return Ok(Created::AlreadyExists);
+    }
     let bytes = q.variant.render_answer(answer);
     let mut outcome = create_exclusive(&spool.tmp(), &dest, &bytes, durable)?;
     if outcome == Created::AlreadyExists && q.variant == Variant::ClaudeHelpers {
@@ -119,10 +135,45 @@ pub fn deliver(spool: &Spool, q: &ParsedQuestion, answer: &Answer, durable: bool
     Ok(outcome)
 }
 
+/// Answer files are kept this long after they are written, as tombstones.
+pub const ANSWER_KEPT_FOR: std::time::Duration = std::time::Duration::from_secs(60 * 60);
+
+/// Removes answer files older than [`ANSWER_KEPT_FOR`] whose question file is gone.
+/// An answer whose question still waits is kept whatever its age.
+pub fn clear_old_answers(
+    spool: &Spool,
+    live_answer_names: &std::collections::HashSet<String>,
+) -> usize {
+    let Ok(entries) = fs::read_dir(spool.answers()) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if live_answer_names.contains(&name) {
+            continue;
+        }
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .map(|t| t.elapsed().unwrap_or_default() > ANSWER_KEPT_FOR)
+            .unwrap_or(false);
+        if old && fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// Moves a bad spool entry to `rejected/` with a `.reason` file beside it, and when the
 /// asker's answer path can still be worked out, answers it with the error so the asker
 /// stops waiting. Returns where the entry went.
-pub fn reject(spool: &Spool, path: &Path, reason: &str, bytes: Option<&[u8]>) -> io::Result<PathBuf> {
+pub fn reject(
+    spool: &Spool,
+    path: &Path,
+    reason: &str,
+    bytes: Option<&[u8]>,
+) -> io::Result<PathBuf> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -142,7 +193,9 @@ pub fn reject(spool: &Spool, path: &Path, reason: &str, bytes: Option<&[u8]>) ->
 
     if let Some((variant, id, agent_id)) = answer_target(&name, bytes) {
         let answer = Answer::rejected(&id, &agent_id, reason);
-        let dest = spool.answers().join(variant.answer_file_name(&id, &agent_id));
+        let dest = spool
+            .answers()
+            .join(variant.answer_file_name(&id, &agent_id));
         let _ = create_exclusive(&spool.tmp(), &dest, &variant.render_answer(&answer), true);
     }
     Ok(dest)

@@ -134,7 +134,10 @@ impl AnswerWait {
                 wake = wake.min(now + poll_interval);
                 poll_interval = (poll_interval * 3 / 2).min(Duration::from_millis(100));
             }
-            let millis = wake.saturating_duration_since(now).as_millis().min(i32::MAX as u128);
+            let millis = wake
+                .saturating_duration_since(now)
+                .as_millis()
+                .min(i32::MAX as u128);
             let timeout = PollTimeout::try_from(millis as u32 + 1).unwrap_or(PollTimeout::MAX);
 
             let mut fds = vec![PollFd::new(self.signals.as_fd(), PollFlags::POLLIN)];

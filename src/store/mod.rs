@@ -15,7 +15,9 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use sqlx::{
     Row,
-    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous},
+    sqlite::{
+        SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    },
 };
 
 use crate::protocol::{Answer, Request, Status, Variant};
@@ -32,6 +34,19 @@ pub enum StoreOp {
         /// The format it came in.
         variant: Variant,
     },
+    /// The broker chose an answer and is about to deliver it. Recorded *before* the
+    /// answer file is written, so a broker killed in between re-delivers this same
+    /// answer at its next start instead of asking the human again.
+    Delivering {
+        /// The project folder.
+        project: String,
+        /// The request.
+        request: Box<Request>,
+        /// The format it came in.
+        variant: Variant,
+        /// The answer about to be written.
+        answer: Box<Answer>,
+    },
     /// A request ended.
     Finished {
         /// The project folder.
@@ -47,6 +62,19 @@ pub enum StoreOp {
         /// Why, for states without an answer (abandoned, rejected, withdrawn).
         reason: Option<String>,
     },
+}
+
+/// An answer recorded as `delivering` when the broker stopped.
+#[derive(Debug, Clone)]
+pub struct Undelivered {
+    /// (project, id, asked_at).
+    pub key: (String, String, String),
+    /// The format the question came in.
+    pub variant: Variant,
+    /// The question.
+    pub request: Request,
+    /// The answer chosen for it.
+    pub answer: Answer,
 }
 
 /// One row of history, as `hitl history --json` prints it.
@@ -161,6 +189,24 @@ impl Store {
                 } => {
                     insert_request(&mut tx, project, request, *variant).await?;
                 }
+                StoreOp::Delivering {
+                    project,
+                    request,
+                    variant,
+                    answer,
+                } => {
+                    insert_request(&mut tx, project, request, *variant).await?;
+                    sqlx::query(
+                        "UPDATE requests SET status = 'delivering', answer_json = ?
+                         WHERE project = ? AND id = ? AND asked_at = ? AND status = 'pending'",
+                    )
+                    .bind(serde_json::to_string(answer)?)
+                    .bind(project)
+                    .bind(&request.id)
+                    .bind(request.timestamp.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+                }
                 StoreOp::Finished {
                     project,
                     request,
@@ -177,7 +223,8 @@ impl Store {
                     sqlx::query(
                         "UPDATE requests SET status = ?, answer_json = ?, responded_by = ?,
                                 finished_at = ?, reason = ?
-                         WHERE project = ? AND id = ? AND asked_at = ? AND status = 'pending'",
+                         WHERE project = ? AND id = ? AND asked_at = ?
+                           AND status IN ('pending', 'delivering')",
                     )
                     .bind(status.as_str())
                     .bind(answer_json)
@@ -238,6 +285,28 @@ impl Store {
                 })
             })
             .collect()
+    }
+
+    /// Answers the broker chose but may not have delivered (it died in between), keyed
+    /// by (project, id, asked_at).
+    pub async fn undelivered(&self) -> Result<Vec<Undelivered>> {
+        let rows = sqlx::query(
+            "SELECT project, id, asked_at, variant, request_json, answer_json
+             FROM requests WHERE status = 'delivering'",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| {
+                Some(Undelivered {
+                    key: (r.get("project"), r.get("id"), r.get("asked_at")),
+                    variant: Variant::parse(r.get("variant"))?,
+                    request: serde_json::from_str(&r.get::<String, _>("request_json")).ok()?,
+                    answer: serde_json::from_str(&r.get::<String, _>("answer_json")).ok()?,
+                })
+            })
+            .collect())
     }
 
     /// Closes the pool, waiting for writes in flight.

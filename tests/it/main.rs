@@ -1,1 +1,10 @@
+//! End-to-end tests: the real `hitl` binary, run as separate processes in temp
+//! projects, driven the way agents and humans drive it. One test binary, so the suite
+//! links once.
 
+mod badinput;
+mod cli;
+mod crash;
+mod roundtrip;
+mod seeds;
+mod support;

@@ -1,0 +1,378 @@
+//! The command-line contract: init, ask's exit codes, answering from elsewhere, queue
+//! order, the terminal prompt, agent identity, the listener lock.
+
+use std::{
+    fs,
+    io::Write,
+    os::unix::fs::PermissionsExt,
+    process::{Child, Stdio},
+    time::Duration,
+};
+
+use serde_json::Value;
+
+use crate::support::{Project, eventually, wait_output};
+
+fn spawn_ask(p: &Project, args: &[&str]) -> Child {
+    p.hitl()
+        .arg("ask")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn init_is_idempotent_and_keeps_edits() {
+    let p = Project::new();
+    for d in ["questions", "answers", "agents", "queue"] {
+        assert_eq!(mode(&p.helpers().join(d)), 0o700, "{d}");
+    }
+    let script = p.dir.join("scripts/ask-human.sh");
+    assert_eq!(mode(&script), 0o755);
+    let config = fs::read_to_string(p.helpers().join("config.toml")).unwrap();
+    assert!(config.contains("# timeout = 300"));
+
+    let again = p.run(&["init"]);
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("ok       scripts/ask-human.sh"));
+
+    fs::write(&script, "#!/bin/sh\necho mine\n").unwrap();
+    let kept = p.run(&["init"]);
+    assert!(String::from_utf8_lossy(&kept.stderr).contains("kept"));
+    assert_eq!(
+        fs::read_to_string(&script).unwrap(),
+        "#!/bin/sh\necho mine\n"
+    );
+    let forced = p.run(&["init", "--force"]);
+    assert!(forced.status.success());
+    assert!(fs::read_to_string(&script).unwrap().contains("hitl ask"));
+}
+
+#[test]
+fn ask_exit_codes() {
+    let p = Project::new();
+    let _l = p.listen(&["--ui", "none"]);
+
+    // 2: timed out, and the question is withdrawn.
+    let out = p.run(&["ask", "--timeout", "1", "anyone?"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(out.stdout.is_empty());
+    p.wait_pending(0, Duration::from_secs(5));
+
+    // 1: cancelled.
+    let child = spawn_ask(&p, &["--timeout", "30", "cancel me"]);
+    let id = p.wait_pending(1, Duration::from_secs(10))[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = p.run(&["cancel", &id, "--reason", "not now"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = wait_output(child, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not now"));
+
+    // 1: denied, 0: approved.
+    for (flag, code, text) in [("--deny", 1, "denied\n"), ("--approve", 0, "approved\n")] {
+        let child = spawn_ask(&p, &["--type", "approval", "--timeout", "30", "deploy?"]);
+        let id = p.wait_pending(1, Duration::from_secs(10))[0]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let out = p.run(&["answer", &id, flag, "--comment", "because"]);
+        assert!(out.status.success(), "{out:?}");
+        let out = wait_output(child, Duration::from_secs(10));
+        assert_eq!(out.status.code(), Some(code), "{flag}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), text);
+    }
+
+    // --json prints the whole answer.
+    let child = spawn_ask(
+        &p,
+        &[
+            "--type",
+            "multiselect",
+            "-o",
+            "a",
+            "-o",
+            "b",
+            "-o",
+            "c",
+            "--json",
+            "pick",
+        ],
+    );
+    let id = p.wait_pending(1, Duration::from_secs(10))[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let bad = p.run(&["answer", &id, "9"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not one of the options"));
+    assert!(p.run(&["answer", &id, "1,c"]).status.success());
+    let out = wait_output(child, Duration::from_secs(10));
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["choices"], serde_json::json!(["a", "c"]));
+    assert_eq!(answer["version"], 1);
+
+    // 3: cannot ask.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = p
+        .hitl()
+        .current_dir(elsewhere.path())
+        .args(["ask", "hello?"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("hitl init"));
+    let out = p.run(&["ask", "--type", "select", "no options?"]);
+    assert_eq!(out.status.code(), Some(3));
+    let out = p.run(&["ask", "--type", "sonnet", "what?"]);
+    assert_eq!(out.status.code(), Some(3));
+    let out = p.run(&["ask", "--context", "{not json", "what?"]);
+    assert_eq!(out.status.code(), Some(3));
+}
+
+#[test]
+fn answers_work_without_a_listener_and_the_first_one_wins() {
+    let p = Project::new();
+    for round in 0..5 {
+        let child = spawn_ask(&p, &["--timeout", "30", &format!("race {round}")]);
+        let id = p.wait_pending(1, Duration::from_secs(10))[0]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        // Two responders at the same instant.
+        let racers: Vec<Child> = ["first", "second"]
+            .iter()
+            .map(|t| {
+                p.hitl()
+                    .args(["answer", &id, t])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let outs: Vec<_> = racers
+            .into_iter()
+            .map(|c| wait_output(c, Duration::from_secs(10)))
+            .collect();
+        let winners = outs.iter().filter(|o| o.status.success()).count();
+        assert_eq!(winners, 1, "{outs:?}");
+        let loser = outs.iter().find(|o| !o.status.success()).unwrap();
+        assert!(
+            String::from_utf8_lossy(&loser.stderr).contains("already answered by cli:"),
+            "{loser:?}"
+        );
+        let out = wait_output(child, Duration::from_secs(10));
+        assert!(out.status.success());
+        let got = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(got == "first\n" || got == "second\n", "{got}");
+    }
+    // Answering a finished question says what became of it.
+    let hist = p.history();
+    let id = hist[0]["id"].as_str().unwrap();
+    let out = p.run(&["answer", id, "late"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already answered by cli:"),
+        "{out:?}"
+    );
+    let out = p.run(&["answer", "no-such-id", "x"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no pending question"));
+}
+
+#[test]
+fn queue_order_is_urgency_then_age() {
+    let p = Project::new();
+    let mut children = Vec::new();
+    for (prio, text) in [
+        ("normal", "n1"),
+        ("high", "h1"),
+        ("normal", "n2"),
+        ("urgent", "u1"),
+        ("high", "h2"),
+    ] {
+        children.push(spawn_ask(
+            &p,
+            &["--priority", prio, "--timeout", "30", text],
+        ));
+        p.wait_pending(children.len(), Duration::from_secs(10));
+    }
+    let order: Vec<String> = p
+        .pending()
+        .iter()
+        .map(|q| q["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(order, ["u1", "h1", "h2", "n1", "n2"]);
+
+    // The listener publishes the same order in queue/question_queue.json.
+    let _l = p.listen(&["--ui", "none"]);
+    let snapshot = p.helpers().join("queue/question_queue.json");
+    eventually(
+        "queue snapshot lists all five",
+        Duration::from_secs(5),
+        || {
+            fs::read(&snapshot)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                .is_some_and(|v| v["total_questions"] == 5)
+        },
+    );
+    let v: Value = serde_json::from_slice(&fs::read(&snapshot).unwrap()).unwrap();
+    let order: Vec<&str> = v["queue"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(order, ["u1", "h1", "h2", "n1", "n2"]);
+    for c in children {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        );
+        let _ = wait_output(c, Duration::from_secs(5));
+    }
+    p.wait_pending(0, Duration::from_secs(5));
+}
+
+#[test]
+fn terminal_prompt_answers_from_a_pipe() {
+    let p = Project::new();
+    let mut l = p.listen_with_stdin(&["--ui", "terminal"]);
+    let child = spawn_ask(
+        &p,
+        &[
+            "--type",
+            "select",
+            "-o",
+            "Express",
+            "-o",
+            "Fastify",
+            "Which framework?",
+        ],
+    );
+    l.wait_stdout("2) Fastify", Duration::from_secs(10));
+    let screen = l.stdout();
+    assert!(screen.contains("Question (select)"), "{screen}");
+    assert!(screen.contains("Which framework?"));
+    assert!(screen.contains("1) Express"));
+    let mut stdin = l.child.stdin.take().unwrap();
+    stdin.write_all(b"7\n2\n").unwrap();
+    stdin.flush().unwrap();
+    let out = wait_output(child, Duration::from_secs(10));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Fastify\n");
+    assert!(l.stdout().contains("not one of the options"));
+
+    // yes/no, then a question answered elsewhere while on screen.
+    let child = spawn_ask(&p, &["--type", "yesno", "Proceed?"]);
+    l.wait_stdout("[y/n]", Duration::from_secs(10));
+    stdin.write_all(b"y\n").unwrap();
+    stdin.flush().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&wait_output(child, Duration::from_secs(10)).stdout),
+        "yes\n"
+    );
+
+    let child = spawn_ask(&p, &["Your name?"]);
+    let id = p.wait_pending(1, Duration::from_secs(10))[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    l.wait_stdout("Your name?", Duration::from_secs(10));
+    assert!(p.run(&["answer", &id, "from elsewhere"]).status.success());
+    l.wait_stdout("answered by cli:", Duration::from_secs(10));
+    assert_eq!(
+        String::from_utf8_lossy(&wait_output(child, Duration::from_secs(10)).stdout),
+        "from elsewhere\n"
+    );
+    drop(stdin);
+}
+
+#[test]
+fn agent_identity_is_stable_across_asks() {
+    let p = Project::new();
+    let _l = p.listen(&["--ui", "none", "--auto-answer", "ok"]);
+    // Both asks are children of the same long-lived shell: one agent.
+    let out = std::process::Command::new("bash")
+        .args(["-c", "\"$0\" ask one && \"$0\" ask two"])
+        .arg(crate::support::hitl_bin())
+        .current_dir(&p.dir)
+        .env("HITL_HOME", &p.home)
+        .env_remove("HITL_AGENT_ID")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let out = p.run(&["agents", "--json"]);
+    let agents: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(agents.len(), 1, "{agents:#?}");
+    assert_eq!(agents[0]["questions_asked"], 2);
+    assert!(agents[0]["pid"].as_u64().is_some());
+    assert_eq!(agents[0]["status"], "active");
+
+    // Named agents keep their name.
+    let out = p
+        .hitl()
+        .env("HITL_AGENT_ID", "ci-runner-7")
+        .env("HITL_AGENT_NAME", "CI #7")
+        .args(["ask", "three"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let agents: Vec<Value> = serde_json::from_slice(&p.run(&["agents", "--json"]).stdout).unwrap();
+    assert!(
+        agents
+            .iter()
+            .any(|a| a["agent_id"] == "ci-runner-7" && a["name"] == "CI #7")
+    );
+    let hist = p.history();
+    assert_eq!(hist[0]["agent_name"], "CI #7");
+}
+
+#[test]
+fn one_listener_per_project() {
+    let p = Project::new();
+    let first = p.listen(&["--ui", "none"]);
+    let out = p.run(&["listen", "--ui", "none"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("another listener (pid {})", first.pid())),
+        "{err}"
+    );
+    let status: Value = serde_json::from_slice(&p.run(&["status", "--json"]).stdout).unwrap();
+    assert_eq!(status["listener"]["pid"], first.pid());
+
+    // A listener killed -9 leaves its pid file; the next one reclaims it.
+    first.signal(nix::sys::signal::Signal::SIGKILL);
+    assert!(p.helpers().join(".listener.pid").exists());
+    let second = p.listen(&["--ui", "none"]);
+    let pid = fs::read_to_string(p.helpers().join(".listener.pid")).unwrap();
+    assert_eq!(pid.trim(), second.pid().to_string());
+}
+
+#[test]
+fn one_listener_serves_many_projects() {
+    let a = Project::new();
+    let b = Project::new();
+    let _l = a.listen(&[
+        "--ui",
+        "none",
+        "--auto-answer",
+        "both",
+        b.dir.to_str().unwrap(),
+        a.dir.to_str().unwrap(),
+    ]);
+    for p in [&a, &b] {
+        let out = p.run(&["ask", "which project?"]);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "both\n");
+        assert!(p.helpers().join(".listener.pid").exists());
+    }
+}

@@ -1,0 +1,285 @@
+//! Test helpers: a temp project with its own HITL_HOME, the real `hitl` binary run as
+//! separate processes, and a listener that is waited for and killed on drop.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Output, Stdio},
+    sync::{Arc, Mutex, mpsc},
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// The `hitl` binary under test.
+pub fn hitl_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_hitl"))
+}
+
+/// `../shared/` beside the checkout: the seeds live there.
+pub fn shared_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    assert!(
+        dir.join("seeds").is_dir(),
+        "the seeds are missing: expected {}",
+        dir.display()
+    );
+    dir
+}
+
+/// A project in a temp folder, initialised with `hitl init`.
+pub struct Project {
+    pub tmp: TempDir,
+    pub dir: PathBuf,
+    pub home: PathBuf,
+}
+
+impl Project {
+    pub fn new() -> Project {
+        let tmp = tempfile::Builder::new()
+            .prefix("hitl-it-")
+            .tempdir()
+            .unwrap();
+        Project::in_dir(tmp)
+    }
+
+    /// A project on tmpfs (/dev/shm), for the benchmarks.
+    pub fn new_in(parent: &Path) -> Project {
+        let tmp = tempfile::Builder::new()
+            .prefix("hitl-it-")
+            .tempdir_in(parent)
+            .unwrap();
+        Project::in_dir(tmp)
+    }
+
+    fn in_dir(tmp: TempDir) -> Project {
+        let dir = tmp.path().join("project");
+        let home = tmp.path().join("home");
+        let p = Project { tmp, dir, home };
+        let out = p.hitl().arg("init").arg(&p.dir).output().unwrap();
+        assert!(out.status.success(), "hitl init failed: {out:?}");
+        p
+    }
+
+    pub fn helpers(&self) -> PathBuf {
+        self.dir.join(".helpers")
+    }
+
+    /// `hitl` with this project's HITL_HOME, run in the project folder.
+    pub fn hitl(&self) -> Command {
+        let mut c = Command::new(hitl_bin());
+        c.current_dir(
+            self.dir
+                .exists()
+                .then_some(&self.dir)
+                .unwrap_or(&self.tmp.path().to_path_buf()),
+        )
+        .env("HITL_HOME", &self.home)
+        .env_remove("HITL_DB")
+        .env_remove("HITL_AGENT_ID")
+        .env_remove("HITL_AGENT_NAME")
+        .env_remove("HITL_TIMEOUT")
+        .stdin(Stdio::null());
+        c
+    }
+
+    /// Runs `hitl ARGS` to completion.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.hitl().args(args).output().unwrap()
+    }
+
+    /// `hitl pending --json`.
+    pub fn pending(&self) -> Vec<Value> {
+        let out = self.run(&["pending", "--json"]);
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
+    }
+
+    /// Waits until `hitl pending` lists `n` questions.
+    pub fn wait_pending(&self, n: usize, within: Duration) -> Vec<Value> {
+        let start = Instant::now();
+        loop {
+            let p = self.pending();
+            if p.len() == n {
+                return p;
+            }
+            assert!(
+                start.elapsed() < within,
+                "expected {n} pending, have {}: {p:#?}",
+                p.len()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `hitl history --json --limit 0`.
+    pub fn history(&self) -> Vec<Value> {
+        let out = self.run(&["history", "--json", "--limit", "0"]);
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Starts `hitl listen` with `args` and waits until it is ready.
+    pub fn listen(&self, args: &[&str]) -> Listener {
+        let mut cmd = self.hitl();
+        cmd.arg("listen")
+            .args(args)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::piped());
+        Listener::start(cmd)
+    }
+
+    /// Starts `hitl listen` reading answers from a pipe (the terminal responder).
+    pub fn listen_with_stdin(&self, args: &[&str]) -> Listener {
+        let mut cmd = self.hitl();
+        cmd.arg("listen")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdout(Stdio::piped());
+        Listener::start(cmd)
+    }
+}
+
+/// A running `hitl listen`; killed (SIGKILL) when dropped.
+pub struct Listener {
+    pub child: Child,
+    pub log: Arc<Mutex<String>>,
+    pub stdout: Arc<Mutex<String>>,
+}
+
+impl Listener {
+    fn start(mut cmd: Command) -> Listener {
+        let mut child = cmd.spawn().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let stdout = Arc::new(Mutex::new(String::new()));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        let log2 = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if line == "hitl: ready" {
+                    let _ = ready_tx.send(());
+                }
+                let mut l = log2.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        let out = child.stdout.take().unwrap();
+        let stdout2 = stdout.clone();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(out);
+            let mut buf = Vec::new();
+            loop {
+                buf.clear();
+                match r.read_until(b' ', &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => stdout2
+                        .lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buf)),
+                }
+            }
+        });
+        if ready_rx.recv_timeout(Duration::from_secs(20)).is_err() {
+            let _ = child.kill();
+            panic!(
+                "the listener did not become ready:\n{}",
+                log.lock().unwrap()
+            );
+        }
+        Listener { child, log, stdout }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends a signal and waits for the exit.
+    pub fn signal(mut self, sig: nix::sys::signal::Signal) -> std::process::ExitStatus {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid() as i32), sig).unwrap();
+        let status = self.child.wait().unwrap();
+        std::mem::forget(self);
+        status
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    pub fn stdout(&self) -> String {
+        self.stdout.lock().unwrap().clone()
+    }
+
+    /// Waits until the listener's stdout contains `needle`.
+    pub fn wait_stdout(&self, needle: &str, within: Duration) {
+        let start = Instant::now();
+        while !self.stdout().contains(needle) {
+            assert!(
+                start.elapsed() < within,
+                "listener stdout never showed {needle:?}:\n{}\n--- stderr:\n{}",
+                self.stdout(),
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits for a child with a time limit (reading its output meanwhile, so a full
+/// pipe cannot stall it), killing it past the limit.
+pub fn wait_output(child: Child, within: Duration) -> Output {
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(within) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let out = rx.recv().unwrap().unwrap();
+            panic!(
+                "process did not finish within {within:?}: {:?}\nstdout: {}\nstderr: {}",
+                out.status,
+                clip(&out.stdout),
+                clip(&out.stderr)
+            );
+        }
+    }
+}
+
+/// Polls `cond` until it holds.
+pub fn eventually(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < within, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The first 2,000 characters of some output, for failure messages.
+pub fn clip(bytes: &[u8]) -> String {
+    let s = String::from_utf8_lossy(bytes);
+    if s.chars().count() > 2000 {
+        format!(
+            "{}… ({} bytes)",
+            s.chars().take(2000).collect::<String>(),
+            bytes.len()
+        )
+    } else {
+        s.into_owned()
+    }
+}
