@@ -62,7 +62,7 @@ impl Paths {
 }
 
 /// Everything configurable, with defaults filled in.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
     /// `[ask]`: the agent side.
@@ -90,15 +90,6 @@ pub struct ListenSettings {
     /// fsync answers and their folder before telling anyone (off only for benchmarks
     /// of the pure protocol cost; a crash can then lose an answer).
     pub fsync: bool,
-}
-
-impl Default for Settings {
-    fn default() -> Settings {
-        Settings {
-            ask: AskSettings::default(),
-            listen: ListenSettings::default(),
-        }
-    }
 }
 
 impl Default for AskSettings {

@@ -192,12 +192,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             ui,
             db,
             auto_answer,
-        } => runtime()?.block_on(hitl::cmd::listen::run(ListenOptions {
-            dirs,
-            ui,
-            db,
-            auto_answer,
-        }))?,
+        } => {
+            hitl::cmd::listen::unblock_stop_signals()?;
+            runtime()?.block_on(hitl::cmd::listen::run(ListenOptions {
+                dirs,
+                ui,
+                db,
+                auto_answer,
+            }))?
+        }
         Command::Ask {
             question,
             kind,

@@ -182,9 +182,10 @@ struct Written {
 
 struct Entry {
     pending: Arc<PendingRequest>,
-    parsed: Arc<ParsedQuestion>,
     spool: usize,
     question_path: PathBuf,
+    /// The question's link in `journal/`, removed once history has its end.
+    journal_path: Option<PathBuf>,
     answer_path: PathBuf,
     queue_key: QueueKey,
     deadline: Option<Timestamp>,
@@ -276,6 +277,7 @@ impl Broker {
         mut events: mpsc::UnboundedReceiver<SpoolEvent>,
         shutdown: impl std::future::Future<Output = ()>,
     ) {
+        self.replay_journal();
         self.rescan();
         self.settle_undelivered();
         self.flush_snapshots(true);
@@ -357,9 +359,28 @@ impl Broker {
         let _ = self.store.send(op.into());
     }
 
-    /// Delivers an answer: first recorded in history as `delivering` (so a crash cannot
-    /// lose or change it), then written on the blocking pool; [`Broker::on_written`]
-    /// finishes the job. `recorded` skips the first step for answers already there.
+    /// Records `op` and, once it is committed, removes the question's journal link.
+    fn record_then_forget(&self, op: StoreOp, journal: Option<PathBuf>) {
+        let Some(journal) = journal else {
+            self.record(op);
+            return;
+        };
+        let (ack, committed) = oneshot::channel();
+        let _ = self.store.send(StoreMsg { op, ack: Some(ack) });
+        tokio::spawn(async move {
+            if committed.await.unwrap_or(false) {
+                let _ = tokio::fs::remove_file(journal).await;
+            }
+        });
+    }
+
+    /// Delivers an answer. History records it as `delivering` (so a broker that dies
+    /// before the file is written delivers the same answer at its next start instead of
+    /// asking the human again), and the answer file is written on the blocking pool
+    /// without waiting for that commit: the fsynced answer file is what makes the
+    /// answer durable, and the start-up reconciliation records any answer file history
+    /// missed. [`Broker::on_written`] finishes the job. `recorded` skips the history
+    /// write for answers already there.
     fn start_answer(
         &mut self,
         seq: u64,
@@ -372,40 +393,32 @@ impl Broker {
         };
         entry.answering = true;
         let spool = self.spools[entry.spool].clone();
-        let parsed = entry.parsed.clone();
+        // A copy for the writer thread, made only now: 10,000 pending requests should
+        // not cost two copies each.
+        let parsed = ParsedQuestion {
+            request: entry.pending.request.clone(),
+            variant: entry.pending.variant,
+        };
         let question = entry.question_path.clone();
         let durable = self.opts.durable;
         let tx = self.written_tx.clone();
-        let committed = if recorded {
-            None
-        } else {
-            let (ack, committed) = oneshot::channel();
-            let op = StoreOp::Delivering {
-                project: entry.pending.project.display().to_string(),
-                request: Box::new(entry.pending.request.clone()),
+        let project = entry.pending.project.display().to_string();
+        if !recorded {
+            self.record(StoreOp::Delivering {
+                project,
+                request: Box::new(parsed.request.clone()),
                 variant: parsed.variant,
                 answer: Box::new(answer.clone()),
-            };
-            let _ = self.store.send(StoreMsg { op, ack: Some(ack) });
-            Some(committed)
-        };
-        tokio::spawn(async move {
-            if let Some(committed) = committed
-                && !committed.await.unwrap_or(false)
-            {
-                // History is unavailable; the answer file alone still makes it durable.
-                tracing::warn!("delivering the answer to request {seq} before history recorded it");
-            }
-            let _ = tokio::task::spawn_blocking(move || {
-                let result = questions::deliver(&spool, &question, &parsed, &answer, durable);
-                let _ = tx.send(Written {
-                    seq,
-                    answer,
-                    result,
-                    done,
-                });
-            })
-            .await;
+            });
+        }
+        tokio::task::spawn_blocking(move || {
+            let result = questions::deliver(&spool, &question, &parsed, &answer, durable);
+            let _ = tx.send(Written {
+                seq,
+                answer,
+                result,
+                done,
+            });
         });
     }
 
@@ -564,6 +577,19 @@ impl Broker {
             let (s, r) = (self.spools[spool].clone(), q.request.clone());
             tokio::task::spawn_blocking(move || agents::note_question(&s, &r));
         }
+        let journal_path = self.spools[spool].journal().join(format!(
+            "{}.{}.json",
+            questions::stem(&path).unwrap_or("q"),
+            q.request.timestamp.as_millisecond()
+        ));
+        let journal_path = match std::fs::hard_link(&path, &journal_path) {
+            Ok(()) => Some(journal_path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Some(journal_path),
+            Err(e) => {
+                tracing::warn!("journaling {}: {e}", path.display());
+                None
+            }
+        };
         self.queue.insert(queue_key);
         self.by_question.insert(path.clone(), seq);
         self.by_answer.insert(answer_path.clone(), seq);
@@ -571,9 +597,9 @@ impl Broker {
             seq,
             Entry {
                 pending: pending.clone(),
-                parsed: Arc::new(q),
                 spool,
                 question_path: path,
+                journal_path,
                 answer_path,
                 queue_key,
                 deadline,
@@ -634,7 +660,7 @@ impl Broker {
 
     fn remove_seed_marker(&self, seq: u64) {
         if let Some(e) = self.entries.get(&seq)
-            && e.parsed.variant == Variant::Seed000
+            && e.pending.variant == Variant::Seed000
         {
             let marker = self.spools[e.spool]
                 .queue()
@@ -656,14 +682,15 @@ impl Broker {
         }
         self.snapshot_dirty[entry.spool] = true;
         let responded_by = answer.as_ref().map(|a| a.responded_by.clone());
-        self.record(StoreOp::Finished {
+        let op = StoreOp::Finished {
             project: entry.pending.project.display().to_string(),
             request: Box::new(entry.pending.request.clone()),
-            variant: entry.parsed.variant,
+            variant: entry.pending.variant,
             status,
             answer: answer.map(Box::new),
             reason,
-        });
+        };
+        self.record_then_forget(op, entry.journal_path);
         let _ = self.changes.send(Change::Finished {
             seq,
             id: entry.pending.request.id.clone(),
@@ -753,6 +780,64 @@ impl Broker {
             .collect();
         for p in answered {
             self.answer_appeared(&p);
+        }
+    }
+
+    /// Replays the journal: questions a previous broker took whose end history never
+    /// recorded (it was killed). Each is recorded as asked; one whose question file is
+    /// still there is queued again by the rescan that follows; one whose asker already
+    /// has its answer is recorded from the answer file; one that is simply gone was
+    /// withdrawn while no broker ran.
+    fn replay_journal(&mut self) {
+        for spool in 0..self.spools.len() {
+            let s = self.spools[spool].clone();
+            let Ok(entries) = std::fs::read_dir(s.journal()) else {
+                continue;
+            };
+            let asked: HashSet<(u64, u64)> = questions::question_paths(&s)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|p| file_id(p))
+                .collect();
+            for e in entries.filter_map(Result::ok) {
+                let link = e.path();
+                let Loaded::Question(q) =
+                    questions::load_question(&link, self.opts.max_question_bytes)
+                else {
+                    let _ = std::fs::remove_file(&link);
+                    continue;
+                };
+                let q = *q;
+                let project = s.project().display().to_string();
+                self.record(StoreOp::Asked {
+                    project: project.clone(),
+                    request: Box::new(q.request.clone()),
+                    variant: q.variant,
+                });
+                if file_id(&link).is_some_and(|id| asked.contains(&id)) {
+                    // The rescan queues it again and links it anew; this link goes.
+                    let _ = std::fs::remove_file(&link);
+                    continue;
+                }
+                let answer = questions::read_answer(&questions::answer_path(&s, &q))
+                    .filter(|a| a.id == q.request.id);
+                let (status, reason) = match &answer {
+                    Some(a) => (Status::from(a.status), None),
+                    None => (
+                        Status::Withdrawn,
+                        Some("the asker withdrew the question while no broker ran".to_string()),
+                    ),
+                };
+                let op = StoreOp::Finished {
+                    project,
+                    request: Box::new(q.request),
+                    variant: q.variant,
+                    status,
+                    answer: answer.map(Box::new),
+                    reason,
+                };
+                self.record_then_forget(op, Some(link));
+            }
         }
     }
 
@@ -869,48 +954,99 @@ impl Broker {
 
     /// Rewrites `queue/question_queue.json` for each spool whose queue changed.
     fn flush_snapshots(&mut self, force: bool) {
+        let mut wrote = false;
         for i in 0..self.spools.len() {
             if !(force || self.snapshot_dirty[i]) {
                 continue;
             }
             self.snapshot_dirty[i] = false;
-            let items: Vec<serde_json::Value> = self
+            wrote = true;
+            let items: Vec<SnapshotItem> = self
                 .queue
                 .iter()
                 .filter_map(|seq| self.entries.get(&seq))
                 .filter(|e| e.spool == i)
-                .map(|e| {
-                    let r = &e.pending.request;
-                    let mut preview: String = r.content.chars().take(100).collect();
-                    if preview.len() < r.content.len() {
-                        preview.push_str("...");
-                    }
-                    serde_json::json!({
-                        "id": r.id, "agent_id": r.agent_id, "agent_name": r.agent_name,
-                        "type": r.kind, "priority": r.priority, "content": preview,
-                        "timestamp": r.timestamp, "options": r.options,
-                    })
-                })
+                .map(|e| SnapshotItem::of(&e.pending.request))
                 .collect();
-            let agents: HashSet<&str> = self
-                .entries
-                .values()
-                .filter(|e| e.spool == i)
-                .map(|e| e.pending.request.agent_id.as_str())
-                .collect();
-            let body = serde_json::json!({
-                "version": crate::protocol::VERSION,
-                "updated": Timestamp::now(),
-                "total_questions": items.len(),
-                "active_agents": agents.len(),
-                "queue": items,
-            });
+            let agents: HashSet<&str> = items.iter().map(|q| q.agent_id).collect();
+            let body = Snapshot {
+                version: crate::protocol::VERSION,
+                updated: Timestamp::now(),
+                total_questions: items.len(),
+                active_agents: agents.len(),
+                queue: items,
+            };
             let spool = &self.spools[i];
             let mut bytes = serde_json::to_vec_pretty(&body).unwrap_or_default();
             bytes.push(b'\n');
             if let Err(e) = write_atomic(&spool.tmp(), &spool.queue_snapshot(), &bytes, false) {
                 tracing::warn!("writing {}: {e}", spool.queue_snapshot().display());
             }
+        }
+        if wrote {
+            release_free_memory();
+        }
+    }
+}
+
+/// A file's identity (device, inode): a hard link has its original's.
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// Hands freed heap back to the system. A burst of thousands of questions leaves the
+/// allocator holding pages that would otherwise count as the listener's memory for ever.
+fn release_free_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        nix::libc::malloc_trim(0);
+    }
+}
+
+/// `queue/question_queue.json`, in seed 001's shape plus ids and priorities.
+#[derive(Serialize)]
+struct Snapshot<'a> {
+    version: u32,
+    updated: Timestamp,
+    total_questions: usize,
+    active_agents: usize,
+    queue: Vec<SnapshotItem<'a>>,
+}
+
+/// One queued question in the snapshot; its text cut to 100 characters as in seed 001.
+#[derive(Serialize)]
+struct SnapshotItem<'a> {
+    id: &'a str,
+    agent_id: &'a str,
+    agent_name: &'a str,
+    #[serde(rename = "type")]
+    kind: crate::protocol::Kind,
+    priority: crate::protocol::Priority,
+    content: std::borrow::Cow<'a, str>,
+    timestamp: Timestamp,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    options: &'a [String],
+}
+
+impl<'a> SnapshotItem<'a> {
+    fn of(r: &'a Request) -> SnapshotItem<'a> {
+        let content = match r.content.char_indices().nth(100) {
+            Some((cut, _)) => std::borrow::Cow::Owned(format!("{}...", &r.content[..cut])),
+            None => std::borrow::Cow::Borrowed(r.content.as_str()),
+        };
+        SnapshotItem {
+            id: &r.id,
+            agent_id: &r.agent_id,
+            agent_name: &r.agent_name,
+            kind: r.kind,
+            priority: r.priority,
+            content,
+            timestamp: r.timestamp,
+            options: &r.options,
         }
     }
 }

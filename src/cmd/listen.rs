@@ -21,7 +21,11 @@ use crate::{
     agents,
     broker::{Broker, BrokerOptions, spawn_store_writer},
     config::{self, Paths},
-    spool::{Spool, watch::SpoolWatcher, write_atomic},
+    spool::{
+        Spool,
+        watch::{SpoolEvent, SpoolWatcher},
+        write_atomic,
+    },
     store::Store,
     ui,
 };
@@ -112,6 +116,34 @@ fn write_listener_info(spool: &Spool, projects: &[PathBuf]) -> Result<()> {
         .with_context(|| format!("writing {}", spool.listener_info_file().display()))
 }
 
+/// Unblocks SIGINT, SIGTERM and SIGHUP for this thread and the threads it starts
+/// later. A blocked mask is inherited from the parent process, and a listener that
+/// cannot see SIGTERM cannot stop cleanly. Call before building the runtime.
+pub fn unblock_stop_signals() -> Result<()> {
+    let mut ours = nix::sys::signal::SigSet::empty();
+    for s in [
+        nix::sys::signal::Signal::SIGINT,
+        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGHUP,
+    ] {
+        ours.add(s);
+    }
+    ours.thread_unblock()?;
+    Ok(())
+}
+
+/// How often the spools are read when inotify is not available.
+const POLL_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+fn watch_spools(spools: &[Spool], tx: mpsc::UnboundedSender<SpoolEvent>) -> Result<SpoolWatcher> {
+    let mut watcher = SpoolWatcher::new(tx)?;
+    for s in spools {
+        watcher.watch(&s.questions())?;
+        watcher.watch(&s.answers())?;
+    }
+    Ok(watcher)
+}
+
 /// Runs the listener until SIGINT or SIGTERM.
 pub async fn run(opts: ListenOptions) -> Result<()> {
     let dirs = if opts.dirs.is_empty() {
@@ -149,11 +181,24 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     let (store_tx, store_task) = spawn_store_writer(store);
 
     let (events_tx, events_rx) = mpsc::unbounded_channel();
-    let mut watcher = SpoolWatcher::new(events_tx)?;
-    for s in &spools {
-        watcher.watch(&s.questions())?;
-        watcher.watch(&s.answers())?;
-    }
+    let watcher = match watch_spools(&spools, events_tx.clone()) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            // inotify refused (the user's 128 instances are taken, or the watch table is
+            // full): read the spools on a timer instead. Slower, never silent.
+            eprintln!(
+                "hitl: warning: {e:#}; polling the spool every {} ms instead",
+                POLL_EVERY.as_millis()
+            );
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(POLL_EVERY);
+                while events_tx.send(SpoolEvent::Rescan).is_ok() {
+                    tick.tick().await;
+                }
+            });
+            None
+        }
+    };
 
     let (broker, handle) = Broker::new(
         spools.clone(),
@@ -165,7 +210,7 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
         undelivered,
     );
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let broker_task = tokio::spawn(broker.run(events_rx, async {
+    let mut broker_task = tokio::spawn(broker.run(events_rx, async {
         let _ = stop_rx.await;
     }));
 
@@ -191,7 +236,15 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     };
     eprintln!("hitl: ready");
 
-    wait_for_signal().await?;
+    tokio::select! {
+        r = wait_for_signal() => r?,
+        // The broker only ends when told to; ending on its own is a bug (a panic).
+        // Stop loudly so a supervisor restarts us: the spool keeps every question.
+        r = &mut broker_task => {
+            bail!("the broker stopped unexpectedly ({}); pending questions stay in the spool",
+                match r { Ok(()) => "no error".to_string(), Err(e) => e.to_string() });
+        }
+    }
     eprintln!("hitl: stopping; pending questions stay queued for the next start");
     let _ = stop_tx.send(());
     let _ = broker_task.await;

@@ -47,9 +47,9 @@ fn write_temp(tmp_dir: &Path, dest: &Path, bytes: &[u8], durable: bool) -> io::R
         .create_new(true)
         .mode(0o600)
         .open(&tmp)?;
-    let written =
-        file.write_all(bytes)
-            .and_then(|()| if durable { file.sync_data() } else { Ok(()) });
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| if durable { file.sync_data() } else { Ok(()) });
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
         return Err(e);

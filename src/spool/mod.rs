@@ -78,6 +78,12 @@ impl Spool {
     pub fn tmp(&self) -> PathBuf {
         self.root.join("tmp")
     }
+    /// `.helpers/journal/`: hard links to the questions the broker has taken but whose
+    /// end history has not recorded yet. An asker deletes its question file as soon as
+    /// it has its answer; the link keeps the question until history has it.
+    pub fn journal(&self) -> PathBuf {
+        self.root.join("journal")
+    }
     /// `.helpers/rejected/`: questions that could not be read, each with a reason.
     pub fn rejected(&self) -> PathBuf {
         self.root.join("rejected")
@@ -117,6 +123,7 @@ impl Spool {
             self.queue(),
             self.tmp(),
             self.rejected(),
+            self.journal(),
         ] {
             builder
                 .create(&dir)

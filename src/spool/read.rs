@@ -77,8 +77,8 @@ pub fn read_untrusted(path: &Path, limit: u64) -> Result<Vec<u8>, Refusal> {
     };
     let meta = file.metadata()?;
     check_type(&meta.file_type())?;
-    let mut buf = Vec::with_capacity(meta.len().min(limit) as usize + 1);
-    file.take(limit + 1).read_to_end(&mut buf)?;
+    let mut buf = Vec::with_capacity(meta.len().min(limit).saturating_add(1) as usize);
+    file.take(limit.saturating_add(1)).read_to_end(&mut buf)?;
     if buf.len() as u64 > limit {
         return Err(Refusal::TooBig {
             size: buf.len() as u64,

@@ -50,6 +50,15 @@ pub struct AnswerWait {
     name: String,
     inotify: Option<Inotify>,
     signals: SignalFd,
+    /// The signal mask before [`AnswerWait::new`] blocked ours; restored on drop, since
+    /// a blocked mask is inherited by every process this thread spawns later.
+    old_mask: SigSet,
+}
+
+impl Drop for AnswerWait {
+    fn drop(&mut self) {
+        let _ = self.old_mask.thread_set_mask();
+    }
 }
 
 /// The signals that withdraw a question instead of killing the asker outright.
@@ -66,6 +75,7 @@ impl AnswerWait {
     /// they arrive through the signalfd; call it before starting other threads.
     pub fn new(dir: &Path, name: &str) -> io::Result<AnswerWait> {
         let set = withdraw_signals();
+        let old_mask = SigSet::thread_get_mask().map_err(io::Error::from)?;
         set.thread_block().map_err(io::Error::from)?;
         let signals = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
             .map_err(io::Error::from)?;
@@ -90,6 +100,7 @@ impl AnswerWait {
             name: name.to_string(),
             inotify,
             signals,
+            old_mask,
         })
     }
 
@@ -188,5 +199,5 @@ fn on_network_fs(dir: &Path) -> bool {
     .contains(&t)
         // CIFS, SMB2 and 9p, which nix does not name.
         || [0xFF53_4D42_u32 as i64, 0xFE53_4D42_u32 as i64, 0x0102_1997]
-            .contains(&(t.0 as i64))
+            .contains(&{ t.0 })
 }

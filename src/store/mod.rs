@@ -216,10 +216,7 @@ impl Store {
                     reason,
                 } => {
                     insert_request(&mut tx, project, request, *variant).await?;
-                    let answer_json = answer
-                        .as_ref()
-                        .map(|a| serde_json::to_string(a))
-                        .transpose()?;
+                    let answer_json = answer.as_ref().map(serde_json::to_string).transpose()?;
                     sqlx::query(
                         "UPDATE requests SET status = ?, answer_json = ?, responded_by = ?,
                                 finished_at = ?, reason = ?

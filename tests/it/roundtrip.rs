@@ -94,7 +94,7 @@ fn hitl_ask_keeps_every_byte() {
     let _l = p.listen(&["--ui", "none"]);
     for text in [
         SPECIAL.to_string(),
-        format!("ctrl \u{1}\u{7f} chars"),
+        "ctrl \u{1}\u{7f} chars".to_string(),
         big_text(),
     ] {
         let mut cmd = p.hitl();
@@ -110,7 +110,11 @@ fn generated_script_with_jq_python_or_neither() {
     let script = p.dir.join("scripts/ask-human.sh");
     for readers in [&["jq"][..], &["python3"][..], &[][..]] {
         let path = restricted_path(p.tmp.path(), readers);
-        for text in [SPECIAL.to_string(), format!("ctrl \u{1} char"), big_text()] {
+        for text in [
+            SPECIAL.to_string(),
+            "ctrl \u{1} char".to_string(),
+            big_text(),
+        ] {
             let mut cmd = Command::new(&script);
             cmd.arg(&text)
                 .current_dir(&p.dir)

@@ -161,7 +161,8 @@ fn seed_000_script_answer_and_timeout() {
         &[("CLAUDE_HELPERS_TIMEOUT", "2")],
     );
     assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(start.elapsed() >= Duration::from_secs(2));
+    // The seed counts whole seconds of `date +%s`, so it gives up after 1 to 2 s.
+    assert!(start.elapsed() >= Duration::from_secs(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("Timeout waiting for answer"));
     p.wait_pending(0, Duration::from_secs(5));
     eventually("history marks it withdrawn", Duration::from_secs(5), || {

@@ -44,15 +44,6 @@ impl Project {
         Project::in_dir(tmp)
     }
 
-    /// A project on tmpfs (/dev/shm), for the benchmarks.
-    pub fn new_in(parent: &Path) -> Project {
-        let tmp = tempfile::Builder::new()
-            .prefix("hitl-it-")
-            .tempdir_in(parent)
-            .unwrap();
-        Project::in_dir(tmp)
-    }
-
     fn in_dir(tmp: TempDir) -> Project {
         let dir = tmp.path().join("project");
         let home = tmp.path().join("home");
@@ -69,12 +60,11 @@ impl Project {
     /// `hitl` with this project's HITL_HOME, run in the project folder.
     pub fn hitl(&self) -> Command {
         let mut c = Command::new(hitl_bin());
-        c.current_dir(
-            self.dir
-                .exists()
-                .then_some(&self.dir)
-                .unwrap_or(&self.tmp.path().to_path_buf()),
-        )
+        c.current_dir(if self.dir.exists() {
+            self.dir.clone()
+        } else {
+            self.tmp.path().to_path_buf()
+        })
         .env("HITL_HOME", &self.home)
         .env_remove("HITL_DB")
         .env_remove("HITL_AGENT_ID")
