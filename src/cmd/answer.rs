@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::{
     config::Paths,
-    protocol::{Answer, ParsedQuestion, Reply},
+    protocol::{Answer, ParsedQuestion, Reply, Status},
     spool::{
         Created, Spool,
         questions::{self, DEFAULT_MAX_QUESTION_BYTES},
@@ -51,6 +51,20 @@ pub struct AnswerOptions {
     pub db: Option<String>,
     /// Print the answer written as JSON.
     pub json: bool,
+}
+
+/// How a finished question ended, for "question X is …" messages.
+fn ended(status: Status, by: Option<&str>) -> String {
+    let by = by.map(|b| format!(" by {b}")).unwrap_or_default();
+    match status {
+        Status::Answered => format!("already answered{by}"),
+        Status::Cancelled => format!("already cancelled{by}"),
+        Status::Timeout => "already timed out".to_string(),
+        Status::Withdrawn => "withdrawn by its asker".to_string(),
+        Status::Abandoned => "abandoned: its asker exited".to_string(),
+        Status::Rejected => "rejected as bad input".to_string(),
+        Status::Pending => "still pending".to_string(),
+    }
 }
 
 /// The name recorded as the responder: `cli:USER`.
@@ -127,9 +141,9 @@ pub async fn run(opts: AnswerOptions) -> Result<()> {
         && existing.timestamp >= q.request.timestamp
     {
         bail!(
-            "question {} is already answered by {}",
+            "question {} is {}",
             opts.id,
-            existing.responded_by
+            ended(existing.status.into(), Some(&existing.responded_by))
         );
     }
 
@@ -164,10 +178,11 @@ pub async fn run(opts: AnswerOptions) -> Result<()> {
     {
         Created::Created => {}
         Created::AlreadyExists => {
-            let by = questions::read_answer(&answer_path)
-                .map(|a| a.responded_by)
-                .unwrap_or_else(|| "another responder".into());
-            bail!("question {} is already answered by {by}", opts.id);
+            let how = match questions::read_answer(&answer_path) {
+                Some(a) => ended(a.status.into(), Some(&a.responded_by)),
+                None => "already answered or withdrawn".to_string(),
+            };
+            bail!("question {} is {how}", opts.id);
         }
     }
     record(&db_url, &spool, q, &answer).await;

@@ -300,9 +300,14 @@ fn terminal_prompt_answers_from_a_pipe() {
 fn agent_identity_is_stable_across_asks() {
     let p = Project::new();
     let _l = p.listen(&["--ui", "none", "--auto-answer", "ok"]);
-    // Both asks are children of the same long-lived shell: one agent.
-    let out = std::process::Command::new("bash")
-        .args(["-c", "\"$0\" ask one && \"$0\" ask two"])
+    // An agent process named `claude` (bash under that name) asks twice: one agent,
+    // found by walking up from each short-lived `hitl ask`. The `; true` keeps bash
+    // from exec-ing the last command in its own place.
+    let fake = p.tmp.path().join("bin");
+    fs::create_dir_all(&fake).unwrap();
+    std::os::unix::fs::symlink("/bin/bash", fake.join("claude")).unwrap();
+    let out = std::process::Command::new(fake.join("claude"))
+        .args(["-c", "\"$0\" ask one && \"$0\" ask two; true"])
         .arg(crate::support::hitl_bin())
         .current_dir(&p.dir)
         .env("HITL_HOME", &p.home)
@@ -314,8 +319,18 @@ fn agent_identity_is_stable_across_asks() {
     let agents: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(agents.len(), 1, "{agents:#?}");
     assert_eq!(agents[0]["questions_asked"], 2);
-    assert!(agents[0]["pid"].as_u64().is_some());
-    assert_eq!(agents[0]["status"], "active");
+    assert!(
+        agents[0]["name"].as_str().unwrap().starts_with("Claude-"),
+        "{agents:#?}"
+    );
+    assert!(
+        agents[0]["agent_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("claude-")
+    );
+    // The bash process has exited by now.
+    assert_eq!(agents[0]["status"], "gone");
 
     // Named agents keep their name.
     let out = p
@@ -375,4 +390,35 @@ fn one_listener_serves_many_projects() {
         assert_eq!(String::from_utf8_lossy(&out.stdout), "both\n");
         assert!(p.helpers().join(".listener.pid").exists());
     }
+}
+
+#[test]
+fn the_broker_times_out_questions_whose_asker_does_not() {
+    let p = Project::new();
+    let _l = p.listen(&["--ui", "none"]);
+    // A writer with no timer of its own: the question file alone, with a timeout.
+    let q = serde_json::json!({"version": 1, "id": "slow-1", "agent_id": "script", "content": "still there?",
+        "timestamp": jiff::Timestamp::now().to_string(), "timeout": 1});
+    fs::write(p.helpers().join("questions/slow-1.json"), q.to_string()).unwrap();
+    p.wait_pending(1, Duration::from_secs(5));
+    let answer = p.helpers().join("answers/slow-1.json");
+    eventually("a timeout answer", Duration::from_secs(10), || {
+        answer.exists()
+    });
+    let a: Value = serde_json::from_slice(&fs::read(&answer).unwrap()).unwrap();
+    assert_eq!(a["status"], "timeout");
+    assert_eq!(a["cancelled"], true);
+    assert_eq!(a["responded_by"], "broker");
+    eventually("history says timeout", Duration::from_secs(5), || {
+        p.history()
+            .iter()
+            .any(|h| h["id"] == "slow-1" && h["status"] == "timeout")
+    });
+    // Answering it now is refused with what happened.
+    let out = p.run(&["answer", "slow-1", "late"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is already timed out"),
+        "{out:?}"
+    );
 }

@@ -171,3 +171,52 @@ fn seed_000_script_answer_and_timeout() {
             .any(|h| h["content"] == "Quick question?" && h["status"] == "withdrawn")
     });
 }
+
+/// claude-helpers 0.2.x (PyPI) writes `questions/<agent_id>.json` in place with `prompt`,
+/// and polls for `answers/<agent_id>.json`, reading `answer`. Emulated with python3
+/// doing exactly that: `json.dump` into the open file, then polling.
+#[test]
+fn claude_helpers_style_agent() {
+    let p = Project::new();
+    let _l = p.listen(&["--ui", "none", "--auto-answer", "from hitl"]);
+    let script = r#"
+import json, os, sys, time
+helpers = sys.argv[1]
+agent = "agent_4242"
+q = os.path.join(helpers, "questions", agent + ".json")
+a = os.path.join(helpers, "answers", agent + ".json")
+with open(q, "w") as f:
+    json.dump({"type": "text", "agent_id": agent, "timestamp": time.time(),
+               "prompt": "Привет? \"quoted\"", "timeout": 30, "metadata": {"k": 1}}, f)
+deadline = time.time() + 30
+while time.time() < deadline:
+    if os.path.exists(a):
+        try:
+            with open(a) as f:
+                print(json.load(f)["answer"])
+            os.remove(a)
+            os.remove(q)
+            sys.exit(0)
+        except (json.JSONDecodeError, KeyError):
+            pass
+    time.sleep(0.05)
+sys.exit(2)
+"#;
+    for _ in 0..2 {
+        // Twice: the same agent reuses the same file names.
+        let out = Command::new("python3")
+            .args(["-c", script])
+            .arg(p.helpers())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "from hitl\n");
+    }
+    eventually("both recorded", Duration::from_secs(5), || {
+        p.history()
+            .iter()
+            .filter(|h| h["content"] == "Привет? \"quoted\"" && h["status"] == "answered")
+            .count()
+            == 2
+    });
+}
