@@ -41,6 +41,11 @@ fn main() {
         baseline_responder(Path::new(&args[2]), args[3] == "durable");
         return;
     }
+    if !args.iter().any(|a| a == "--bench") {
+        // `cargo test --benches` runs this without `--bench`: nothing to measure there.
+        println!("spool benchmarks: run them with `cargo bench --bench spool [-- --quick]`");
+        return;
+    }
     let quick = args.iter().any(|a| a == "--quick");
     // `--only NAME` runs one section: roundtrip, ask, concurrent, scale.
     let only = args

@@ -66,4 +66,36 @@ mod tests {
         assert_eq!(q.iter().next(), Some(4));
         assert_eq!(q.len(), 4);
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn prio() -> impl Strategy<Value = Priority> {
+            prop_oneof![
+                Just(Priority::Normal),
+                Just(Priority::High),
+                Just(Priority::Urgent)
+            ]
+        }
+
+        proptest! {
+            /// Whatever arrives in whatever order, the queue yields the most urgent
+            /// first, then the oldest, then the first to arrive.
+            #[test]
+            fn order_is_urgency_then_age(items in proptest::collection::vec((prio(), 0i64..50), 0..60)) {
+                let mut q = Queue::default();
+                for (seq, (p, t)) in items.iter().enumerate() {
+                    q.insert(Queue::key(*p, Timestamp::from_second(*t).unwrap(), seq as u64));
+                }
+                let got: Vec<u64> = q.iter().collect();
+                let mut want: Vec<u64> = (0..items.len() as u64).collect();
+                want.sort_by_key(|&s| {
+                    let (p, t) = items[s as usize];
+                    (Reverse(p), t, s)
+                });
+                prop_assert_eq!(got, want);
+            }
+        }
+    }
 }

@@ -484,4 +484,73 @@ mod tests {
         let again = serde_json::to_vec(&p.request).unwrap();
         assert_eq!(parse_question(&again, "abc").unwrap().request, p.request);
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Any bytes at all: a question or a reason, never a panic.
+            #[test]
+            fn any_bytes_parse_or_say_why(bytes in proptest::collection::vec(any::<u8>(), 0..512),
+                                          stem in "[a-z_0-9]{1,12}") {
+                let _ = parse_question(&bytes, &stem);
+            }
+
+            /// Any JSON object: the same.
+            #[test]
+            fn any_json_object_parses_or_says_why(v in arb_json(3)) {
+                let bytes = serde_json::to_vec(&serde_json::json!({"content": "x", "extra": v})).unwrap();
+                prop_assert!(parse_question(&bytes, "q").is_ok());
+                let bytes = serde_json::to_vec(&v).unwrap();
+                let _ = parse_question(&bytes, "q");
+            }
+
+            /// Text comes back exactly, whatever it holds.
+            #[test]
+            fn content_round_trips(text in any::<String>(), opts in proptest::collection::vec(any::<String>(), 1..4)) {
+                let v = serde_json::json!({"version": 1, "id": "a", "agent_id": "b",
+                    "type": "select", "content": text, "options": opts});
+                let p = parse_question(&serde_json::to_vec(&v).unwrap(), "a").unwrap();
+                prop_assert_eq!(&p.request.content, &text);
+                prop_assert_eq!(&p.request.options, &opts);
+                let again = parse_question(&serde_json::to_vec(&p.request).unwrap(), "a").unwrap();
+                prop_assert_eq!(again.request, p.request);
+            }
+        }
+
+        fn arb_json(depth: u32) -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                any::<f64>()
+                    .prop_filter("finite", |f| f.is_finite())
+                    .prop_map(|f| serde_json::json!(f)),
+                any::<String>().prop_map(Value::String),
+            ];
+            leaf.prop_recursive(depth, 32, 4, |inner| {
+                prop_oneof![
+                    proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    proptest::collection::btree_map(
+                        prop_oneof![
+                            Just("content".to_string()),
+                            Just("type".to_string()),
+                            Just("id".to_string()),
+                            Just("options".to_string()),
+                            Just("timeout".to_string()),
+                            Just("timestamp".to_string()),
+                            Just("asker".to_string()),
+                            Just("prompt".to_string()),
+                            Just("question".to_string()),
+                            any::<String>(),
+                        ],
+                        inner,
+                        0..5,
+                    )
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+    }
 }

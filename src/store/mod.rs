@@ -154,7 +154,12 @@ impl Store {
     pub async fn open(url: &str) -> Result<Store> {
         let path = sqlite_path(url)?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
+            // History holds every question and answer: private to its user.
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
                 .with_context(|| format!("creating the data folder {}", dir.display()))?;
         }
         let options = SqliteConnectOptions::from_str("sqlite://")?
@@ -170,6 +175,8 @@ impl Store {
             .connect_with(options)
             .await
             .with_context(|| format!("opening the history database {}", path.display()))?;
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
         sqlx::migrate!("./migrations/sqlite")
             .run(&pool)
             .await

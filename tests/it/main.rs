@@ -4,6 +4,7 @@
 
 mod badinput;
 mod cli;
+mod compat;
 mod crash;
 mod roundtrip;
 mod seeds;
