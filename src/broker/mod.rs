@@ -948,6 +948,7 @@ impl Broker {
             tokio::task::spawn_blocking(move || {
                 agents::sweep(&spool, &waiting);
                 questions::clear_old_answers(&spool, &live);
+                crate::spool::clear_stale_temp(&spool.tmp());
             });
         }
     }

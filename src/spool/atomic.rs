@@ -57,6 +57,33 @@ fn write_temp(tmp_dir: &Path, dest: &Path, bytes: &[u8], durable: bool) -> io::R
     Ok(tmp)
 }
 
+/// Removes temp files that no writer will finish: ours whose writing process has
+/// died (the pid comes first in the name), and any older than an hour. Returns how
+/// many went.
+pub fn clear_stale_temp(tmp_dir: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(tmp_dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let writer_dead = name
+            .split('.')
+            .next()
+            .and_then(|pid| pid.parse::<u32>().ok())
+            .is_some_and(|pid| !crate::agents::is_alive(pid, None));
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .map(|t| t.elapsed().unwrap_or_default() > std::time::Duration::from_secs(3600))
+            .unwrap_or(false);
+        if (writer_dead || old) && fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// Syncs a folder so that names created or removed in it survive a crash.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
@@ -129,6 +156,21 @@ mod tests {
         );
         // No temp files are left behind.
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn stale_temp_files_of_dead_writers_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let dead = dir.path().join("4000000000.0.abc.q.json.tmp");
+        let live = dir
+            .path()
+            .join(format!("{}.0.abc.q.json.tmp", std::process::id()));
+        let script = dir.path().join("1795346141_14404_106.json.tmp");
+        for p in [&dead, &live, &script] {
+            fs::write(p, b"x").unwrap();
+        }
+        assert_eq!(clear_stale_temp(dir.path()), 1);
+        assert!(!dead.exists() && live.exists() && script.exists());
     }
 
     #[test]

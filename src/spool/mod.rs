@@ -20,7 +20,7 @@ use std::{
 
 use anyhow::{Context, Result};
 
-pub use atomic::{Created, create_exclusive, sync_dir, write_atomic};
+pub use atomic::{Created, clear_stale_temp, create_exclusive, sync_dir, write_atomic};
 pub use read::{Refusal, read_untrusted};
 
 /// Name of the spool folder inside a project.
