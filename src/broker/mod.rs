@@ -310,6 +310,9 @@ impl Broker {
                     }
                     if now.duration_since(last_sweep) >= SWEEP_EVERY {
                         last_sweep = now;
+                        // Belt and braces: inotify can in principle drop an event
+                        // without flagging an overflow; a periodic read costs little.
+                        self.rescan();
                         self.sweep_agents();
                     }
                     if now.duration_since(last_snapshot) >= SNAPSHOT_EVERY {

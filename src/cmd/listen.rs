@@ -135,6 +135,16 @@ pub fn unblock_stop_signals() -> Result<()> {
 /// How often the spools are read when inotify is not available.
 const POLL_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// Asks the broker to read every spool again, every [`POLL_EVERY`].
+fn spawn_poller(events: mpsc::UnboundedSender<SpoolEvent>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(POLL_EVERY);
+        while events.send(SpoolEvent::Rescan).is_ok() {
+            tick.tick().await;
+        }
+    });
+}
+
 fn watch_spools(spools: &[Spool], tx: mpsc::UnboundedSender<SpoolEvent>) -> Result<SpoolWatcher> {
     let mut watcher = SpoolWatcher::new(tx)?;
     for s in spools {
@@ -181,8 +191,23 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     let (store_tx, store_task) = spawn_store_writer(store);
 
     let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let remote: Vec<String> = spools
+        .iter()
+        .filter(|s| crate::spool::is_network_fs(s.root()))
+        .map(|s| s.project().display().to_string())
+        .collect();
     let watcher = match watch_spools(&spools, events_tx.clone()) {
-        Ok(w) => Some(w),
+        Ok(w) if remote.is_empty() => Some(w),
+        Ok(w) => {
+            // inotify sees only this machine's writes on a network file system.
+            eprintln!(
+                "hitl: {} on a network file system: also reading the spool every {} ms",
+                remote.join(", "),
+                POLL_EVERY.as_millis()
+            );
+            spawn_poller(events_tx);
+            Some(w)
+        }
         Err(e) => {
             // inotify refused (the user's 128 instances are taken, or the watch table is
             // full): read the spools on a timer instead. Slower, never silent.
@@ -190,12 +215,7 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
                 "hitl: warning: {e:#}; polling the spool every {} ms instead",
                 POLL_EVERY.as_millis()
             );
-            tokio::spawn(async move {
-                let mut tick = tokio::time::interval(POLL_EVERY);
-                while events_tx.send(SpoolEvent::Rescan).is_ok() {
-                    tick.tick().await;
-                }
-            });
+            spawn_poller(events_tx);
             None
         }
     };

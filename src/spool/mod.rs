@@ -141,6 +141,26 @@ impl Spool {
     }
 }
 
+/// True on file systems where another machine may write and inotify would stay silent.
+pub fn is_network_fs(dir: &Path) -> bool {
+    use nix::sys::statfs;
+    let Ok(st) = statfs::statfs(dir) else {
+        return false;
+    };
+    let t = st.filesystem_type();
+    [
+        statfs::NFS_SUPER_MAGIC,
+        statfs::SMB_SUPER_MAGIC,
+        statfs::FUSE_SUPER_MAGIC,
+        statfs::CODA_SUPER_MAGIC,
+        statfs::AFS_SUPER_MAGIC,
+    ]
+    .contains(&t)
+        // CIFS, SMB2 and 9p, which nix does not name.
+        || [0xFF53_4D42_u32 as i64, 0xFE53_4D42_u32 as i64, 0x0102_1997]
+            .contains(&{ t.0 })
+}
+
 /// True for names the broker must never treat as questions: temp files of atomic
 /// writers (`*.tmp`, seed 000's `X.json.tmp`), hidden files and editor droppings.
 pub fn is_ignored_name(name: &str) -> bool {

@@ -19,7 +19,6 @@ use nix::{
         inotify::{AddWatchFlags, InitFlags, Inotify},
         signal::{SigSet, Signal},
         signalfd::{SfdFlags, SignalFd},
-        statfs,
     },
 };
 
@@ -79,7 +78,8 @@ impl AnswerWait {
         set.thread_block().map_err(io::Error::from)?;
         let signals = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
             .map_err(io::Error::from)?;
-        let inotify = if on_network_fs(dir) || std::env::var_os("HITL_FORCE_POLL").is_some() {
+        let inotify = if super::is_network_fs(dir) || std::env::var_os("HITL_FORCE_POLL").is_some()
+        {
             None
         } else {
             Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
@@ -181,23 +181,4 @@ impl AnswerWait {
             }
         }
     }
-}
-
-/// True on file systems where another machine may write and inotify would stay silent.
-fn on_network_fs(dir: &Path) -> bool {
-    let Ok(st) = statfs::statfs(dir) else {
-        return false;
-    };
-    let t = st.filesystem_type();
-    [
-        statfs::NFS_SUPER_MAGIC,
-        statfs::SMB_SUPER_MAGIC,
-        statfs::FUSE_SUPER_MAGIC,
-        statfs::CODA_SUPER_MAGIC,
-        statfs::AFS_SUPER_MAGIC,
-    ]
-    .contains(&t)
-        // CIFS, SMB2 and 9p, which nix does not name.
-        || [0xFF53_4D42_u32 as i64, 0xFE53_4D42_u32 as i64, 0x0102_1997]
-            .contains(&{ t.0 })
 }

@@ -147,3 +147,20 @@ fn generated_script_execs_hitl_when_on_path() {
     // hitl ask registers the agent; the bash fallback does not need to.
     assert!(p.helpers().join("agents").read_dir().unwrap().count() >= 1);
 }
+
+/// The generated script must run on macOS's bash 3.2, which this machine does not have:
+/// it may use nothing newer. `bash -n` checks the syntax; the list below is what bash
+/// 4 and 5 added that scripts commonly reach for.
+#[test]
+fn generated_script_uses_only_bash_3_2() {
+    let script = hitl::cmd::init::ASK_HUMAN_SCRIPT;
+    for newer in [
+        "declare -A", "local -A", "typeset -A", "mapfile", "readarray", ",,}", "^^}", "|&", "&>>",
+        "coproc", "EPOCHREALTIME", "EPOCHSECONDS", "BASHPID", "wait -n", "printf '%(", "${!",
+        "[[ -v", "shopt -s globstar", "lastpipe", "declare -n", "local -n",
+    ] {
+        assert!(!script.contains(newer), "ask-human.sh uses {newer:?}, which bash 3.2 lacks");
+    }
+    let out = Command::new("bash").args(["-n", "-c", script]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
