@@ -8,13 +8,10 @@
 use std::{path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};
-use hitl::{
-    cmd::{
-        answer::{AnswerOptions, AnswerWith},
-        ask::{AskOptions, EXIT_CANNOT_ASK},
-        listen::{ListenOptions, UiKind},
-    },
-    protocol::{Kind, Priority},
+use hitl::cmd::{
+    answer::{AnswerOptions, AnswerWith},
+    ask::{AskOptions, EXIT_CANNOT_ASK},
+    listen::ListenOptions,
 };
 
 /// A human-in-the-loop broker for AI agents: one queue for every agent's questions
@@ -37,50 +34,12 @@ enum Command {
         force: bool,
     },
     /// Run the broker: watch each project's .helpers/ and answer through a UI.
-    Listen {
-        /// Project folders to serve (default: the current one).
-        dirs: Vec<PathBuf>,
-        /// Who answers in this terminal.
-        #[arg(long, value_enum, default_value_t = UiKind::Terminal)]
-        ui: UiKind,
-        /// History database: sqlite://PATH (default: the user data folder's hitl.db).
-        #[arg(long, env = "HITL_DB")]
-        db: Option<String>,
-        /// Answer every question with TEXT (yes/no: yes, select: first option,
-        /// approvals: approved). For demos, tests and benchmarks only.
-        #[arg(long, value_name = "TEXT")]
-        auto_answer: Option<String>,
-    },
+    Listen(ListenOptions),
     /// Ask the human a question; print the answer on stdout.
     ///
     /// Exit status: 0 answered (approved), 1 cancelled or denied, 2 timed out,
     /// 3 cannot ask, 130 interrupted.
-    Ask {
-        /// The question (several words are joined with spaces).
-        #[arg(required = true, value_name = "QUESTION")]
-        question: Vec<String>,
-        /// What kind of answer is wanted.
-        #[arg(long = "type", short = 't', value_parser = parse_kind, default_value = "text")]
-        kind: Kind,
-        /// A choice for select and multiselect (repeat for each).
-        #[arg(long = "option", short = 'o', value_name = "O")]
-        options: Vec<String>,
-        /// Seconds to wait; 0 waits for ever (default: the [ask] timeout setting, 300).
-        #[arg(long, value_name = "S")]
-        timeout: Option<u64>,
-        /// How urgent it is.
-        #[arg(long, value_parser = parse_priority)]
-        priority: Option<Priority>,
-        /// Context for the human, as a JSON value.
-        #[arg(long, value_name = "JSON")]
-        context: Option<String>,
-        /// The project folder (default: the nearest one with .helpers/).
-        #[arg(long)]
-        dir: Option<PathBuf>,
-        /// Print the whole answer as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Ask(AskOptions),
     /// List the questions waiting for an answer.
     Pending {
         /// The project folder.
@@ -165,18 +124,6 @@ enum Command {
     },
 }
 
-fn parse_kind(s: &str) -> Result<Kind, String> {
-    Kind::parse(s).ok_or_else(|| {
-        let names: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
-        format!("unknown type {s:?}; expected one of: {}", names.join(", "))
-    })
-}
-
-fn parse_priority(s: &str) -> Result<Priority, String> {
-    Priority::parse(s)
-        .ok_or_else(|| format!("unknown priority {s:?}; expected normal, high or urgent"))
-}
-
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -187,40 +134,11 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Init { dir, force } => hitl::cmd::init::run(dir, force)?,
-        Command::Listen {
-            dirs,
-            ui,
-            db,
-            auto_answer,
-        } => {
+        Command::Listen(opts) => {
             hitl::cmd::listen::unblock_stop_signals()?;
-            runtime()?.block_on(hitl::cmd::listen::run(ListenOptions {
-                dirs,
-                ui,
-                db,
-                auto_answer,
-            }))?
+            runtime()?.block_on(hitl::cmd::listen::run(opts))?
         }
-        Command::Ask {
-            question,
-            kind,
-            options,
-            timeout,
-            priority,
-            context,
-            dir,
-            json,
-        } => {
-            let opts = AskOptions {
-                question,
-                kind,
-                options,
-                timeout,
-                priority,
-                context,
-                dir,
-                json,
-            };
+        Command::Ask(opts) => {
             return Ok(match hitl::cmd::ask::run(opts) {
                 Ok(code) => ExitCode::from(code),
                 Err(e) => {

@@ -41,24 +41,32 @@ pub const EXIT_CANNOT_ASK: u8 = 3;
 /// Exit status: interrupted by a signal (128 + SIGINT), question withdrawn.
 pub const EXIT_INTERRUPTED: u8 = 130;
 
-/// What to ask.
-#[derive(Debug, Clone)]
+/// What to ask: the flags of `hitl ask` (their doc comments are its help text).
+#[derive(Debug, Clone, clap::Args)]
 pub struct AskOptions {
-    /// The question's words (joined with spaces).
+    /// The question (several words are joined with spaces).
+    #[arg(required = true, value_name = "QUESTION")]
     pub question: Vec<String>,
-    /// Its kind.
+    /// What kind of answer is wanted (text, yesno, select, multiselect, approval or permission).
+    #[arg(long = "type", short = 't', default_value = "text")]
     pub kind: Kind,
-    /// Options for select and multiselect.
+    /// A choice for select and multiselect (repeat for each).
+    #[arg(long = "option", short = 'o', value_name = "O")]
     pub options: Vec<String>,
-    /// Seconds to wait; `None` takes the configured default; 0 waits for ever.
+    /// Seconds to wait; 0 waits for ever (default: the [ask] timeout setting, 300).
+    #[arg(long, value_name = "S")]
     pub timeout: Option<u64>,
-    /// Priority; `None` takes the configured default.
+    /// How urgent it is (normal, high or urgent).
+    #[arg(long)]
     pub priority: Option<Priority>,
-    /// Context as JSON text.
+    /// Context for the human, as a JSON value.
+    #[arg(long, value_name = "JSON")]
     pub context: Option<String>,
-    /// The project folder, instead of searching upwards from the current one.
+    /// The project folder (default: the nearest one with .helpers/).
+    #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Print the whole answer as JSON instead of its text.
+    /// Print the whole answer as JSON.
+    #[arg(long)]
     pub json: bool,
 }
 

@@ -39,16 +39,20 @@ pub enum UiKind {
     None,
 }
 
-/// How to listen.
-#[derive(Debug, Clone)]
+/// How to listen: the flags of `hitl listen` (their doc comments are its help text).
+#[derive(Debug, Clone, clap::Args)]
 pub struct ListenOptions {
-    /// Project folders (default: the current one).
+    /// Project folders to serve (default: the current one).
     pub dirs: Vec<PathBuf>,
-    /// The local responder.
+    /// Who answers in this terminal.
+    #[arg(long, value_enum, default_value_t = UiKind::Terminal)]
     pub ui: UiKind,
-    /// History database URL (overrides `HITL_DB`).
+    /// History database: sqlite://PATH (default: the user data folder's hitl.db).
+    #[arg(long, env = "HITL_DB")]
     pub db: Option<String>,
-    /// Answer everything with this text.
+    /// Answer every question with TEXT (yes/no: yes, select: first option, approvals:
+    /// approved). For demos, tests and benchmarks only.
+    #[arg(long, value_name = "TEXT")]
     pub auto_answer: Option<String>,
 }
 

@@ -69,6 +69,16 @@ impl Kind {
     }
 }
 
+impl std::str::FromStr for Kind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Kind, String> {
+        Kind::parse(s).ok_or_else(|| {
+            let names: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+            format!("unknown type {s:?}; expected one of: {}", names.join(", "))
+        })
+    }
+}
+
 impl fmt::Display for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -108,6 +118,14 @@ impl Priority {
             "urgent" | "critical" => Priority::Urgent,
             _ => return None,
         })
+    }
+}
+
+impl std::str::FromStr for Priority {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Priority, String> {
+        Priority::parse(s)
+            .ok_or_else(|| format!("unknown priority {s:?}; expected normal, high or urgent"))
     }
 }
 

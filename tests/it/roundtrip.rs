@@ -155,12 +155,36 @@ fn generated_script_execs_hitl_when_on_path() {
 fn generated_script_uses_only_bash_3_2() {
     let script = hitl::cmd::init::ASK_HUMAN_SCRIPT;
     for newer in [
-        "declare -A", "local -A", "typeset -A", "mapfile", "readarray", ",,}", "^^}", "|&", "&>>",
-        "coproc", "EPOCHREALTIME", "EPOCHSECONDS", "BASHPID", "wait -n", "printf '%(", "${!",
-        "[[ -v", "shopt -s globstar", "lastpipe", "declare -n", "local -n",
+        "declare -A",
+        "local -A",
+        "typeset -A",
+        "mapfile",
+        "readarray",
+        ",,}",
+        "^^}",
+        "|&",
+        "&>>",
+        "coproc",
+        "EPOCHREALTIME",
+        "EPOCHSECONDS",
+        "BASHPID",
+        "wait -n",
+        "printf '%(",
+        "${!",
+        "[[ -v",
+        "shopt -s globstar",
+        "lastpipe",
+        "declare -n",
+        "local -n",
     ] {
-        assert!(!script.contains(newer), "ask-human.sh uses {newer:?}, which bash 3.2 lacks");
+        assert!(
+            !script.contains(newer),
+            "ask-human.sh uses {newer:?}, which bash 3.2 lacks"
+        );
     }
-    let out = Command::new("bash").args(["-n", "-c", script]).output().unwrap();
+    let out = Command::new("bash")
+        .args(["-n", "-c", script])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{out:?}");
 }
