@@ -283,8 +283,13 @@ impl Broker {
         self.flush_snapshots(true);
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let (mut last_liveness, mut last_sweep, mut last_snapshot) =
-            (Instant::now(), Instant::now() - SWEEP_EVERY, Instant::now());
+        let start = Instant::now();
+        // The first sweep runs at the first tick.
+        let (mut last_liveness, mut last_sweep, mut last_snapshot) = (
+            start,
+            start.checked_sub(SWEEP_EVERY).unwrap_or(start),
+            start,
+        );
         tokio::pin!(shutdown);
         loop {
             tokio::select! {

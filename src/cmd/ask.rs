@@ -159,9 +159,15 @@ pub fn run(opts: AskOptions) -> Result<u8> {
     bytes.push(b'\n');
     write_atomic(&spool.tmp(), &question_path, &bytes, true)
         .with_context(|| format!("writing the question to {}", question_path.display()))?;
-    if let Err(e) = agents::record_question(&spool, &who, request.working_dir.as_deref()) {
-        tracing::debug!("agent registry not updated: {e:#}");
-    }
+    // The registry update overlaps the wait: an instant answer need not wait for it.
+    let registry = {
+        let (spool, who, dir) = (spool.clone(), who.clone(), request.working_dir.clone());
+        std::thread::spawn(move || {
+            if let Err(e) = agents::record_question(&spool, &who, dir.as_deref()) {
+                tracing::debug!("agent registry not updated: {e:#}");
+            }
+        })
+    };
     if !spool.listener_pid_file().exists() {
         eprintln!(
             "hitl: no listener is running for {}; the question waits until one starts \
@@ -180,6 +186,7 @@ pub fn run(opts: AskOptions) -> Result<u8> {
         })
         .context("waiting for the answer")?;
 
+    let _ = registry.join();
     let withdrawn = match outcome {
         WaitOutcome::Appeared => None,
         WaitOutcome::TimedOut => Some(EXIT_TIMEOUT),
