@@ -186,7 +186,7 @@ pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
         .collect();
     let agents = agents::list_agents(&spool, &waiting);
     let listener = listener_of(&spool);
-    let db = Paths::from_env().db_url();
+    let db = crate::store::redact_url(&Paths::from_env().db_url());
     if as_json {
         let v = json!({
             "version": crate::protocol::VERSION,

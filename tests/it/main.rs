@@ -8,4 +8,5 @@ mod compat;
 mod crash;
 mod roundtrip;
 mod seeds;
+mod store;
 mod support;

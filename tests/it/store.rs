@@ -1,0 +1,249 @@
+//! The history store, against both backends: SQLite in a temp folder and the
+//! machine's PostgreSQL (each test in a schema of its own). The same assertions run on
+//! both, so the two backends cannot drift apart.
+//!
+//! PostgreSQL comes from `HITL_TEST_POSTGRES` (default
+//! `postgres://postgres@127.0.0.1:5432/test`). Under `CI=true` it must answer; elsewhere
+//! a missing server skips the PostgreSQL half with a message.
+
+use std::str::FromStr;
+
+use hitl::{
+    protocol::{Answer, Kind, Priority, Reply, Request, Status, Variant},
+    store::{HistoryQuery, Store, StoreOp},
+};
+use sqlx::{Connection, Executor, postgres::PgConnectOptions};
+
+fn pg_url() -> String {
+    std::env::var("HITL_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string())
+}
+
+/// A store on each available backend, each empty. The schema guard drops the
+/// PostgreSQL schema when the test ends.
+async fn stores() -> Vec<(Store, Option<SchemaGuard>, tempfile::TempDir)> {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = Store::open(dir.path().join("h.db").to_str().unwrap())
+        .await
+        .unwrap();
+    let mut out = vec![(sqlite, None, dir)];
+    match pg_store().await {
+        Ok((store, guard)) => out.push((store, Some(guard), tempfile::tempdir().unwrap())),
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!(
+                "PostgreSQL at {} is required under CI=true: {e:#}",
+                pg_url()
+            )
+        }
+        Err(e) => eprintln!("skipping the PostgreSQL half: {e:#}"),
+    }
+    out
+}
+
+struct SchemaGuard {
+    schema: String,
+}
+
+impl Drop for SchemaGuard {
+    fn drop(&mut self) {
+        let schema = self.schema.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            rt.block_on(async {
+                if let Ok(mut c) = sqlx::PgConnection::connect(&pg_url()).await {
+                    let _ = c
+                        .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                            "DROP SCHEMA {schema} CASCADE"
+                        ))))
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+async fn pg_store() -> anyhow::Result<(Store, SchemaGuard)> {
+    let url = pg_url();
+    let mut admin = sqlx::PgConnection::connect(&url).await?;
+    let schema = format!("hitl_t_{}", uuid::Uuid::now_v7().simple());
+    admin
+        .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "CREATE SCHEMA {schema}"
+        ))))
+        .await?;
+    let guard = SchemaGuard {
+        schema: schema.clone(),
+    };
+    let options = PgConnectOptions::from_str(&url)?.options([("search_path", schema.as_str())]);
+    Ok((Store::open_postgres(options, &url).await?, guard))
+}
+
+fn request(id: &str, content: &str, at: i64) -> Request {
+    Request {
+        version: 1,
+        id: id.to_string(),
+        agent_id: "agent-1".into(),
+        agent_name: "Agent One".into(),
+        working_dir: Some("/w".into()),
+        timestamp: jiff::Timestamp::from_second(at).unwrap(),
+        kind: Kind::Select,
+        content: content.to_string(),
+        options: vec!["a".into(), "b".into()],
+        priority: Priority::High,
+        timeout: Some(30),
+        context: serde_json::json!({"file": "x.rs"}),
+        metadata: serde_json::Map::new(),
+        asker: None,
+    }
+}
+
+fn asked(r: &Request) -> StoreOp {
+    StoreOp::Asked {
+        project: "/p".into(),
+        request: Box::new(r.clone()),
+        variant: Variant::Canonical,
+    }
+}
+
+fn finished(r: &Request, status: Status, answer: Option<Answer>) -> StoreOp {
+    StoreOp::Finished {
+        project: "/p".into(),
+        request: Box::new(r.clone()),
+        variant: Variant::Canonical,
+        status,
+        answer: answer.map(Box::new),
+        reason: None,
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_request_is_recorded_once_and_ends_once() {
+    runtime().block_on(async {
+        for (store, _guard, _dir) in stores().await {
+            let name = store.backend_name();
+            let r = request("q1", "Which?", 1_000);
+            store.apply(&[asked(&r), asked(&r)]).await.unwrap();
+            let h = store.history(&HistoryQuery::default()).await.unwrap();
+            assert_eq!(h.len(), 1, "{name}: one row for a repeated ask");
+            assert_eq!(h[0].status, "pending", "{name}");
+
+            let a = Answer::from_reply(&r, Reply::Text("b".into()), "terminal");
+            store
+                .apply(&[StoreOp::Delivering {
+                    project: "/p".into(),
+                    request: Box::new(r.clone()),
+                    variant: Variant::Canonical,
+                    answer: Box::new(a.clone()),
+                }])
+                .await
+                .unwrap();
+            let u = store.undelivered().await.unwrap();
+            assert_eq!(u.len(), 1, "{name}");
+            assert_eq!(u[0].answer.content, "b", "{name}");
+            assert_eq!(u[0].request, r, "{name}: the request comes back whole");
+
+            store
+                .apply(&[finished(&r, Status::Answered, Some(a))])
+                .await
+                .unwrap();
+            // A later, different end does not overwrite the first.
+            store
+                .apply(&[finished(&r, Status::Cancelled, None)])
+                .await
+                .unwrap();
+            let h = store.history(&HistoryQuery::default()).await.unwrap();
+            assert_eq!(h[0].status, "answered", "{name}");
+            assert_eq!(h[0].answer.as_deref(), Some("b"), "{name}");
+            assert_eq!(h[0].responded_by.as_deref(), Some("terminal"), "{name}");
+            assert!(store.undelivered().await.unwrap().is_empty(), "{name}");
+        }
+    });
+}
+
+#[test]
+fn text_round_trips_exactly_and_history_filters() {
+    runtime().block_on(async {
+        for (store, _guard, _dir) in stores().await {
+            let name = store.backend_name();
+            let big: String = "\"\\\n\t$(x) `y` Привет 🎉 ".repeat(4000);
+            let ops: Vec<StoreOp> = (0..5)
+                .map(|i| asked(&request(&format!("r{i}"), &big, 2_000 + i)))
+                .collect();
+            store.apply(&ops).await.unwrap();
+            let h = store
+                .history(&HistoryQuery {
+                    limit: 3,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            let ids: Vec<&str> = h.iter().map(|e| e.id.as_str()).collect();
+            assert_eq!(ids, ["r4", "r3", "r2"], "{name}: newest first, limited");
+            assert_eq!(h[0].content, big, "{name}: text kept exactly");
+            let one = store
+                .history(&HistoryQuery {
+                    id: Some("r1".into()),
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            assert_eq!(one.len(), 1, "{name}");
+            assert_eq!(one[0].priority, "high", "{name}");
+            let none = store
+                .history(&HistoryQuery {
+                    project: Some("/other".into()),
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            assert!(none.is_empty(), "{name}");
+        }
+    });
+}
+
+#[test]
+fn racing_writers_record_exactly_one_end() {
+    runtime().block_on(async {
+        for (store, _guard, _dir) in stores().await {
+            let name = store.backend_name();
+            let rs: Vec<Request> = (0..50)
+                .map(|i| request(&format!("race{i}"), "?", 3_000 + i))
+                .collect();
+            store
+                .apply(&rs.iter().map(asked).collect::<Vec<_>>())
+                .await
+                .unwrap();
+            let mut tasks = Vec::new();
+            for who in ["one", "two", "three"] {
+                let (store, rs) = (store.clone(), rs.clone());
+                tasks.push(tokio::spawn(async move {
+                    for r in &rs {
+                        let a = Answer::from_reply(r, Reply::Text(who.into()), who);
+                        store
+                            .apply(&[finished(r, Status::Answered, Some(a))])
+                            .await
+                            .unwrap();
+                    }
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+            let h = store.history(&HistoryQuery::default()).await.unwrap();
+            assert_eq!(h.len(), 50, "{name}");
+            for e in h {
+                assert_eq!(e.status, "answered", "{name}");
+                // The recorded answer and responder belong to the same writer.
+                assert_eq!(e.answer.as_deref(), e.responded_by.as_deref(), "{name}");
+            }
+        }
+    });
+}
