@@ -422,3 +422,46 @@ fn the_broker_times_out_questions_whose_asker_does_not() {
         "{out:?}"
     );
 }
+
+#[test]
+fn the_listener_sweeps_dead_and_stale_agents() {
+    let p = Project::new();
+    let agents = p.helpers().join("agents");
+    let hour_ago = (jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1)).to_string();
+    let days_ago = (jiff::Timestamp::now() - jiff::SignedDuration::from_hours(48)).to_string();
+    let me = std::process::id();
+    let records = [
+        // Its process is gone, and it was last seen an hour ago: removed.
+        (
+            "dead",
+            serde_json::json!({"agent_id": "dead", "pid": 4_000_000_000u32, "last_seen": hour_ago}),
+        ),
+        // No process known, silent for two days: removed.
+        (
+            "stale",
+            serde_json::json!({"agent_id": "stale", "last_seen": days_ago}),
+        ),
+        // Alive (this test process), however old its last question: kept, idle.
+        (
+            "alive",
+            serde_json::json!({"agent_id": "alive", "pid": me, "last_seen": days_ago}),
+        ),
+    ];
+    for (name, v) in &records {
+        fs::write(agents.join(format!("{name}.json")), v.to_string()).unwrap();
+    }
+    let _l = p.listen(&["--ui", "none"]);
+    eventually(
+        "dead and stale agents removed",
+        Duration::from_secs(5),
+        || !agents.join("dead.json").exists() && !agents.join("stale.json").exists(),
+    );
+    let list: Vec<Value> = serde_json::from_slice(&p.run(&["agents", "--json"]).stdout).unwrap();
+    assert_eq!(list.len(), 1, "{list:#?}");
+    assert_eq!(list[0]["agent_id"], "alive");
+    assert_eq!(list[0]["status"], "idle");
+    // The sweep writes the derived status back for other tools.
+    eventually("status written back", Duration::from_secs(5), || {
+        fs::read_to_string(agents.join("alive.json")).is_ok_and(|s| s.contains("\"idle\""))
+    });
+}
