@@ -128,7 +128,8 @@ enum Command {
         seq: u64,
         reply: Reply,
         by: String,
-        done: oneshot::Sender<Result<Answer, RespondError>>,
+        /// Told how it went; `None` for fire-and-forget responders.
+        done: Option<oneshot::Sender<Result<Answer, RespondError>>>,
     },
     Pending {
         done: oneshot::Sender<Vec<Arc<PendingRequest>>>,
@@ -151,10 +152,22 @@ impl BrokerHandle {
                 seq,
                 reply,
                 by: by.to_string(),
-                done,
+                done: Some(done),
             })
             .map_err(|_| RespondError::Stopped)?;
         rx.await.map_err(|_| RespondError::Stopped)?
+    }
+
+    /// Answers pending request `seq` without waiting to hear how it went: for
+    /// responders that answer everything and have nobody to tell (`--auto-answer`).
+    /// A refusal (someone answered first) is simply dropped.
+    pub fn respond_detached(&self, seq: u64, reply: Reply, by: &str) {
+        let _ = self.commands.send(Command::Respond {
+            seq,
+            reply,
+            by: by.to_string(),
+            done: None,
+        });
     }
 
     /// The pending requests in answering order.
@@ -347,18 +360,22 @@ impl Broker {
                 by,
                 done,
             } => {
+                let refuse = |done: Option<oneshot::Sender<_>>, e| {
+                    if let Some(done) = done {
+                        let _ = done.send(Err(e));
+                    }
+                };
                 let Some(entry) = self.entries.get(&seq) else {
-                    let _ = done.send(Err(RespondError::NotFound(seq.to_string())));
+                    refuse(done, RespondError::NotFound(seq.to_string()));
                     return;
                 };
                 if entry.answering {
-                    let _ = done.send(Err(RespondError::AlreadyAnswered(
-                        "another responder (in progress)".into(),
-                    )));
+                    let by = "another responder (in progress)".to_string();
+                    refuse(done, RespondError::AlreadyAnswered(by));
                     return;
                 }
                 let answer = Answer::from_reply(&entry.pending.request, reply, &by);
-                self.start_answer(seq, answer, false, Some(done));
+                self.start_answer(seq, answer, false, done);
             }
         }
     }

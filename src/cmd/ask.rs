@@ -44,7 +44,7 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 /// What to ask: the flags of `hitl ask` (their doc comments are its help text).
 #[derive(Debug, Clone, clap::Args)]
 pub struct AskOptions {
-    /// The question (several words are joined with spaces).
+    /// The question (several words are joined with spaces); `-` reads it from stdin.
     #[arg(required = true, value_name = "QUESTION")]
     pub question: Vec<String>,
     /// What kind of answer is wanted (text, yesno, select, multiselect, approval or permission).
@@ -102,7 +102,16 @@ fn build_request(
     spool: &Spool,
     settings: &config::Settings,
 ) -> Result<(Request, agents::Identity)> {
-    let content = opts.question.join(" ");
+    let content = if opts.question == ["-"] {
+        // From stdin: no argument-length limit (128 KiB per argument on Linux), and
+        // the text is kept byte for byte, trailing newline included.
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .context("reading the question from stdin (it must be UTF-8)")?;
+        text
+    } else {
+        opts.question.join(" ")
+    };
     if content.trim().is_empty() {
         bail!("the question is empty");
     }

@@ -10,13 +10,9 @@ use crate::broker::{BrokerHandle, Change, PendingRequest};
 pub const RESPONDER: &str = "auto";
 
 fn answer(handle: &BrokerHandle, p: &PendingRequest, text: &str) {
-    let (handle, seq, reply) = (handle.clone(), p.seq, p.request.auto_reply(text));
-    // One task per answer: the writes (each with an fsync) then overlap.
-    tokio::spawn(async move {
-        if let Err(e) = handle.respond(seq, reply, RESPONDER).await {
-            tracing::debug!("auto answer to {seq} not sent: {e}");
-        }
-    });
+    // Detached: the broker writes answers on its blocking pool, so they overlap anyway,
+    // and nobody here needs to hear how each went.
+    handle.respond_detached(p.seq, p.request.auto_reply(text), RESPONDER);
 }
 
 /// Answers every pending and future request until the broker stops.

@@ -104,6 +104,32 @@ fn hitl_ask_keeps_every_byte() {
 }
 
 #[test]
+fn hitl_ask_reads_a_question_of_any_size_from_stdin() {
+    use std::io::Write;
+    let p = Project::new();
+    let _l = p.listen(&["--ui", "none"]);
+    // 400 KB: more than one command-line argument may hold.
+    let text = big_text().repeat(4);
+    let mut child = p
+        .hitl()
+        .args(["ask", "--timeout", "60", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(text.as_bytes()).unwrap();
+    drop(stdin);
+    let pending = p.wait_pending(1, Duration::from_secs(20));
+    assert_eq!(pending[0]["content"].as_str().unwrap(), text);
+    let id = pending[0]["id"].as_str().unwrap();
+    assert!(p.run(&["answer", id, "got it"]).status.success());
+    let out = wait_output(child, Duration::from_secs(20));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "got it\n");
+}
+
+#[test]
 fn generated_script_with_jq_python_or_neither() {
     let p = Project::new();
     let _l = p.listen(&["--ui", "none"]);
