@@ -183,7 +183,13 @@ if v is not None:
 }
 
 ID="$(date +%s)_$$_${RANDOM}${RANDOM}"
-AGENT_ID=${HITL_AGENT_ID:-agent_$PPID}
+# Ids become file names: keep them to [A-Za-z0-9_.-], as the broker requires.
+safe_id() {
+    local LC_ALL=C
+    REPLY=${1//[!A-Za-z0-9_.-]/_}
+}
+safe_id "${HITL_AGENT_ID:-agent_$PPID}"
+AGENT_ID=$REPLY
 PARENT=$(ps -o comm= -p "$PPID" 2>/dev/null | sed 's/^ *//; s/ *$//')
 case $PARENT in
     *claude*) AGENT_NAME=${HITL_AGENT_NAME:-Claude-$PPID} ;;
@@ -196,6 +202,10 @@ json_escape "$PROJECT_DIR"
 DIR_JSON=$REPLY
 json_escape "$AGENT_NAME"
 NAME_JSON=$REPLY
+json_escape "$TYPE"
+TYPE_JSON=$REPLY
+json_escape "$PRIORITY"
+PRIORITY_JSON=$REPLY
 OPTS_JSON=''
 if [ -n "$OPTIONS" ]; then
     old_ifs=$IFS
@@ -217,9 +227,9 @@ mkdir -p "$HELPERS_DIR/tmp"
 {
     printf '{\n  "version": 1,\n  "id": "%s",\n  "agent_id": "%s",\n' "$ID" "$AGENT_ID"
     printf '  "agent_name": "%s",\n  "working_dir": "%s",\n' "$NAME_JSON" "$DIR_JSON"
-    printf '  "timestamp": "%s",\n  "type": "%s",\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$TYPE"
+    printf '  "timestamp": "%s",\n  "type": "%s",\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$TYPE_JSON"
     printf '  "content": "%s",\n  "options": [%s],\n' "$Q_JSON" "$OPTS_JSON"
-    printf '  "priority": "%s",\n  "timeout": %s,\n  "asker": {"pid": %s}\n}\n' "$PRIORITY" "$TIMEOUT" "$$"
+    printf '  "priority": "%s",\n  "timeout": %s,\n  "asker": {"pid": %s}\n}\n' "$PRIORITY_JSON" "$TIMEOUT" "$$"
 } >"$TMPFILE" || exit 3
 mv "$TMPFILE" "$QFILE" || exit 3
 
