@@ -27,8 +27,10 @@ use crate::{
     },
 };
 
-/// How often a waiting asker refreshes its agent's `last_seen`.
-const HEARTBEAT: Duration = Duration::from_secs(10);
+/// How often a waiting asker wakes for its chores (the no-listener hint, the heartbeat).
+const TICK: Duration = Duration::from_secs(1);
+/// Every this many ticks a waiting asker refreshes its agent's `last_seen`.
+const HEARTBEAT_TICKS: u64 = 10;
 
 /// Exit status: answered, and approved where that applies.
 pub const EXIT_ANSWERED: u8 = 0;
@@ -177,21 +179,26 @@ pub fn run(opts: AskOptions) -> Result<u8> {
             }
         })
     };
-    if !spool.listener_pid_file().exists() {
-        eprintln!(
-            "hitl: no listener is running for {}; the question waits until one starts \
-             (hitl listen) or someone runs: hitl answer {} TEXT",
-            spool.project().display(),
-            request.id
-        );
-    }
-
     let deadline = request
         .timeout
         .map(|t| Instant::now() + Duration::from_secs(t));
+    let mut ticks = 0u64;
     let outcome = wait
-        .wait(deadline, HEARTBEAT, || {
-            let _ = agents::record_heartbeat(&spool, &who);
+        .wait(deadline, TICK, || {
+            ticks += 1;
+            // Only a question that waits is worth a look at whether anyone listens; a
+            // pid file left by a killed listener does not count, the process does.
+            if ticks == 1 && super::inspect::listener_of(&spool).is_none() {
+                eprintln!(
+                    "hitl: no listener is running for {}; the question waits until one \
+                     starts (hitl listen) or someone runs: hitl answer {} TEXT",
+                    spool.project().display(),
+                    request.id
+                );
+            }
+            if ticks.is_multiple_of(HEARTBEAT_TICKS) {
+                let _ = agents::record_heartbeat(&spool, &who);
+            }
         })
         .context("waiting for the answer")?;
 
