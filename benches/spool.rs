@@ -355,7 +355,15 @@ fn stop(mut child: Child) {
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
     );
-    let _ = child.wait();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the listener did not stop within 10 s of SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 fn ask_processes(parent: &Path, n: usize) -> Vec<f64> {

@@ -160,6 +160,7 @@ fn watch_spools(spools: &[Spool], tx: mpsc::UnboundedSender<SpoolEvent>) -> Resu
 
 /// Runs the listener until SIGINT or SIGTERM.
 pub async fn run(opts: ListenOptions) -> Result<()> {
+    let mut stop_signals = StopSignals::catch()?;
     let dirs = if opts.dirs.is_empty() {
         vec![std::env::current_dir().context("reading the current folder")?]
     } else {
@@ -261,7 +262,7 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     eprintln!("hitl: ready");
 
     tokio::select! {
-        r = wait_for_signal() => r?,
+        _ = stop_signals.recv() => {}
         // The broker only ends when told to; ending on its own is a bug (a panic).
         // Stop loudly so a supervisor restarts us: the spool keeps every question.
         r = &mut broker_task => {
@@ -280,15 +281,31 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     Ok(())
 }
 
-async fn wait_for_signal() -> Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut hup = signal(SignalKind::hangup())?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-        _ = hup.recv() => {}
+/// The signals that stop the listener, caught from the moment this is made.
+struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Starts catching SIGTERM, SIGINT and SIGHUP. Made before "ready" is printed: a
+    /// stop sent the moment the listener says it is ready must not be missed.
+    fn catch() -> Result<StopSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(StopSignals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
     }
-    Ok(())
+
+    /// Waits for any of them.
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+            _ = self.hup.recv() => {}
+        }
+    }
 }
