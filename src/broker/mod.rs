@@ -224,6 +224,10 @@ pub struct Broker {
     queue: Queue,
     /// Question files that do not parse yet, with when we give up on them.
     partial: HashMap<PathBuf, Instant>,
+    /// Question files found already answered (their asker has not picked the answer up
+    /// yet), with their modification time: the periodic rescan skips them while they
+    /// stay as they are, instead of reading and recording them every time.
+    settled: HashMap<PathBuf, std::time::SystemTime>,
     next_seq: u64,
     store: mpsc::UnboundedSender<StoreMsg>,
     /// Answers recorded as being delivered when the last broker died: delivered again,
@@ -268,6 +272,7 @@ impl Broker {
             deadlines: BTreeSet::new(),
             queue: Queue::default(),
             partial: HashMap::new(),
+            settled: HashMap::new(),
             next_seq: 1,
             store,
             undelivered: undelivered
@@ -575,6 +580,9 @@ impl Broker {
                     answer: existing.map(Box::new),
                     reason: None,
                 });
+                if let Some(mtime) = modified(&path) {
+                    self.settled.insert(path, mtime);
+                }
                 return;
             }
         }
@@ -793,7 +801,17 @@ impl Broker {
             for p in gone {
                 self.question_removed(&p);
             }
+            let folder = self.spools[spool].questions();
+            self.settled
+                .retain(|p, _| p.parent() != Some(folder.as_path()) || present.contains(p));
             for p in paths.clone() {
+                if self
+                    .settled
+                    .get(&p)
+                    .is_some_and(|t| modified(&p) == Some(*t))
+                {
+                    continue;
+                }
                 self.question_changed(spool, p, false);
             }
         }
@@ -1013,6 +1031,13 @@ impl Broker {
             release_free_memory();
         }
     }
+}
+
+/// A file's modification time, if it exists.
+fn modified(path: &Path) -> Option<std::time::SystemTime> {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
 }
 
 /// A file's identity (device, inode): a hard link has its original's.
