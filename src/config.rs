@@ -69,6 +69,47 @@ pub struct Settings {
     pub ask: AskSettings,
     /// `[listen]`: the broker.
     pub listen: ListenSettings,
+    /// `[http]`: the HTTP API of `hitl listen` and `hitl serve`.
+    pub http: HttpSettings,
+}
+
+/// `[http]` settings.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpSettings {
+    /// Where `hitl listen` serves HTTP ("off" for nowhere). If the port is taken, a
+    /// free one is used and written to `.helpers/.listener.json`.
+    pub listen_addr: String,
+    /// Let loopback clients without the token create requests and poll their answers
+    /// (seed 004's clients send no token). Off: the token is needed for everything.
+    pub open_loopback: bool,
+    /// Request bodies bigger than this many bytes are refused with 413.
+    pub max_body_bytes: usize,
+    /// Requests per second each client address may make (bursts of twice that);
+    /// 0 turns the limit off.
+    pub rate_limit: u32,
+    /// Apply the rate limit to loopback clients too (off: local agents are trusted
+    /// not to flood the broker they run beside).
+    pub rate_limit_loopback: bool,
+    /// Origins allowed to call the API from a browser (CORS) and to open its
+    /// WebSockets, besides the server's own. Empty: none.
+    pub allowed_origins: Vec<String>,
+    /// Hosts besides loopback that answers may be delivered to (`responseWebSocketUrl`).
+    pub delivery_hosts: Vec<String>,
+}
+
+impl Default for HttpSettings {
+    fn default() -> HttpSettings {
+        HttpSettings {
+            listen_addr: "127.0.0.1:4000".into(),
+            open_loopback: true,
+            max_body_bytes: 1024 * 1024,
+            rate_limit: 50,
+            rate_limit_loopback: false,
+            allowed_origins: Vec::new(),
+            delivery_hosts: Vec::new(),
+        }
+    }
 }
 
 /// `[ask]` settings.
@@ -125,6 +166,22 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # max_question_bytes = 1048576
 # fsync answers before the asker sees them, so a crash cannot take one back.
 # fsync = true
+
+[http]
+# Where `hitl listen` serves the HTTP API ("off" for nowhere); a taken port falls back
+# to a free one, written to .helpers/.listener.json.
+# listen_addr = "127.0.0.1:4000"
+# Loopback clients may create requests and poll their answers without the token.
+# open_loopback = true
+# Bodies over this many bytes are refused (413).
+# max_body_bytes = 1048576
+# Requests per second per client address (0: no limit), and whether loopback counts.
+# rate_limit = 50
+# rate_limit_loopback = false
+# Browser origins allowed to call the API and open its WebSockets.
+# allowed_origins = []
+# Hosts besides loopback that answers may be pushed to (responseWebSocketUrl).
+# delivery_hosts = []
 "#;
 
 fn read_table(path: &Path) -> Result<Option<toml::Table>> {

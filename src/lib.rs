@@ -12,6 +12,7 @@ pub mod broker;
 pub mod cmd;
 pub mod config;
 pub mod protocol;
+pub mod server;
 pub mod spool;
 pub mod store;
 pub mod ui;

@@ -12,6 +12,7 @@ use hitl::cmd::{
     answer::{AnswerOptions, AnswerWith},
     ask::{AskOptions, EXIT_CANNOT_ASK},
     listen::ListenOptions,
+    serve::ServeOptions,
 };
 
 /// A human-in-the-loop broker for AI agents: one queue for every agent's questions
@@ -35,6 +36,8 @@ enum Command {
     },
     /// Run the broker: watch each project's .helpers/ and answer through a UI.
     Listen(ListenOptions),
+    /// Run the broker for a shared host: HTTP only, no local UI or project spools.
+    Serve(ServeOptions),
     /// Ask the human a question; print the answer on stdout.
     ///
     /// Exit status: 0 answered (approved), 1 cancelled or denied, 2 timed out,
@@ -137,6 +140,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Listen(opts) => {
             hitl::cmd::listen::unblock_stop_signals()?;
             runtime()?.block_on(hitl::cmd::listen::run(opts))?
+        }
+        Command::Serve(opts) => {
+            hitl::cmd::listen::unblock_stop_signals()?;
+            runtime()?.block_on(hitl::cmd::serve::run(opts))?
         }
         Command::Ask(opts) => {
             return Ok(match hitl::cmd::ask::run(opts) {

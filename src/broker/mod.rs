@@ -39,7 +39,7 @@ use crate::{
         watch::SpoolEvent,
         write_atomic,
     },
-    store::{StoreOp, Undelivered},
+    store::{NewEvent, Outcome, StoreOp, Undelivered},
 };
 
 /// How long a question file that does not parse yet is given to become whole.
@@ -68,13 +68,29 @@ pub struct BrokerOptions {
     pub durable: bool,
 }
 
+/// Where a request came from, and so how its answer goes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase", tag = "kind")]
+pub enum Origin {
+    /// A question file in a project's `.helpers/`: answered by writing a file.
+    Spool,
+    /// Made over HTTP (`POST /events`, `/api/v1/requests`): it lives in the store,
+    /// and its answer is committed there and announced to waiters.
+    Http {
+        /// The agent event that carried it (its id is this number, as text).
+        event_id: i64,
+    },
+}
+
 /// A pending request as responders see it.
 #[derive(Debug, Clone, Serialize)]
 pub struct PendingRequest {
     /// The broker's handle on it, for [`BrokerHandle::respond`].
     pub seq: u64,
-    /// The project it belongs to.
+    /// The project it belongs to (empty for requests made over HTTP).
     pub project: PathBuf,
+    /// Where it came from.
+    pub origin: Origin,
     /// The question.
     pub request: Request,
     /// The format it came in.
@@ -97,7 +113,53 @@ pub enum Change {
         status: Status,
         /// Who answered, when someone did.
         responded_by: Option<String>,
+        /// The answer delivered, if any (`None` also when another replica ended it
+        /// and the store has the answer).
+        answer: Option<Arc<Answer>>,
+        /// Why it ended without an answer.
+        reason: Option<String>,
     },
+}
+
+/// Counters since the broker started, for `/metrics` and `/api/v1/metrics`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BrokerStats {
+    /// Requests queued.
+    pub total_requests: u64,
+    /// Requests a human answered or cancelled.
+    pub total_responses: u64,
+    /// Requests that timed out.
+    pub total_timeouts: u64,
+    /// Questions refused as bad input.
+    pub total_errors: u64,
+    /// Requests withdrawn by their asker or abandoned when it exited.
+    pub total_withdrawn: u64,
+    /// Sum of the time from asking to a human's answer, in milliseconds.
+    pub response_time_ms_sum: u64,
+    /// Requests pending now.
+    pub pending: u64,
+}
+
+/// Why a request made over HTTP could not be accepted.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum SubmitError {
+    /// The store did not commit it: nothing was accepted.
+    #[error("the request could not be stored; nothing was accepted (see the server log)")]
+    Store,
+    /// The broker has stopped.
+    #[error("the broker has stopped")]
+    Stopped,
+}
+
+/// A request made over HTTP, once stored.
+#[derive(Debug, Clone)]
+pub struct Submitted {
+    /// The event's id, also the request's (as text).
+    pub event_id: i64,
+    /// True when the idempotency key named an earlier event: nothing new was made.
+    pub existing: bool,
+    /// The request as queued (absent for a repeat, or if it ended at once).
+    pub pending: Option<Arc<PendingRequest>>,
 }
 
 /// Why a response was refused.
@@ -115,6 +177,9 @@ pub enum RespondError {
     /// The reply does not fit the question.
     #[error("{0}")]
     Invalid(String),
+    /// The store did not commit the answer; the request is still pending.
+    #[error("the answer could not be stored; the request is still pending")]
+    Store,
     /// The answer could not be written.
     #[error("writing the answer failed: {0}")]
     Io(String),
@@ -134,6 +199,19 @@ enum Command {
     Pending {
         done: oneshot::Sender<Vec<Arc<PendingRequest>>>,
     },
+    /// Queue a request made over HTTP, already committed to the store.
+    Admit {
+        request: Box<Request>,
+        event_id: i64,
+        done: oneshot::Sender<Option<Arc<PendingRequest>>>,
+    },
+    Find {
+        id: String,
+        done: oneshot::Sender<Option<Arc<PendingRequest>>>,
+    },
+    Stats {
+        done: oneshot::Sender<BrokerStats>,
+    },
 }
 
 /// How responders and UIs talk to the broker. Cheap to clone.
@@ -141,6 +219,7 @@ enum Command {
 pub struct BrokerHandle {
     commands: mpsc::UnboundedSender<Command>,
     changes: broadcast::Sender<Change>,
+    store: mpsc::UnboundedSender<StoreMsg>,
 }
 
 impl BrokerHandle {
@@ -183,23 +262,115 @@ impl BrokerHandle {
     pub fn subscribe(&self) -> broadcast::Receiver<Change> {
         self.changes.subscribe()
     }
+
+    /// The pending request with this id (one made over HTTP first), if any.
+    pub async fn find(&self, id: &str) -> Option<Arc<PendingRequest>> {
+        let (done, rx) = oneshot::channel();
+        let id = id.to_string();
+        self.commands.send(Command::Find { id, done }).ok()?;
+        rx.await.ok().flatten()
+    }
+
+    /// Counters since the start.
+    pub async fn stats(&self) -> BrokerStats {
+        let (done, rx) = oneshot::channel();
+        if self.commands.send(Command::Stats { done }).is_err() {
+            return BrokerStats::default();
+        }
+        rx.await.unwrap_or_default()
+    }
+
+    /// Writes through the store writer and waits for the commit.
+    async fn store_committed(&self, op: StoreOp) -> Option<Outcome> {
+        let (ack, rx) = oneshot::channel();
+        self.store.send(StoreMsg { op, ack: Some(ack) }).ok()?;
+        rx.await.ok().flatten()
+    }
+
+    /// Accepts a request made over HTTP: it is committed to the store (with the event
+    /// that carried it) before it is queued, and both before this returns, so an
+    /// acknowledged request survives `kill -9`. A repeat of an idempotency key
+    /// returns the first request's id and makes nothing new.
+    pub async fn submit(
+        &self,
+        request: Request,
+        event: NewEvent,
+    ) -> Result<Submitted, SubmitError> {
+        let op = StoreOp::CreateRemote {
+            request: Box::new(request.clone()),
+            event: Box::new(event),
+        };
+        let Some(Outcome::Created { event_id, existing }) = self.store_committed(op).await else {
+            return Err(SubmitError::Store);
+        };
+        if existing {
+            return Ok(Submitted {
+                event_id,
+                existing,
+                pending: None,
+            });
+        }
+        let mut request = request;
+        request.id = event_id.to_string();
+        let (done, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Admit {
+                request: Box::new(request),
+                event_id,
+                done,
+            })
+            .map_err(|_| SubmitError::Stopped)?;
+        let pending = rx.await.map_err(|_| SubmitError::Stopped)?;
+        Ok(Submitted {
+            event_id,
+            existing,
+            pending,
+        })
+    }
+
+    /// Records an agent event without a request; returns its id (the first one's
+    /// for a repeated idempotency key).
+    pub async fn record_event(&self, event: NewEvent) -> Result<i64, SubmitError> {
+        match self.store_committed(StoreOp::Event(Box::new(event))).await {
+            Some(Outcome::Created { event_id, .. }) => Ok(event_id),
+            _ => Err(SubmitError::Store),
+        }
+    }
 }
 
-/// A finished answer write, coming back from the blocking pool.
+/// A finished answer write (from the blocking pool) or settle (from the store writer).
 struct Written {
     seq: u64,
     answer: Answer,
-    result: std::io::Result<Created>,
+    result: WriteResult,
     done: Option<oneshot::Sender<Result<Answer, RespondError>>>,
+}
+
+enum WriteResult {
+    /// The answer file's exclusive create.
+    File(std::io::Result<Created>),
+    /// The store's settle: `Some(true)` won, `Some(false)` ended elsewhere first,
+    /// `None` not committed.
+    Settled(Option<bool>),
+}
+
+/// Where a pending request lives.
+enum Place {
+    /// A question file.
+    Spool {
+        spool: usize,
+        question_path: PathBuf,
+        /// The question's link in `journal/`, removed once history has its end.
+        journal_path: Option<PathBuf>,
+        answer_path: PathBuf,
+    },
+    /// A row in the store (made over HTTP).
+    Remote,
 }
 
 struct Entry {
     pending: Arc<PendingRequest>,
-    spool: usize,
-    question_path: PathBuf,
-    /// The question's link in `journal/`, removed once history has its end.
-    journal_path: Option<PathBuf>,
-    answer_path: PathBuf,
+    place: Place,
     queue_key: QueueKey,
     deadline: Option<Timestamp>,
     /// An answer write is in flight; nothing else may end this request meanwhile.
@@ -238,16 +409,44 @@ pub struct Broker {
     written_rx: mpsc::UnboundedReceiver<Written>,
     commands_rx: mpsc::UnboundedReceiver<Command>,
     snapshot_dirty: Vec<bool>,
+    /// Requests made over HTTP still pending when the last broker stopped.
+    remote_pending: Vec<Request>,
+    stats: BrokerStats,
+}
+
+impl Entry {
+    fn spool(&self) -> Option<usize> {
+        match self.place {
+            Place::Spool { spool, .. } => Some(spool),
+            Place::Remote => None,
+        }
+    }
+
+    fn answer_path(&self) -> Option<&Path> {
+        match &self.place {
+            Place::Spool { answer_path, .. } => Some(answer_path),
+            Place::Remote => None,
+        }
+    }
+
+    fn question_path(&self) -> Option<&Path> {
+        match &self.place {
+            Place::Spool { question_path, .. } => Some(question_path),
+            Place::Remote => None,
+        }
+    }
 }
 
 impl Broker {
-    /// A broker over `spools`, writing history to `store`. Returns the handle
-    /// responders use.
+    /// A broker over `spools`, writing history to `store`. `undelivered` and
+    /// `remote_pending` are what the store says the last broker left unfinished.
+    /// Returns the handle responders use.
     pub fn new(
         spools: Vec<Spool>,
         opts: BrokerOptions,
         store: mpsc::UnboundedSender<StoreMsg>,
         undelivered: Vec<Undelivered>,
+        remote_pending: Vec<Request>,
     ) -> (Broker, BrokerHandle) {
         let (commands, commands_rx) = mpsc::unbounded_channel();
         let (changes, _) = broadcast::channel(16 * 1024);
@@ -260,6 +459,7 @@ impl Broker {
         let handle = BrokerHandle {
             commands,
             changes: changes.clone(),
+            store: store.clone(),
         };
         let n = spools.len();
         let broker = Broker {
@@ -284,6 +484,8 @@ impl Broker {
             written_rx,
             commands_rx,
             snapshot_dirty: vec![true; n],
+            remote_pending,
+            stats: BrokerStats::default(),
         };
         (broker, handle)
     }
@@ -296,6 +498,10 @@ impl Broker {
         shutdown: impl std::future::Future<Output = ()>,
     ) {
         self.replay_journal();
+        for r in std::mem::take(&mut self.remote_pending) {
+            let event_id = r.id.parse().unwrap_or_default();
+            self.admit_remote(r, event_id);
+        }
         self.rescan();
         self.settle_undelivered();
         self.flush_snapshots(true);
@@ -359,6 +565,27 @@ impl Broker {
                     .collect();
                 let _ = done.send(list);
             }
+            Command::Admit {
+                request,
+                event_id,
+                done,
+            } => {
+                let _ = done.send(self.admit_remote(*request, event_id));
+            }
+            Command::Find { id, done } => {
+                let found = self
+                    .entries
+                    .values()
+                    .filter(|e| e.pending.request.id == id)
+                    .min_by_key(|e| matches!(e.place, Place::Spool { .. }))
+                    .map(|e| e.pending.clone());
+                let _ = done.send(found);
+            }
+            Command::Stats { done } => {
+                let mut stats = self.stats.clone();
+                stats.pending = self.queue.len() as u64;
+                let _ = done.send(stats);
+            }
             Command::Respond {
                 seq,
                 reply,
@@ -398,7 +625,7 @@ impl Broker {
         let (ack, committed) = oneshot::channel();
         let _ = self.store.send(StoreMsg { op, ack: Some(ack) });
         tokio::spawn(async move {
-            if committed.await.unwrap_or(false) {
+            if committed.await.ok().flatten().is_some() {
                 let _ = tokio::fs::remove_file(journal).await;
             }
         });
@@ -422,14 +649,48 @@ impl Broker {
             return;
         };
         entry.answering = true;
-        let spool = self.spools[entry.spool].clone();
+        let (spool, question) = match &entry.place {
+            Place::Spool {
+                spool,
+                question_path,
+                ..
+            } => (self.spools[*spool].clone(), question_path.clone()),
+            Place::Remote => {
+                // Committing the answer is delivering it: waiters hear of it from the
+                // broadcast once the store has it, and a replica's settle can win.
+                let (ack, committed) = oneshot::channel();
+                let op = StoreOp::Settle {
+                    id: entry.pending.request.id.clone(),
+                    status: answer.status.into(),
+                    answer: Some(Box::new(answer.clone())),
+                    reason: answer
+                        .comment
+                        .clone()
+                        .filter(|_| answer.status != crate::protocol::AnswerStatus::Answered),
+                };
+                let _ = self.store.send(StoreMsg { op, ack: Some(ack) });
+                let tx = self.written_tx.clone();
+                tokio::spawn(async move {
+                    let won = match committed.await.ok().flatten() {
+                        Some(Outcome::Settled(won)) => Some(won),
+                        _ => None,
+                    };
+                    let _ = tx.send(Written {
+                        seq,
+                        answer,
+                        result: WriteResult::Settled(won),
+                        done,
+                    });
+                });
+                return;
+            }
+        };
         // A copy for the writer thread, made only now: 10,000 pending requests should
         // not cost two copies each.
         let parsed = ParsedQuestion {
             request: entry.pending.request.clone(),
             variant: entry.pending.variant,
         };
-        let question = entry.question_path.clone();
         let durable = self.opts.durable;
         let tx = self.written_tx.clone();
         let project = entry.pending.project.display().to_string();
@@ -446,7 +707,7 @@ impl Broker {
             let _ = tx.send(Written {
                 seq,
                 answer,
-                result,
+                result: WriteResult::File(result),
                 done,
             });
         });
@@ -460,15 +721,31 @@ impl Broker {
             done,
         } = w;
         let reply = match result {
-            Ok(Created::Created) => {
+            WriteResult::Settled(Some(true)) => {
+                self.finish_quietly(seq, answer.status.into(), Some(answer.clone()), None);
+                Ok(answer)
+            }
+            WriteResult::Settled(Some(false)) => {
+                // Another replica ended it first; the store has how.
+                self.finish_quietly(seq, Status::Answered, None, None);
+                Err(RespondError::AlreadyAnswered("another replica".into()))
+            }
+            WriteResult::Settled(None) => {
+                if let Some(entry) = self.entries.get_mut(&seq) {
+                    entry.answering = false;
+                }
+                Err(RespondError::Store)
+            }
+            WriteResult::File(Ok(Created::Created)) => {
                 self.finish(seq, answer.status.into(), Some(answer.clone()), None);
                 Ok(answer)
             }
-            Ok(Created::AlreadyExists) => {
+            WriteResult::File(Ok(Created::AlreadyExists)) => {
                 let existing = self
                     .entries
                     .get(&seq)
-                    .and_then(|e| questions::read_answer(&e.answer_path));
+                    .and_then(|e| e.answer_path())
+                    .and_then(questions::read_answer);
                 match existing {
                     Some(a) => {
                         let by = a.responded_by.clone();
@@ -484,7 +761,7 @@ impl Broker {
                     }
                 }
             }
-            Err(e) => {
+            WriteResult::File(Err(e)) => {
                 if let Some(entry) = self.entries.get_mut(&seq) {
                     entry.answering = false;
                 }
@@ -552,7 +829,10 @@ impl Broker {
     fn admit(&mut self, spool: usize, path: PathBuf, q: ParsedQuestion) {
         let answer_path = questions::answer_path(&self.spools[spool], &q);
         if let Some(&other) = self.by_answer.get(&answer_path) {
-            let other_path = self.entries[&other].question_path.display().to_string();
+            let other_path = self.entries[&other]
+                .question_path()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
             let reason = format!(
                 "id {:?} is already pending in {other_path}; ids must be unique",
                 q.request.id
@@ -597,6 +877,7 @@ impl Broker {
         let pending = Arc::new(PendingRequest {
             seq,
             project: self.spools[spool].project().to_path_buf(),
+            origin: Origin::Spool,
             request: q.request.clone(),
             variant: q.variant,
         });
@@ -630,15 +911,18 @@ impl Broker {
             seq,
             Entry {
                 pending: pending.clone(),
-                spool,
-                question_path: path,
-                journal_path,
-                answer_path,
+                place: Place::Spool {
+                    spool,
+                    question_path: path,
+                    journal_path,
+                    answer_path,
+                },
                 queue_key,
                 deadline,
                 answering: false,
             },
         );
+        self.stats.total_requests += 1;
         self.snapshot_dirty[spool] = true;
         let key = (
             pending.project.display().to_string(),
@@ -651,6 +935,46 @@ impl Broker {
             return;
         }
         let _ = self.changes.send(Change::Queued(pending));
+    }
+
+    /// Queues a request made over HTTP (already in the store). Its timeout is exact:
+    /// nobody else keeps a timer for it.
+    fn admit_remote(&mut self, request: Request, event_id: i64) -> Option<Arc<PendingRequest>> {
+        if self
+            .entries
+            .values()
+            .any(|e| matches!(e.place, Place::Remote) && e.pending.request.id == request.id)
+        {
+            return None;
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let queue_key = Queue::key(request.priority, request.timestamp, seq);
+        let deadline = request.deadline();
+        if let Some(d) = deadline {
+            self.deadlines.insert((d, seq));
+        }
+        let pending = Arc::new(PendingRequest {
+            seq,
+            project: PathBuf::new(),
+            origin: Origin::Http { event_id },
+            request,
+            variant: Variant::Canonical,
+        });
+        self.queue.insert(queue_key);
+        self.entries.insert(
+            seq,
+            Entry {
+                pending: pending.clone(),
+                place: Place::Remote,
+                queue_key,
+                deadline,
+                answering: false,
+            },
+        );
+        self.stats.total_requests += 1;
+        let _ = self.changes.send(Change::Queued(pending.clone()));
+        Some(pending)
     }
 
     /// An answer file appeared: a responder outside this broker (`hitl answer`, another
@@ -678,8 +1002,12 @@ impl Broker {
         if entry.answering {
             return;
         }
-        if entry.answer_path.exists() {
-            self.answer_appeared(&entry.answer_path.clone());
+        if let Some(answer_path) = entry
+            .answer_path()
+            .filter(|p| p.exists())
+            .map(Path::to_path_buf)
+        {
+            self.answer_appeared(&answer_path);
             return;
         }
         self.remove_seed_marker(seq);
@@ -694,8 +1022,9 @@ impl Broker {
     fn remove_seed_marker(&self, seq: u64) {
         if let Some(e) = self.entries.get(&seq)
             && e.pending.variant == Variant::Seed000
+            && let Some(spool) = e.spool()
         {
-            let marker = self.spools[e.spool]
+            let marker = self.spools[spool]
                 .queue()
                 .join(format!("{}.queue", e.pending.request.id));
             let _ = std::fs::remove_file(marker);
@@ -704,32 +1033,93 @@ impl Broker {
 
     /// Takes a request out of the queue for good and records how it ended.
     fn finish(&mut self, seq: u64, status: Status, answer: Option<Answer>, reason: Option<String>) {
+        self.end(seq, status, answer, reason, true);
+    }
+
+    /// Like [`Broker::finish`], for an end the store has already recorded (a remote
+    /// request's settle).
+    fn finish_quietly(
+        &mut self,
+        seq: u64,
+        status: Status,
+        answer: Option<Answer>,
+        reason: Option<String>,
+    ) {
+        self.end(seq, status, answer, reason, false);
+    }
+
+    fn end(
+        &mut self,
+        seq: u64,
+        status: Status,
+        answer: Option<Answer>,
+        reason: Option<String>,
+        record: bool,
+    ) {
         let Some(entry) = self.entries.remove(&seq) else {
             return;
         };
         self.queue.remove(&entry.queue_key);
-        self.by_question.remove(&entry.question_path);
-        self.by_answer.remove(&entry.answer_path);
         if let Some(d) = entry.deadline {
             self.deadlines.remove(&(d, seq));
         }
-        self.snapshot_dirty[entry.spool] = true;
+        self.count_end(&entry, status, answer.as_ref());
+        let answer = answer.map(Arc::new);
         let responded_by = answer.as_ref().map(|a| a.responded_by.clone());
-        let op = StoreOp::Finished {
-            project: entry.pending.project.display().to_string(),
-            request: Box::new(entry.pending.request.clone()),
-            variant: entry.pending.variant,
-            status,
-            answer: answer.map(Box::new),
-            reason,
-        };
-        self.record_then_forget(op, entry.journal_path);
+        match entry.place {
+            Place::Spool {
+                spool,
+                question_path,
+                journal_path,
+                answer_path,
+            } => {
+                self.by_question.remove(&question_path);
+                self.by_answer.remove(&answer_path);
+                self.snapshot_dirty[spool] = true;
+                let op = StoreOp::Finished {
+                    project: entry.pending.project.display().to_string(),
+                    request: Box::new(entry.pending.request.clone()),
+                    variant: entry.pending.variant,
+                    status,
+                    answer: answer.as_deref().cloned().map(Box::new),
+                    reason: reason.clone(),
+                };
+                self.record_then_forget(op, journal_path);
+            }
+            Place::Remote if record => {
+                self.record(StoreOp::Settle {
+                    id: entry.pending.request.id.clone(),
+                    status,
+                    answer: answer.as_deref().cloned().map(Box::new),
+                    reason: reason.clone(),
+                });
+            }
+            Place::Remote => {}
+        }
         let _ = self.changes.send(Change::Finished {
             seq,
             id: entry.pending.request.id.clone(),
             status,
             responded_by,
+            answer,
+            reason,
         });
+    }
+
+    fn count_end(&mut self, entry: &Entry, status: Status, answer: Option<&Answer>) {
+        match status {
+            Status::Answered | Status::Cancelled
+                if answer.is_some_and(|a| a.responded_by != "broker") =>
+            {
+                self.stats.total_responses += 1;
+                let waited = Timestamp::now().duration_since(entry.pending.request.timestamp);
+                self.stats.response_time_ms_sum += waited.as_millis().max(0) as u64;
+            }
+            Status::Timeout => self.stats.total_timeouts += 1,
+            Status::Rejected => self.stats.total_errors += 1,
+            Status::Withdrawn | Status::Abandoned => self.stats.total_withdrawn += 1,
+            _ => {}
+        }
     }
 
     fn reject(&mut self, spool: usize, path: &Path, reason: &str, bytes: Option<&[u8]>) {
@@ -766,6 +1156,7 @@ impl Broker {
                     metadata: serde_json::Map::new(),
                     asker: None,
                 };
+                self.stats.total_errors += 1;
                 self.record(StoreOp::Finished {
                     project: s.project().display().to_string(),
                     request: Box::new(request),
@@ -957,7 +1348,9 @@ impl Broker {
                 continue;
             };
             let pid = e.pending.request.asker.map(|a| a.pid).unwrap_or_default();
-            let _ = std::fs::remove_file(&e.question_path);
+            if let Some(q) = e.question_path() {
+                let _ = std::fs::remove_file(q);
+            }
             self.remove_seed_marker(seq);
             self.finish(
                 seq,
@@ -974,9 +1367,9 @@ impl Broker {
             let live: HashSet<String> = self
                 .entries
                 .values()
-                .filter(|e| e.spool == i)
+                .filter(|e| e.spool() == Some(i))
                 .filter_map(|e| {
-                    e.answer_path
+                    e.answer_path()?
                         .file_name()
                         .map(|n| n.to_string_lossy().into_owned())
                 })
@@ -984,7 +1377,7 @@ impl Broker {
             let waiting: HashSet<String> = self
                 .entries
                 .values()
-                .filter(|e| e.spool == i)
+                .filter(|e| e.spool() == Some(i))
                 .map(|e| e.pending.request.agent_id.clone())
                 .collect();
             let spool = spool.clone();
@@ -1009,7 +1402,7 @@ impl Broker {
                 .queue
                 .iter()
                 .filter_map(|seq| self.entries.get(&seq))
-                .filter(|e| e.spool == i)
+                .filter(|e| e.spool() == Some(i))
                 .map(|e| SnapshotItem::of(&e.pending.request))
                 .collect();
             let agents: HashSet<&str> = items.iter().map(|q| q.agent_id).collect();

@@ -11,15 +11,15 @@ use tokio::{
     task::JoinHandle,
 };
 
-use crate::store::{Store, StoreOp};
+use crate::store::{Outcome, Store, StoreOp};
 
 /// A write, and who to tell once it is committed.
 #[derive(Debug)]
 pub struct StoreMsg {
     /// The write.
     pub op: StoreOp,
-    /// Told `true` once committed, `false` if it could not be.
-    pub ack: Option<oneshot::Sender<bool>>,
+    /// Told what the op did once committed, `None` if it could not be.
+    pub ack: Option<oneshot::Sender<Option<Outcome>>>,
 }
 
 impl From<StoreOp> for StoreMsg {
@@ -35,22 +35,24 @@ pub fn spawn_store_writer(store: Store) -> (mpsc::UnboundedSender<StoreMsg>, Joi
     let (tx, mut rx) = mpsc::unbounded_channel::<StoreMsg>();
     let handle = tokio::spawn(async move {
         let mut batch = Vec::with_capacity(MAX_BATCH);
-        let mut acks = Vec::new();
+        let mut acks: Vec<(usize, oneshot::Sender<Option<Outcome>>)> = Vec::new();
         while let Some(msg) = rx.recv().await {
             let mut next = Some(msg);
             while let Some(msg) = next.take() {
+                if let Some(ack) = msg.ack {
+                    acks.push((batch.len(), ack));
+                }
                 batch.push(msg.op);
-                acks.extend(msg.ack);
                 if batch.len() < MAX_BATCH {
                     next = rx.try_recv().ok();
                 }
             }
-            let mut committed = false;
+            let mut committed = None;
             // Retry a few times: another process may hold the write lock for a moment.
             for attempt in 1..=5 {
                 match store.apply(&batch).await {
-                    Ok(()) => {
-                        committed = true;
+                    Ok(outcomes) => {
+                        committed = Some(outcomes);
                         break;
                     }
                     Err(e) if attempt < 5 => {
@@ -63,8 +65,8 @@ pub fn spawn_store_writer(store: Store) -> (mpsc::UnboundedSender<StoreMsg>, Joi
                     ),
                 }
             }
-            for ack in acks.drain(..) {
-                let _ = ack.send(committed);
+            for (i, ack) in acks.drain(..) {
+                let _ = ack.send(committed.as_ref().and_then(|o| o.get(i).cloned()));
             }
             batch.clear();
         }

@@ -21,6 +21,7 @@ use crate::{
     agents,
     broker::{Broker, BrokerOptions, spawn_store_writer},
     config::{self, Paths},
+    server,
     spool::{
         Spool,
         watch::{SpoolEvent, SpoolWatcher},
@@ -50,6 +51,13 @@ pub struct ListenOptions {
     /// History database: sqlite://PATH (default: the user data folder's hitl.db).
     #[arg(long, env = "HITL_DB")]
     pub db: Option<String>,
+    /// Serve the HTTP API here (default: the [http] listen_addr setting,
+    /// 127.0.0.1:4000, or a free port if that one is taken).
+    #[arg(long, value_name = "ADDR", conflicts_with = "no_http")]
+    pub http: Option<String>,
+    /// Do not serve HTTP.
+    #[arg(long)]
+    pub no_http: bool,
     /// Answer every question with TEXT (yes/no: yes, select: first option, approvals:
     /// approved). For demos, tests and benchmarks only.
     #[arg(long, value_name = "TEXT")]
@@ -103,7 +111,7 @@ fn lock_project(spool: &Spool) -> Result<ProjectLock> {
     })
 }
 
-fn write_listener_info(spool: &Spool, projects: &[PathBuf]) -> Result<()> {
+fn write_listener_info(spool: &Spool, projects: &[PathBuf], http: Option<&str>) -> Result<()> {
     let me = agents::this_process();
     let info = serde_json::json!({
         "version": crate::protocol::VERSION,
@@ -111,7 +119,7 @@ fn write_listener_info(spool: &Spool, projects: &[PathBuf]) -> Result<()> {
         "start_time": me.start_time,
         "started_at": jiff::Timestamp::now(),
         "projects": projects,
-        "http": null,
+        "http": http,
         "socket": null,
     });
     let mut bytes = serde_json::to_vec_pretty(&info)?;
@@ -192,7 +200,9 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
 
     let db_url = opts.db.clone().unwrap_or_else(|| paths.db_url());
     let store = Store::open(&db_url).await?;
+    let reader = store.clone();
     let undelivered = store.undelivered().await?;
+    let remote_pending = store.pending_remote().await?;
     let (store_tx, store_task) = spawn_store_writer(store);
 
     let (events_tx, events_rx) = mpsc::unbounded_channel();
@@ -233,21 +243,54 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
         },
         store_tx,
         undelivered,
+        remote_pending,
     );
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let mut broker_task = tokio::spawn(broker.run(events_rx, async {
         let _ = stop_rx.await;
     }));
 
+    let (http_stop, http_stopped) = oneshot::channel::<()>();
+    let http = match (opts.no_http, &opts.http) {
+        (true, _) => None,
+        (false, Some(addr)) => Some((addr.clone(), false)),
+        (false, None) if settings.http.listen_addr == "off" => None,
+        (false, None) => Some((settings.http.listen_addr.clone(), true)),
+    };
+    let (http_url, http_task) = match http {
+        None => (None, None),
+        Some((addr, fallback)) => {
+            let listener = server::bind(&addr, fallback).await?;
+            let local = listener.local_addr()?;
+            let token = server::load_or_create_token(&paths.config_dir)?;
+            let state = server::AppState::new(
+                handle.clone(),
+                reader,
+                token,
+                settings.http.clone(),
+                local,
+                spools.clone(),
+            );
+            let task = tokio::spawn(server::serve(listener, state, async {
+                let _ = http_stopped.await;
+            }));
+            (Some(format!("http://{local}")), Some(task))
+        }
+    };
+
     let projects: Vec<PathBuf> = spools.iter().map(|s| s.project().to_path_buf()).collect();
     for s in &spools {
-        write_listener_info(s, &projects)?;
+        write_listener_info(s, &projects, http_url.as_deref())?;
     }
     let names: Vec<String> = projects.iter().map(|p| p.display().to_string()).collect();
     eprintln!(
-        "hitl: listening on {} (history: {db_url})",
-        names.join(", ")
+        "hitl: listening on {} (history: {})",
+        names.join(", "),
+        crate::store::redact_url(&db_url)
     );
+    if let Some(url) = &http_url {
+        eprintln!("hitl: HTTP API on {url}");
+    }
     let responder = match (&opts.auto_answer, opts.ui) {
         (Some(text), _) => {
             eprintln!(
@@ -271,18 +314,26 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
         }
     }
     eprintln!("hitl: stopping; pending questions stay queued for the next start");
+    let _ = http_stop.send(());
+    if let Some(mut task) = http_task {
+        // Open long polls and streams are cut, not waited for.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), &mut task).await;
+        task.abort();
+    }
     let _ = stop_tx.send(());
     let _ = broker_task.await;
     responder.abort();
     drop(handle);
     drop(watcher);
-    let _ = store_task.await;
+    // Connections still open hold a handle (and so the writer's channel) for a moment
+    // longer; everything sent has been written by then.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), store_task).await;
     drop(locks);
     Ok(())
 }
 
 /// The signals that stop the listener, caught from the moment this is made.
-struct StopSignals {
+pub(crate) struct StopSignals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,
@@ -291,7 +342,7 @@ struct StopSignals {
 impl StopSignals {
     /// Starts catching SIGTERM, SIGINT and SIGHUP. Made before "ready" is printed: a
     /// stop sent the moment the listener says it is ready must not be missed.
-    fn catch() -> Result<StopSignals> {
+    pub(crate) fn catch() -> Result<StopSignals> {
         use tokio::signal::unix::{SignalKind, signal};
         Ok(StopSignals {
             term: signal(SignalKind::terminate())?,
@@ -301,7 +352,7 @@ impl StopSignals {
     }
 
     /// Waits for any of them.
-    async fn recv(&mut self) {
+    pub(crate) async fn recv(&mut self) {
         tokio::select! {
             _ = self.term.recv() => {}
             _ = self.int.recv() => {}

@@ -6,3 +6,4 @@ pub mod ask;
 pub mod init;
 pub mod inspect;
 pub mod listen;
+pub mod serve;

@@ -69,6 +69,106 @@ pub enum StoreOp {
         /// Why, for states without an answer (abandoned, rejected, withdrawn).
         reason: Option<String>,
     },
+    /// A request made over HTTP, with the agent event that carried it. It is durable
+    /// once this commits, and acknowledged only then. Its id is the event's id; a
+    /// repeat with the same idempotency key creates nothing and reports the first.
+    CreateRemote {
+        /// The request (its id is filled in from the event's).
+        request: Box<Request>,
+        /// The event that carried it.
+        event: Box<NewEvent>,
+    },
+    /// An agent event without a request, for the activity feed.
+    Event(Box<NewEvent>),
+    /// Ends a request made over HTTP if it is still pending. Of racing responders (on
+    /// this broker or another replica) exactly one settles it: the outcome says which.
+    Settle {
+        /// The request's id.
+        id: String,
+        /// How it ended.
+        status: Status,
+        /// The answer, if any.
+        answer: Option<Box<Answer>>,
+        /// Why, for states without an answer.
+        reason: Option<String>,
+    },
+}
+
+/// What one [`StoreOp`] did, in the order the ops were given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Recorded; nothing to report.
+    Done,
+    /// An event (and its request, if any) was stored.
+    Created {
+        /// The event's id (also the request's, as text).
+        event_id: i64,
+        /// True when the idempotency key named an event stored before: nothing new
+        /// was created and this is the first one's id.
+        existing: bool,
+    },
+    /// A settle: `true` if this op ended the request, `false` if it had already ended.
+    Settled(bool),
+}
+
+/// An agent event as POST /events receives it (seed 004's HookEvent).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct NewEvent {
+    /// The application that sent it.
+    pub source_app: String,
+    /// The agent's session.
+    pub session_id: String,
+    /// `PreToolUse`, `Notification`, …
+    pub hook_event_type: String,
+    /// The hook's own payload.
+    pub payload: serde_json::Value,
+    /// Other top-level fields (chat, summary, model_name…), kept as sent.
+    pub extra: serde_json::Map<String, serde_json::Value>,
+    /// When it happened, in milliseconds since the epoch.
+    pub timestamp_ms: i64,
+    /// The `humanInTheLoop` object, when the event asks a human.
+    pub hitl: Option<serde_json::Value>,
+    /// Makes a repeated POST return the first event instead of a new one.
+    pub idempotency_key: Option<String>,
+}
+
+/// A stored event with how its request stands.
+#[derive(Debug, Clone)]
+pub struct StoredEvent {
+    /// The event's id.
+    pub id: i64,
+    /// The event as it was sent.
+    pub event: NewEvent,
+    /// The request it made, if any: its status and answer.
+    pub request: Option<StoredRequest>,
+}
+
+/// A request as history holds it.
+#[derive(Debug, Clone)]
+pub struct StoredRequest {
+    /// The request.
+    pub request: Request,
+    /// `spool` or `http`.
+    pub origin: String,
+    /// Where it stands.
+    pub status: Status,
+    /// The answer, once there is one.
+    pub answer: Option<Answer>,
+    /// Why it ended without an answer.
+    pub reason: Option<String>,
+    /// When it ended.
+    pub finished_at: Option<String>,
+}
+
+/// The distinct values the dashboard's filters offer.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FilterOptions {
+    /// Every source_app seen.
+    pub source_apps: Vec<String>,
+    /// Every session_id seen.
+    pub session_ids: Vec<String>,
+    /// Every hook_event_type seen.
+    pub hook_event_types: Vec<String>,
 }
 
 /// An answer recorded as `delivering` when the broker stopped.
@@ -159,12 +259,16 @@ macro_rules! with_pool {
 
 /// Records a request once; a repeat (same project, id and time asked) changes nothing.
 macro_rules! insert_request {
-    ($conn:expr, $project:expr, $r:expr, $variant:expr) => {{
+    ($conn:expr, $project:expr, $r:expr, $variant:expr) => {
+        insert_request!($conn, $project, $r, $variant, "spool")
+    };
+    ($conn:expr, $project:expr, $r:expr, $variant:expr, $origin:expr) => {{
         let r: &Request = $r;
         sqlx::query(
             "INSERT INTO requests (key, project, id, asked_at, asked_ms, variant, agent_id,
-                                   agent_name, kind, priority, content, request_json)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                                   agent_name, kind, priority, content, request_json,
+                                   origin, deadline_ms)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
              ON CONFLICT (project, id, asked_at) DO NOTHING",
         )
         .bind(uuid::Uuid::now_v7().to_string())
@@ -179,9 +283,103 @@ macro_rules! insert_request {
         .bind(r.priority.as_str())
         .bind(&r.content)
         .bind(serde_json::to_string(r)?)
+        .bind($origin)
+        .bind(r.deadline().map(|d| d.as_millisecond()))
         .execute($conn)
         .await?;
     }};
+}
+
+/// The project name requests made over HTTP are recorded under.
+pub const REMOTE_PROJECT: &str = "http";
+
+/// Stores an event once per idempotency key; yields `(event_id, existing)`.
+/// `$request_id` is what to record as its request for now (`None`: it has none).
+macro_rules! insert_event {
+    ($tx:expr, $e:expr, $request_id:expr) => {{
+        let e: &NewEvent = $e;
+        let inserted: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO events (source_app, session_id, hook_event_type, payload_json,
+                                 extra_json, timestamp_ms, hitl_json, request_id, idempotency_key)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+             ON CONFLICT (idempotency_key) DO NOTHING
+             RETURNING id",
+        )
+        .bind(&e.source_app)
+        .bind(&e.session_id)
+        .bind(&e.hook_event_type)
+        .bind(serde_json::to_string(&e.payload)?)
+        .bind(serde_json::to_string(&e.extra)?)
+        .bind(e.timestamp_ms)
+        .bind(e.hitl.as_ref().map(serde_json::to_string).transpose()?)
+        .bind($request_id)
+        .bind(&e.idempotency_key)
+        .fetch_optional($tx)
+        .await?;
+        match inserted {
+            Some(id) => (id, false),
+            None => {
+                let id: i64 =
+                    sqlx::query_scalar("SELECT id FROM events WHERE idempotency_key = $1")
+                        .bind(&e.idempotency_key)
+                        .fetch_one($tx)
+                        .await?;
+                (id, true)
+            }
+        }
+    }};
+}
+
+/// Reads the request columns of a row (`request_json`, `origin`, `status`…).
+fn stored_request<R: Row>(r: &R) -> Option<StoredRequest>
+where
+    for<'a> &'a str: sqlx::ColumnIndex<R>,
+    for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+{
+    let request_json: Option<String> = r.try_get("request_json").ok()?;
+    let request = serde_json::from_str(&request_json?).ok()?;
+    let status: Option<String> = r.try_get("status").ok()?;
+    let answer: Option<String> = r.try_get("answer_json").ok()?;
+    Some(StoredRequest {
+        request,
+        origin: r.try_get::<Option<String>, _>("origin").ok()??,
+        status: Status::parse(&status?).unwrap_or(Status::Pending),
+        answer: answer.and_then(|a| serde_json::from_str(&a).ok()),
+        reason: r.try_get("reason").ok()?,
+        finished_at: r.try_get("finished_at").ok()?,
+    })
+}
+
+/// Reads an events row joined with its request.
+fn stored_event<R: Row>(r: &R) -> Option<StoredEvent>
+where
+    for<'a> &'a str: sqlx::ColumnIndex<R>,
+    for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> i64: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+{
+    let json = |col: &str| -> Option<serde_json::Value> {
+        let text: Option<String> = r.try_get(col).ok()?;
+        serde_json::from_str(&text?).ok()
+    };
+    let extra = match json("extra_json") {
+        Some(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    Some(StoredEvent {
+        id: r.try_get("id").ok()?,
+        event: NewEvent {
+            source_app: r.try_get("source_app").ok()?,
+            session_id: r.try_get("session_id").ok()?,
+            hook_event_type: r.try_get("hook_event_type").ok()?,
+            payload: json("payload_json").unwrap_or(serde_json::Value::Null),
+            extra,
+            timestamp_ms: r.try_get("timestamp_ms").ok()?,
+            hitl: json("hitl_json"),
+            idempotency_key: r.try_get("idempotency_key").ok()?,
+        },
+        request: stored_request(r),
+    })
 }
 
 /// Where a SQLite database lives, from `--db`/`HITL_DB` or the default path.
@@ -290,18 +488,20 @@ impl Store {
         }
     }
 
-    /// Applies `ops` in one transaction.
-    pub async fn apply(&self, ops: &[StoreOp]) -> Result<()> {
+    /// Applies `ops` in one transaction; returns what each did, in order.
+    pub async fn apply(&self, ops: &[StoreOp]) -> Result<Vec<Outcome>> {
         with_pool!(self, |pool| {
             let mut tx = pool.begin().await?;
+            let mut outcomes = Vec::with_capacity(ops.len());
             for op in ops {
-                match op {
+                let outcome = match op {
                     StoreOp::Asked {
                         project,
                         request,
                         variant,
                     } => {
                         insert_request!(&mut *tx, project, request, *variant);
+                        Outcome::Done
                     }
                     StoreOp::Delivering {
                         project,
@@ -320,6 +520,7 @@ impl Store {
                         .bind(request.timestamp.to_string())
                         .execute(&mut *tx)
                         .await?;
+                        Outcome::Done
                     }
                     StoreOp::Finished {
                         project,
@@ -347,11 +548,150 @@ impl Store {
                         .bind(request.timestamp.to_string())
                         .execute(&mut *tx)
                         .await?;
+                        Outcome::Done
                     }
-                }
+                    StoreOp::Event(event) => {
+                        let (event_id, existing) = insert_event!(&mut *tx, event, None::<&str>);
+                        Outcome::Created { event_id, existing }
+                    }
+                    StoreOp::CreateRemote { request, event } => {
+                        // The request's id is its event's: insert the event first.
+                        let (event_id, existing) = insert_event!(&mut *tx, event, Some(""));
+                        if !existing {
+                            let id = event_id.to_string();
+                            let mut r = (**request).clone();
+                            r.id = id.clone();
+                            sqlx::query("UPDATE events SET request_id = $1 WHERE id = $2")
+                                .bind(&id)
+                                .bind(event_id)
+                                .execute(&mut *tx)
+                                .await?;
+                            insert_request!(
+                                &mut *tx,
+                                REMOTE_PROJECT,
+                                &r,
+                                Variant::Canonical,
+                                "http"
+                            );
+                        }
+                        Outcome::Created { event_id, existing }
+                    }
+                    StoreOp::Settle {
+                        id,
+                        status,
+                        answer,
+                        reason,
+                    } => {
+                        let answer_json = answer.as_ref().map(serde_json::to_string).transpose()?;
+                        let done = sqlx::query(
+                            "UPDATE requests SET status = $1, answer_json = $2, responded_by = $3,
+                                    finished_at = $4, reason = $5
+                             WHERE origin = 'http' AND id = $6 AND status = 'pending'",
+                        )
+                        .bind(status.as_str())
+                        .bind(answer_json)
+                        .bind(answer.as_ref().map(|a| a.responded_by.clone()))
+                        .bind(jiff::Timestamp::now().to_string())
+                        .bind(reason)
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await?;
+                        Outcome::Settled(done.rows_affected() == 1)
+                    }
+                };
+                outcomes.push(outcome);
             }
             tx.commit().await?;
-            Ok(())
+            Ok(outcomes)
+        })
+    }
+
+    /// Requests made over HTTP that are still pending, oldest first: a starting broker
+    /// queues them again.
+    pub async fn pending_remote(&self) -> Result<Vec<Request>> {
+        with_pool!(self, |pool| {
+            let rows = sqlx::query(
+                "SELECT request_json FROM requests
+                 WHERE origin = 'http' AND status = 'pending' ORDER BY asked_ms",
+            )
+            .fetch_all(pool)
+            .await?;
+            Ok(rows
+                .into_iter()
+                .filter_map(|r| serde_json::from_str(&r.get::<String, _>("request_json")).ok())
+                .collect())
+        })
+    }
+
+    /// The newest request with this id; one made over HTTP first.
+    pub async fn find_request(&self, id: &str) -> Result<Option<StoredRequest>> {
+        with_pool!(self, |pool| {
+            let row = sqlx::query(
+                "SELECT request_json, origin, status, answer_json, reason, finished_at
+                 FROM requests WHERE id = $1
+                 ORDER BY CASE WHEN origin = 'http' THEN 0 ELSE 1 END, asked_ms DESC, key DESC
+                 LIMIT 1",
+            )
+            .bind(id)
+            .fetch_optional(pool)
+            .await?;
+            Ok(row.and_then(|r| stored_request(&r)))
+        })
+    }
+
+    /// The newest events, newest first, with their requests.
+    pub async fn recent_events(&self, limit: i64) -> Result<Vec<StoredEvent>> {
+        with_pool!(self, |pool| {
+            let rows = sqlx::query(
+                "SELECT e.id, e.source_app, e.session_id, e.hook_event_type, e.payload_json,
+                        e.extra_json, e.timestamp_ms, e.hitl_json, e.idempotency_key,
+                        r.request_json, r.origin, r.status, r.answer_json, r.reason, r.finished_at
+                 FROM events e
+                 LEFT JOIN requests r ON r.origin = 'http' AND r.id = e.request_id
+                 ORDER BY e.id DESC LIMIT $1",
+            )
+            .bind(limit.max(0))
+            .fetch_all(pool)
+            .await?;
+            Ok(rows.iter().filter_map(stored_event).collect())
+        })
+    }
+
+    /// One event, with its request.
+    pub async fn event(&self, id: i64) -> Result<Option<StoredEvent>> {
+        with_pool!(self, |pool| {
+            let row = sqlx::query(
+                "SELECT e.id, e.source_app, e.session_id, e.hook_event_type, e.payload_json,
+                        e.extra_json, e.timestamp_ms, e.hitl_json, e.idempotency_key,
+                        r.request_json, r.origin, r.status, r.answer_json, r.reason, r.finished_at
+                 FROM events e
+                 LEFT JOIN requests r ON r.origin = 'http' AND r.id = e.request_id
+                 WHERE e.id = $1",
+            )
+            .bind(id)
+            .fetch_optional(pool)
+            .await?;
+            Ok(row.as_ref().and_then(stored_event))
+        })
+    }
+
+    /// The distinct apps, sessions and event types seen, for the dashboard's filters.
+    pub async fn filter_options(&self) -> Result<FilterOptions> {
+        with_pool!(self, |pool| {
+            let mut out = FilterOptions::default();
+            for (column, into) in [
+                ("source_app", &mut out.source_apps),
+                ("session_id", &mut out.session_ids),
+                ("hook_event_type", &mut out.hook_event_types),
+            ] {
+                let sql =
+                    format!("SELECT DISTINCT {column} AS v FROM events ORDER BY v LIMIT 1000");
+                let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .fetch_all(pool)
+                    .await?;
+                *into = rows.into_iter().map(|r| r.get("v")).collect();
+            }
+            Ok(out)
         })
     }
 
@@ -425,6 +765,14 @@ impl Store {
                     })
                 })
                 .collect())
+        })
+    }
+
+    /// Checks that the database answers.
+    pub async fn ping(&self) -> Result<()> {
+        with_pool!(self, |pool| {
+            sqlx::query("SELECT 1").execute(pool).await?;
+            Ok(())
         })
     }
 

@@ -1,0 +1,95 @@
+//! `hitl serve`: the broker without a local UI or project spools, for a shared host.
+//! Agents ask over HTTP; people answer over HTTP (or the dashboard). With a PostgreSQL
+//! store (`--db postgres://…`) several of these may share one database.
+
+use anyhow::{Context, Result};
+use tokio::sync::{mpsc, oneshot};
+
+use super::listen::StopSignals;
+use crate::{
+    broker::{Broker, BrokerOptions, spawn_store_writer},
+    config::{self, Paths},
+    server,
+    store::Store,
+};
+
+/// The flags of `hitl serve` (their doc comments are its help text).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeOptions {
+    /// Address to serve on. Anything but loopback requires the token on every route.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:4000")]
+    pub http: String,
+    /// Store: sqlite://PATH (default: the user data folder's hitl.db) or postgres://…
+    #[arg(long, env = "HITL_DB")]
+    pub db: Option<String>,
+}
+
+/// Serves until SIGINT or SIGTERM.
+pub async fn run(opts: ServeOptions) -> Result<()> {
+    let mut stop_signals = StopSignals::catch()?;
+    let paths = Paths::from_env();
+    let settings = config::load(&paths, None)?;
+    let db_url = opts.db.clone().unwrap_or_else(|| paths.db_url());
+    let store = Store::open(&db_url).await?;
+    let reader = store.clone();
+    let remote_pending = store.pending_remote().await?;
+    let (store_tx, store_task) = spawn_store_writer(store);
+    let (broker, handle) = Broker::new(
+        Vec::new(),
+        BrokerOptions {
+            max_question_bytes: settings.listen.max_question_bytes,
+            durable: settings.listen.fsync,
+        },
+        store_tx,
+        Vec::new(),
+        remote_pending,
+    );
+    // No spools: the broker's event channel stays open and quiet.
+    let (_events_tx, events_rx) = mpsc::unbounded_channel();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let mut broker_task = tokio::spawn(broker.run(events_rx, async {
+        let _ = stop_rx.await;
+    }));
+
+    let listener = server::bind(&opts.http, false).await?;
+    let local = listener.local_addr()?;
+    let token = server::load_or_create_token(&paths.config_dir).context("making the API token")?;
+    let state = server::AppState::new(
+        handle.clone(),
+        reader,
+        token,
+        settings.http.clone(),
+        local,
+        Vec::new(),
+    );
+    let (http_stop, http_stopped) = oneshot::channel::<()>();
+    let http_task = tokio::spawn(server::serve(listener, state, async {
+        let _ = http_stopped.await;
+    }));
+    if !local.ip().is_loopback() {
+        eprintln!("hitl: serving on {local}, not loopback: every route needs the token");
+    }
+    eprintln!(
+        "hitl: HTTP API on http://{local} (store: {})",
+        crate::store::redact_url(&db_url)
+    );
+    eprintln!("hitl: ready");
+    tokio::select! {
+        _ = stop_signals.recv() => {}
+        r = &mut broker_task => {
+            anyhow::bail!("the broker stopped unexpectedly ({r:?}); pending requests stay in the store");
+        }
+    }
+    eprintln!("hitl: stopping; pending requests stay in the store for the next start");
+    let _ = http_stop.send(());
+    let mut http_task = http_task;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), &mut http_task).await;
+    http_task.abort();
+    let _ = stop_tx.send(());
+    let _ = broker_task.await;
+    drop(handle);
+    // Connections still open hold a handle (and so the writer's channel) for a moment
+    // longer; everything sent has been written by then.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), store_task).await;
+    Ok(())
+}

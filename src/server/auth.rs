@@ -1,0 +1,220 @@
+//! Who is calling: the token, where it may come from, and what each caller may do.
+//!
+//! A token is made on first start (`token` in the user config folder, mode 0600);
+//! `HITL_TOKEN` overrides it. Clients send it as `Authorization: Bearer …`, as
+//! `X-Hitl-Token`, or — the dashboard — once as `?token=…`, which sets an HttpOnly,
+//! SameSite=Strict cookie for the rest of the visit.
+//!
+//! Without the token a caller may only do what seed 004's clients do, and only from
+//! loopback while the server itself is bound to loopback: create requests and poll
+//! their answers (`[http] open_loopback = false` closes even that).
+
+use std::{net::SocketAddr, path::Path, sync::Arc};
+
+use anyhow::{Context, Result};
+use axum::{
+    extract::{ConnectInfo, Request, State},
+    http::{HeaderValue, StatusCode, header},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+
+use super::{AppState, error::ApiError};
+
+/// The cookie the dashboard keeps the token in.
+pub const COOKIE: &str = "hitl_token";
+
+/// What a route needs of its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone (`/healthz`).
+    Public,
+    /// What seed clients do without a token: create requests, poll their answers.
+    Agent,
+    /// Everything else: the token.
+    Token,
+}
+
+/// The caller of one HTTP request, as the auth layer found it.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    /// It presented the right token.
+    pub authenticated: bool,
+    /// It connects from loopback to a server bound to loopback.
+    pub local: bool,
+}
+
+impl Caller {
+    /// Refuses the caller unless it may do what `access` needs.
+    pub fn require(&self, access: Access, state: &AppState) -> Result<(), ApiError> {
+        let ok = match access {
+            Access::Public => true,
+            Access::Agent => self.authenticated || (self.local && state.settings.open_loopback),
+            Access::Token => self.authenticated,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "this needs the hitl token: send `Authorization: Bearer TOKEN` (the token is \
+                 in the `token` file of the hitl config folder, or HITL_TOKEN)",
+            ))
+        }
+    }
+}
+
+/// The token: `HITL_TOKEN`, else the `token` file in `config_dir`, made (0600) if absent.
+pub fn load_or_create_token(config_dir: &Path) -> Result<String> {
+    if let Ok(t) = std::env::var("HITL_TOKEN")
+        && !t.trim().is_empty()
+    {
+        return Ok(t.trim().to_string());
+    }
+    let path = config_dir.join("token");
+    match std::fs::read_to_string(&path) {
+        Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(config_dir)
+        .with_context(|| format!("creating {}", config_dir.display()))?;
+    let token = format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    let tmp = config_dir.join(format!(".token.{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("creating {}", tmp.display()))?;
+    std::io::Write::write_all(&mut f, format!("{token}\n").as_bytes())?;
+    f.sync_all()?;
+    // Another process may have made one meanwhile: link(2) fails then, and theirs wins.
+    let result = std::fs::hard_link(&tmp, &path);
+    let _ = std::fs::remove_file(&tmp);
+    match result {
+        Ok(()) => Ok(token),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            Ok(std::fs::read_to_string(&path)?.trim().to_string())
+        }
+        Err(e) => Err(e).with_context(|| format!("creating {}", path.display())),
+    }
+}
+
+/// Compares without leaking, through timing, how much of a guess was right.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+fn bearer(req: &Request) -> Option<&str> {
+    let h = req.headers();
+    if let Some(v) = h.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok())
+        && let Some(t) = v.strip_prefix("Bearer ")
+    {
+        return Some(t.trim());
+    }
+    if let Some(v) = h.get("x-hitl-token").and_then(|v| v.to_str().ok()) {
+        return Some(v.trim());
+    }
+    h.get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|kv| kv.trim().strip_prefix(COOKIE)?.strip_prefix('='))
+}
+
+fn query_token(req: &Request) -> Option<String> {
+    req.uri()
+        .query()?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("token="))
+        .map(percent_decode)
+}
+
+/// Tokens are hex, but a pasted one may be escaped.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(v) =
+                u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The auth layer: works out the [`Caller`] for every request and, when the token
+/// came in the query (the dashboard's login link), sets the cookie.
+pub async fn authenticate(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let from_query = query_token(&req).filter(|t| same(t, &state.token));
+    let authenticated = from_query.is_some() || bearer(&req).is_some_and(|t| same(t, &state.token));
+    let caller = Caller {
+        authenticated,
+        local: state.loopback_bound && peer.ip().is_loopback(),
+    };
+    if let Err(e) = state
+        .limiter
+        .check(peer.ip(), caller.local, &state.settings)
+    {
+        return e.into_response();
+    }
+    req.extensions_mut().insert(caller);
+    let mut response = next.run(req).await;
+    if let Some(t) = from_query
+        && let Ok(v) =
+            HeaderValue::from_str(&format!("{COOKIE}={t}; HttpOnly; SameSite=Strict; Path=/"))
+    {
+        response.headers_mut().append(header::SET_COOKIE, v);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_file_is_private_and_stable() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = load_or_create_token(dir.path()).unwrap();
+        let b = load_or_create_token(dir.path()).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 64);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("token"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(same("abc", "abc") && !same("abc", "abd") && !same("abc", "ab"));
+        assert_eq!(percent_decode("a%20b"), "a b");
+        assert_eq!(percent_decode("a%2"), "a%2");
+    }
+}

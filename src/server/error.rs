@@ -1,0 +1,123 @@
+//! Errors as the API returns them: a status code and `{"success": false, "error": …}`,
+//! the shape seed 004's clients read. Every refusal says what was wrong.
+
+use axum::{
+    Json,
+    body::Bytes,
+    extract::{FromRequest, Request, rejection::BytesRejection},
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde::de::DeserializeOwned;
+
+/// A refusal: status, message, and for 429 how long to wait.
+#[derive(Debug)]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// What was wrong, for people.
+    pub message: String,
+    /// Seconds for a `Retry-After` header.
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    /// A refusal with this status and message.
+    pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// 400: the request itself is wrong.
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// 404: no such thing.
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, message)
+    }
+
+    /// 503: the server cannot take it now; nothing was accepted.
+    pub fn unavailable(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message)
+    }
+
+    /// 500 for a store failure, logged here with its cause.
+    pub fn internal(e: impl std::fmt::Display) -> ApiError {
+        tracing::error!("request failed: {e:#}");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal error (see the server log)",
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({
+            "success": false,
+            "error": self.message,
+            "status": self.status.as_u16(),
+        });
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(secs) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+/// A JSON body whose errors are [`ApiError`]s: 400 saying where the JSON is wrong,
+/// 413 when it is over the size limit, 415 when it is not JSON at all.
+pub struct JsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let json_type = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_none_or(|v| v.starts_with("application/json") || v.contains("+json"));
+        if !json_type {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "the body must be JSON (Content-Type: application/json)",
+            ));
+        }
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|e: BytesRejection| match e.status() {
+                StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "the body is too large (see max_body_bytes in [http])",
+                ),
+                status => ApiError::new(status, e.body_text()),
+            })?;
+        decode(&bytes).map(JsonBody)
+    }
+}
+
+/// Parses a JSON body, saying where and what is wrong.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request(
+            "the body is empty; a JSON object was expected",
+        ));
+    }
+    serde_json::from_slice(bytes).map_err(|e| {
+        let what = match e.classify() {
+            serde_json::error::Category::Data => "a field has the wrong type or value",
+            serde_json::error::Category::Eof => "the JSON ends too soon",
+            _ => "malformed JSON",
+        };
+        ApiError::bad_request(format!("{what}: {e}"))
+    })
+}

@@ -1,0 +1,389 @@
+//! Seed 004's `humanInTheLoop` vocabulary, translated to and from the broker's own
+//! [`Request`], [`Reply`] and [`Answer`]. Pure functions: the routes do the I/O.
+//!
+//! Seed types map onto request kinds: `question` and `question_input` are text,
+//! `choice` is select, `approval` and `permission` keep their names. The seed type is
+//! kept in the request's metadata (`hitl_type`) so the answer goes back in the field
+//! its client reads (`response`, `choice`, `approved`, `permission`).
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::protocol::{Answer, AnswerStatus, Kind, Priority, Reply, Request, Status};
+
+/// The `humanInTheLoop` object of `POST /events`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HitlSpec {
+    /// question, question_input, approval, permission or choice (also our own kinds).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// What to ask.
+    pub question: String,
+    /// Where the agent listens for its answer, if anywhere.
+    #[serde(default)]
+    pub response_web_socket_url: Option<String>,
+    /// Seconds to wait (default 300; 120 for approvals and permissions).
+    #[serde(default)]
+    pub timeout: Option<f64>,
+    /// Whether an answer is needed (default true).
+    #[serde(default)]
+    pub requires_response: Option<bool>,
+    /// The options of a choice.
+    #[serde(default)]
+    pub choices: Option<Vec<String>>,
+    /// Tool context for the human.
+    #[serde(default)]
+    pub context: Option<Value>,
+    /// normal, high or urgent (an extension; the seed has none).
+    #[serde(default)]
+    pub priority: Option<String>,
+}
+
+/// The kind a seed type stands for.
+pub fn kind_of(seed_type: &str) -> Option<Kind> {
+    Some(match seed_type {
+        "question" | "question_input" => Kind::Text,
+        "choice" => Kind::Select,
+        other => Kind::parse(other)?,
+    })
+}
+
+/// The longest timeout accepted, in seconds (a week).
+const MAX_TIMEOUT: f64 = 7.0 * 24.0 * 3600.0;
+
+/// Builds the request an event's `humanInTheLoop` asks for. Its id is filled in
+/// when the store has given the event its id.
+pub fn request_from_spec(
+    spec: &HitlSpec,
+    source_app: &str,
+    session_id: &str,
+) -> Result<Request, String> {
+    let kind = kind_of(&spec.kind).ok_or_else(|| {
+        format!(
+            "humanInTheLoop.type {:?} is not one of question, question_input, approval, \
+             permission, choice",
+            spec.kind
+        )
+    })?;
+    if spec.question.trim().is_empty() {
+        return Err("humanInTheLoop.question is empty".into());
+    }
+    let options = spec.choices.clone().unwrap_or_default();
+    if matches!(kind, Kind::Select | Kind::Multiselect) && options.is_empty() {
+        return Err(format!(
+            "a {} request needs humanInTheLoop.choices (at least one)",
+            spec.kind
+        ));
+    }
+    let timeout = match spec.timeout {
+        None => Some(if kind.is_approval() { 120 } else { 300 }),
+        Some(t) if t.is_finite() && (0.0..=MAX_TIMEOUT).contains(&t) => {
+            Some(t.ceil() as u64).filter(|&t| t > 0)
+        }
+        Some(t) => {
+            return Err(format!(
+                "humanInTheLoop.timeout {t} is not a number of seconds between 0 and {MAX_TIMEOUT}"
+            ));
+        }
+    };
+    let priority = match &spec.priority {
+        None => Priority::Normal,
+        Some(p) => Priority::parse(p)
+            .ok_or_else(|| format!("priority {p:?} is not normal, high or urgent"))?,
+    };
+    let mut metadata = Map::new();
+    metadata.insert("hitl_type".into(), json!(spec.kind));
+    metadata.insert("source_app".into(), json!(source_app));
+    metadata.insert("session_id".into(), json!(session_id));
+    if let Some(url) = &spec.response_web_socket_url {
+        metadata.insert("response_websocket_url".into(), json!(url));
+    }
+    if spec.requires_response == Some(false) {
+        metadata.insert("requires_response".into(), json!(false));
+    }
+    Ok(Request {
+        version: crate::protocol::VERSION,
+        id: String::new(),
+        agent_id: session_id.to_string(),
+        agent_name: source_app.to_string(),
+        working_dir: None,
+        timestamp: jiff::Timestamp::now(),
+        kind,
+        content: spec.question.clone(),
+        options,
+        priority,
+        timeout,
+        context: spec.context.clone().unwrap_or(Value::Null),
+        metadata,
+        asker: None,
+    })
+}
+
+/// The seed type of a request: the one it was made with, else its kind's name.
+pub fn seed_type(r: &Request) -> String {
+    match r.metadata.get("hitl_type").and_then(Value::as_str) {
+        Some(t) => t.to_string(),
+        None => match r.kind {
+            Kind::Select => "choice".into(),
+            Kind::Text => "question".into(),
+            k => k.as_str().into(),
+        },
+    }
+}
+
+/// A responder's body: seed 004's fields plus `answer` and `choices` for the native
+/// kinds. Unknown fields are ignored, as seed clients send extra ones.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RespondBody {
+    /// Who answers (default: the authenticated caller's name).
+    #[serde(default, alias = "responded_by")]
+    pub responded_by: Option<String>,
+    /// Text for questions.
+    #[serde(default)]
+    pub response: Option<String>,
+    /// Text (native alias of `response`).
+    #[serde(default)]
+    pub answer: Option<String>,
+    /// True when the human cancels.
+    #[serde(default)]
+    pub cancelled: Option<bool>,
+    /// Allow or deny a permission.
+    #[serde(default)]
+    pub permission: Option<bool>,
+    /// The chosen option of a choice.
+    #[serde(default)]
+    pub choice: Option<String>,
+    /// The chosen options of a multiselect.
+    #[serde(default)]
+    pub choices: Option<Vec<String>>,
+    /// Approve or deny an approval.
+    #[serde(default)]
+    pub approved: Option<bool>,
+    /// A comment, or the reason for a cancel.
+    #[serde(default)]
+    pub comment: Option<String>,
+}
+
+/// Turns a responder's body into a reply for `r`, or says which field `r` needs.
+pub fn reply_for(r: &Request, body: &RespondBody) -> Result<Reply, String> {
+    if body.cancelled == Some(true) {
+        return Ok(Reply::Cancel {
+            reason: body.comment.clone(),
+        });
+    }
+    let text = body.response.as_ref().or(body.answer.as_ref());
+    let kind = seed_type(r);
+    match r.kind {
+        Kind::Approval | Kind::Permission => {
+            let decision = if r.kind == Kind::Permission {
+                body.permission.or(body.approved)
+            } else {
+                body.approved.or(body.permission)
+            };
+            let field = if r.kind == Kind::Permission {
+                "permission"
+            } else {
+                "approved"
+            };
+            let approved = match (decision, text) {
+                (Some(d), _) => d,
+                (None, Some(t)) => match r.interpret(t)? {
+                    Reply::Approval { approved, .. } => approved,
+                    _ => unreachable!("approvals interpret to approvals"),
+                },
+                (None, None) => {
+                    return Err(format!(
+                        "a {kind} request is answered with \"{field}\": true or false (or \"cancelled\": true)"
+                    ));
+                }
+            };
+            Ok(Reply::Approval {
+                approved,
+                comment: body.comment.clone(),
+            })
+        }
+        Kind::Select => {
+            let picked = body.choice.as_ref().or(text).ok_or_else(|| {
+                format!(
+                    "a {kind} request is answered with \"choice\": one of {:?}",
+                    r.options
+                )
+            })?;
+            if !r.options.iter().any(|o| o == picked) {
+                return Err(format!(
+                    "\"choice\": {picked:?} is not one of the options {:?}",
+                    r.options
+                ));
+            }
+            Ok(Reply::Text(picked.clone()))
+        }
+        Kind::Multiselect => {
+            let picked = body.choices.clone().ok_or_else(|| {
+                format!(
+                    "a multiselect request is answered with \"choices\": some of {:?}",
+                    r.options
+                )
+            })?;
+            if let Some(bad) = picked.iter().find(|p| !r.options.contains(p)) {
+                return Err(format!("{bad:?} is not one of the options {:?}", r.options));
+            }
+            Ok(Reply::Choices(picked))
+        }
+        Kind::Yesno => {
+            let t =
+                text.ok_or("a yesno request is answered with \"response\": \"yes\" or \"no\"")?;
+            r.interpret(t)
+        }
+        Kind::Text => {
+            let t = text.ok_or_else(|| {
+                format!(
+                    "a {kind} request is answered with \"response\": text (or \"cancelled\": true)"
+                )
+            })?;
+            Ok(Reply::Text(t.clone()))
+        }
+    }
+}
+
+/// A stable key for one answer, the same on every replica: clients use it to drop a
+/// response they get twice (once over their WebSocket, once by polling).
+pub fn idempotency_key(request_id: &str, a: &Answer) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h1 = std::hash::DefaultHasher::new();
+    (request_id, a.timestamp.as_nanosecond(), &a.responded_by).hash(&mut h1);
+    let mut h2 = std::hash::DefaultHasher::new();
+    (
+        &a.responded_by,
+        a.timestamp.as_nanosecond(),
+        request_id,
+        1u8,
+    )
+        .hash(&mut h2);
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&h1.finish().to_be_bytes());
+    bytes[8..].copy_from_slice(&h2.finish().to_be_bytes());
+    uuid::Builder::from_custom_bytes(bytes)
+        .into_uuid()
+        .to_string()
+}
+
+/// Seed 004's HumanInTheLoopResponse for an answer to `r`.
+pub fn response_data(r: &Request, event_id: Option<i64>, a: &Answer) -> Value {
+    let mut data = json!({
+        "idempotencyKey": idempotency_key(&r.id, a),
+        "respondedAt": a.timestamp.as_millisecond(),
+        "respondedBy": a.responded_by,
+        "status": a.status.as_str(),
+    });
+    if let Some(id) = event_id {
+        data["eventId"] = json!(id);
+    }
+    if a.status == AnswerStatus::Cancelled {
+        data["cancelled"] = json!(true);
+    }
+    if a.status == AnswerStatus::Answered {
+        match r.kind {
+            Kind::Approval | Kind::Permission => {
+                let field = if seed_type(r) == "permission" {
+                    "permission"
+                } else {
+                    "approved"
+                };
+                data[field] = json!(a.approved.unwrap_or(false));
+            }
+            Kind::Select => data["choice"] = json!(a.content),
+            Kind::Multiselect => data["choices"] = json!(a.choices.clone().unwrap_or_default()),
+            Kind::Text | Kind::Yesno => data["response"] = json!(a.content),
+        }
+    }
+    if let Some(c) = &a.comment {
+        data["comment"] = json!(c);
+    }
+    data
+}
+
+/// Seed 004's HumanInTheLoopStatus for a request in `status`.
+pub fn status_object(status: Status, answer: Option<&Answer>, reason: Option<&str>) -> Value {
+    let name = match status {
+        Status::Pending => "pending",
+        Status::Answered | Status::Cancelled => "responded",
+        Status::Timeout => "timeout",
+        Status::Withdrawn | Status::Abandoned | Status::Rejected => "error",
+    };
+    let mut v = json!({ "status": name });
+    if let Some(a) = answer {
+        v["respondedAt"] = json!(a.timestamp.as_millisecond());
+        if status == Status::Timeout {
+            v["timeoutAt"] = json!(a.timestamp.as_millisecond());
+        }
+    }
+    if name == "error" {
+        v["errorMessage"] = json!(reason.unwrap_or(status.as_str()));
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(kind: &str) -> HitlSpec {
+        serde_json::from_value(json!({
+            "type": kind, "question": "Proceed?", "responseWebSocketUrl": "ws://localhost:1",
+            "choices": ["a", "b"]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn seed_types_map_to_kinds_with_their_default_timeouts() {
+        let r = request_from_spec(&spec("approval"), "app", "s1").unwrap();
+        assert_eq!((r.kind, r.timeout), (Kind::Approval, Some(120)));
+        let r = request_from_spec(&spec("question_input"), "app", "s1").unwrap();
+        assert_eq!((r.kind, r.timeout), (Kind::Text, Some(300)));
+        assert_eq!(seed_type(&r), "question_input");
+        assert!(request_from_spec(&spec("poll"), "app", "s1").is_err());
+    }
+
+    #[test]
+    fn each_type_wants_its_own_field() {
+        let choice = request_from_spec(&spec("choice"), "app", "s").unwrap();
+        let body = |v: Value| serde_json::from_value::<RespondBody>(v).unwrap();
+        assert_eq!(
+            reply_for(&choice, &body(json!({"choice": "b"}))),
+            Ok(Reply::Text("b".into()))
+        );
+        assert!(reply_for(&choice, &body(json!({"choice": "z"}))).is_err());
+        assert!(reply_for(&choice, &body(json!({"approved": true}))).is_err());
+        let perm = request_from_spec(&spec("permission"), "app", "s").unwrap();
+        assert!(matches!(
+            reply_for(&perm, &body(json!({"permission": false}))),
+            Ok(Reply::Approval {
+                approved: false,
+                ..
+            })
+        ));
+        assert!(reply_for(&perm, &body(json!({"response": "maybe"}))).is_err());
+        let any = reply_for(&perm, &body(json!({"cancelled": true})));
+        assert!(matches!(any, Ok(Reply::Cancel { .. })));
+    }
+
+    #[test]
+    fn answers_go_back_in_the_field_the_client_reads() {
+        let perm = request_from_spec(&spec("permission"), "app", "s").unwrap();
+        let a = Answer::from_reply(
+            &perm,
+            Reply::Approval {
+                approved: true,
+                comment: Some("ok".into()),
+            },
+            "web",
+        );
+        let d = response_data(&perm, Some(7), &a);
+        assert_eq!(d["permission"], json!(true));
+        assert_eq!(d["eventId"], json!(7));
+        assert_eq!(d["idempotencyKey"], json!(idempotency_key(&perm.id, &a)));
+    }
+}

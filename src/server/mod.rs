@@ -1,0 +1,114 @@
+//! The HTTP adapter: seed 004's `/events` API, the native `/api/v1`, WebSocket
+//! streams, metrics and health, over the broker's [`BrokerHandle`] and the store.
+//!
+//! Nothing here owns state: requests made over HTTP are committed to the store and
+//! queued by the broker before the reply goes out; answers go through the broker like
+//! any responder's. One route table ([`routes`]) builds both the router and
+//! `/api/v1/openapi.json`, with each route's access rule, so they cannot disagree.
+
+mod auth;
+mod deliver;
+mod error;
+pub mod hitl;
+mod limits;
+mod metrics;
+mod native;
+mod respond;
+mod routes;
+mod seed;
+mod stream;
+
+use std::{net::SocketAddr, sync::Arc, time::Instant};
+
+use anyhow::{Context, Result};
+use tokio::{net::TcpListener, sync::broadcast};
+
+pub use auth::load_or_create_token;
+pub use deliver::DeliveryStatus;
+
+use crate::{broker::BrokerHandle, config::HttpSettings, spool::Spool, store::Store};
+
+/// Everything the routes share.
+pub struct AppState {
+    /// The broker.
+    pub broker: BrokerHandle,
+    /// The store, for reads (writes go through the broker).
+    pub store: Store,
+    /// The token callers present.
+    pub token: String,
+    /// `[http]` settings.
+    pub settings: HttpSettings,
+    /// The server listens on loopback only (else every route needs the token).
+    pub loopback_bound: bool,
+    /// The projects served, for the agents list.
+    pub spools: Vec<Spool>,
+    limiter: limits::RateLimiter,
+    delivery: deliver::DeliveryCounters,
+    /// Events as they are stored or change, for `/stream`.
+    events: broadcast::Sender<serde_json::Value>,
+    started: Instant,
+}
+
+impl AppState {
+    /// The shared state of one server.
+    pub fn new(
+        broker: BrokerHandle,
+        store: Store,
+        token: String,
+        settings: HttpSettings,
+        local_addr: SocketAddr,
+        spools: Vec<Spool>,
+    ) -> Arc<AppState> {
+        Arc::new(AppState {
+            broker,
+            store,
+            token,
+            settings,
+            loopback_bound: local_addr.ip().is_loopback(),
+            spools,
+            limiter: limits::RateLimiter::default(),
+            delivery: deliver::DeliveryCounters::default(),
+            events: broadcast::channel(1024).0,
+            started: Instant::now(),
+        })
+    }
+}
+
+/// Binds `addr`. With `fallback`, a taken port gives way to a free one on the same
+/// address (a second `hitl listen` on the machine still serves).
+pub async fn bind(addr: &str, fallback: bool) -> Result<TcpListener> {
+    let parsed: SocketAddr = addr
+        .parse()
+        .with_context(|| format!("{addr:?} is not an address (like 127.0.0.1:4000)"))?;
+    match TcpListener::bind(parsed).await {
+        Ok(l) => Ok(l),
+        Err(e) if fallback && e.kind() == std::io::ErrorKind::AddrInUse => {
+            let any = SocketAddr::new(parsed.ip(), 0);
+            TcpListener::bind(any)
+                .await
+                .with_context(|| format!("binding {any}"))
+        }
+        Err(e) => Err(e).with_context(|| format!("binding {addr}")),
+    }
+}
+
+/// Serves until `shutdown` completes.
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let app = routes::router(state);
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+    .context("serving HTTP")
+}
+
+/// The OpenAPI document of every route, as `/api/v1/openapi.json` serves it.
+pub fn openapi() -> serde_json::Value {
+    routes::openapi()
+}

@@ -1,0 +1,465 @@
+//! The native API under `/api/v1`: requests (create, list, get, respond, cancel,
+//! long-poll wait), agents and events. `hitl ask --server` speaks this.
+
+use std::{sync::Arc, time::Duration};
+
+use axum::{
+    Json,
+    extract::{Path, Query, State},
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::broadcast::error::RecvError;
+
+use super::{
+    AppState,
+    error::{ApiError, JsonBody},
+    hitl::{self, RespondBody},
+    respond::{self, Lookup},
+    seed,
+};
+use crate::{
+    broker::{Change, PendingRequest},
+    protocol::{Answer, Kind, Priority, Request, Status},
+    store::{HistoryQuery, NewEvent, StoredRequest},
+};
+
+/// The body of `POST /api/v1/requests`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRequest {
+    /// What to ask.
+    #[serde(alias = "question")]
+    pub content: String,
+    /// text, yesno, select, multiselect, approval, permission (or a seed 004 type).
+    #[serde(rename = "type", default)]
+    pub kind: Option<String>,
+    /// The choices of select and multiselect.
+    #[serde(default, alias = "choices")]
+    pub options: Vec<String>,
+    /// Seconds to wait; 0 for ever (default 300).
+    #[serde(default)]
+    pub timeout: Option<u64>,
+    /// normal, high or urgent.
+    #[serde(default)]
+    pub priority: Option<Priority>,
+    /// Context for the human.
+    #[serde(default)]
+    pub context: Value,
+    /// The asking agent's id.
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    /// Its name for people.
+    #[serde(default)]
+    pub agent_name: Option<String>,
+    /// Where the agent works.
+    #[serde(default)]
+    pub working_dir: Option<String>,
+    /// A repeat with the same key returns the first request.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    /// Free-form labels.
+    #[serde(default)]
+    pub metadata: Map<String, Value>,
+}
+
+/// How a request stands, as the native API shows it.
+fn request_view(
+    r: &Request,
+    status: Status,
+    answer: Option<&Answer>,
+    reason: Option<&str>,
+    origin: &str,
+) -> Value {
+    let mut v = json!({
+        "id": r.id,
+        "status": status.as_str(),
+        "origin": origin,
+        "request": r,
+    });
+    if let Some(a) = answer {
+        v["answer"] = json!(a);
+    }
+    if let Some(w) = reason {
+        v["reason"] = json!(w);
+    }
+    v
+}
+
+fn pending_view(p: &PendingRequest) -> Value {
+    let origin = match p.origin {
+        crate::broker::Origin::Spool => "spool",
+        crate::broker::Origin::Http { .. } => "http",
+    };
+    let mut v = request_view(&p.request, Status::Pending, None, None, origin);
+    if !p.project.as_os_str().is_empty() {
+        v["project"] = json!(p.project);
+    }
+    v
+}
+
+fn stored_view(r: &StoredRequest) -> Value {
+    request_view(
+        &r.request,
+        r.status,
+        r.answer.as_ref(),
+        r.reason.as_deref(),
+        &r.origin,
+    )
+}
+
+/// `POST /api/v1/requests`: 201 with the request once it is durable; 200 with the
+/// first one for a repeated idempotency key.
+pub async fn create(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<CreateRequest>,
+) -> Result<Response, ApiError> {
+    let kind = match body.kind.as_deref() {
+        None => Kind::Text,
+        Some(k) => hitl::kind_of(k).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "type {k:?} is not text, yesno, select, multiselect, approval or permission"
+            ))
+        })?,
+    };
+    if body.content.trim().is_empty() {
+        return Err(ApiError::bad_request("content (the question) is empty"));
+    }
+    if matches!(kind, Kind::Select | Kind::Multiselect) && body.options.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "a {kind} request needs options"
+        )));
+    }
+    let mut key_holder = Map::new();
+    if let Some(k) = &body.idempotency_key {
+        key_holder.insert("idempotencyKey".into(), json!(k));
+    }
+    let key = seed::idempotency_key(&headers, &mut key_holder)?;
+    let agent_id = body.agent_id.clone().unwrap_or_else(|| "http".into());
+    let agent_name = body.agent_name.clone().unwrap_or_else(|| agent_id.clone());
+    let mut metadata = body.metadata.clone();
+    if let Some(k) = &body.kind {
+        metadata.insert("hitl_type".into(), json!(k));
+    }
+    let request = Request {
+        version: crate::protocol::VERSION,
+        id: String::new(),
+        agent_id: agent_id.clone(),
+        agent_name: agent_name.clone(),
+        working_dir: body.working_dir.clone(),
+        timestamp: jiff::Timestamp::now(),
+        kind,
+        content: body.content.clone(),
+        options: body.options.clone(),
+        priority: body.priority.unwrap_or_default(),
+        timeout: Some(body.timeout.unwrap_or(300)).filter(|&t| t > 0),
+        context: body.context.clone(),
+        metadata,
+        asker: None,
+    };
+    let event = NewEvent {
+        source_app: agent_name,
+        session_id: agent_id,
+        hook_event_type: "HumanInTheLoop".into(),
+        payload: json!({}),
+        extra: Map::new(),
+        timestamp_ms: request.timestamp.as_millisecond(),
+        hitl: Some(json!({
+            "type": hitl::seed_type(&request),
+            "question": request.content,
+            "choices": request.options,
+            "timeout": request.timeout,
+        })),
+        idempotency_key: key,
+    };
+    let submitted = state
+        .broker
+        .submit(request, event)
+        .await
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
+    if submitted.existing || submitted.pending.is_none() {
+        let id = submitted.event_id.to_string();
+        return match respond::lookup(&state, &id).await? {
+            Some(Lookup::Pending(p)) => {
+                Ok((StatusCode::OK, Json(pending_view(&p))).into_response())
+            }
+            Some(Lookup::Ended(r)) => Ok((StatusCode::OK, Json(stored_view(&r))).into_response()),
+            None => Err(ApiError::internal("an accepted request could not be found")),
+        };
+    }
+    let p = submitted.pending.expect("checked above");
+    Ok((StatusCode::CREATED, Json(pending_view(&p))).into_response())
+}
+
+/// Filters of `GET /api/v1/requests`.
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    /// `pending` (the default: the queue, in answering order), `all`, or a status.
+    pub status: Option<String>,
+    /// Only this agent's.
+    pub agent: Option<String>,
+    /// At most this many (default 100, at most 1000).
+    pub limit: Option<i64>,
+}
+
+/// `GET /api/v1/requests`.
+pub async fn list(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    let limit = q.limit.unwrap_or(100).clamp(1, 1000) as usize;
+    let status = q.status.as_deref().unwrap_or("pending");
+    if status != "all" && Status::parse(status).is_none() {
+        return Err(ApiError::bad_request(format!(
+            "status {status:?} is not pending, answered, cancelled, timeout, withdrawn, abandoned, rejected or all"
+        )));
+    }
+    let agent_ok = |r: &Request| {
+        q.agent
+            .as_ref()
+            .is_none_or(|a| &r.agent_id == a || &r.agent_name == a)
+    };
+    if status == "pending" {
+        let pending = state.broker.pending().await;
+        return Ok(Json(
+            pending
+                .iter()
+                .filter(|p| agent_ok(&p.request))
+                .take(limit)
+                .map(|p| pending_view(p))
+                .collect(),
+        ));
+    }
+    let rows = state
+        .store
+        .history(&HistoryQuery {
+            limit: if q.agent.is_some() || status != "all" {
+                0
+            } else {
+                limit as i64
+            },
+            ..Default::default()
+        })
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(Json(
+        rows.into_iter()
+            .filter(|h| status == "all" || h.status == status)
+            .filter(|h| {
+                q.agent
+                    .as_ref()
+                    .is_none_or(|a| &h.agent_id == a || &h.agent_name == a)
+            })
+            .take(limit)
+            .map(|h| json!(h))
+            .collect(),
+    ))
+}
+
+/// `GET /api/v1/requests/:id`.
+pub async fn get(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    match respond::lookup(&state, &id).await? {
+        Some(Lookup::Pending(p)) => Ok(Json(pending_view(&p))),
+        Some(Lookup::Ended(r)) => Ok(Json(stored_view(&r))),
+        None => Err(ApiError::not_found(format!("no request {id}"))),
+    }
+}
+
+/// `POST /api/v1/requests/:id/respond`.
+pub async fn respond_request(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<RespondBody>,
+) -> Result<Json<Value>, ApiError> {
+    let done = respond::respond(&state, &id, &body, "http").await?;
+    Ok(Json(json!({
+        "success": true,
+        "id": id,
+        "answer": done.answer,
+        "deliveryStatus": done.delivery.as_str(),
+    })))
+}
+
+/// The body of `POST /api/v1/requests/:id/cancel`.
+#[derive(Debug, Default, Deserialize)]
+pub struct CancelBody {
+    /// Why.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Who cancels.
+    #[serde(default, alias = "respondedBy")]
+    pub responded_by: Option<String>,
+}
+
+/// `POST /api/v1/requests/:id/cancel` (the body is optional).
+pub async fn cancel(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let body: CancelBody = if body.iter().all(u8::is_ascii_whitespace) {
+        CancelBody::default()
+    } else {
+        super::error::decode(&body)?
+    };
+    let respond_body = RespondBody {
+        cancelled: Some(true),
+        comment: body.reason,
+        responded_by: body.responded_by,
+        ..RespondBody::default()
+    };
+    let done = respond::respond(&state, &id, &respond_body, "http").await?;
+    Ok(Json(json!({
+        "success": true,
+        "id": id,
+        "answer": done.answer,
+        "deliveryStatus": done.delivery.as_str(),
+    })))
+}
+
+/// `?timeout=` of the long poll.
+#[derive(Debug, Deserialize)]
+pub struct WaitQuery {
+    /// Seconds to hold the call open (default 30, at most 300).
+    pub timeout: Option<f64>,
+}
+
+/// `GET /api/v1/requests/:id/wait`: holds the call until the request ends (200 with
+/// how) or the wait runs out (202, still pending: call again). No busy polling: the
+/// broker's broadcast wakes it.
+pub async fn wait(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(q): Query<WaitQuery>,
+) -> Result<Response, ApiError> {
+    let secs = q.timeout.unwrap_or(30.0);
+    if !secs.is_finite() || !(0.0..=300.0).contains(&secs) {
+        return Err(ApiError::bad_request("timeout must be 0 to 300 seconds"));
+    }
+    // Subscribe before looking, so an end between the two is not missed.
+    let mut changes = state.broker.subscribe();
+    let pending = match respond::lookup(&state, &id).await? {
+        Some(Lookup::Pending(p)) => p,
+        Some(Lookup::Ended(r)) => return Ok(Json(stored_view(&r)).into_response()),
+        None => return Err(ApiError::not_found(format!("no request {id}"))),
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(secs);
+    loop {
+        match tokio::time::timeout_at(deadline, changes.recv()).await {
+            Err(_) => {
+                let mut r = (StatusCode::ACCEPTED, Json(pending_view(&pending))).into_response();
+                r.headers_mut().insert(
+                    axum::http::header::RETRY_AFTER,
+                    axum::http::HeaderValue::from_static("0"),
+                );
+                return Ok(r);
+            }
+            Ok(Ok(Change::Finished {
+                seq,
+                status,
+                answer,
+                reason,
+                ..
+            })) if seq == pending.seq => {
+                if let Some(a) = answer {
+                    return Ok(Json(request_view(
+                        &pending.request,
+                        status,
+                        Some(&a),
+                        reason.as_deref(),
+                        "http",
+                    ))
+                    .into_response());
+                }
+                // Ended without an answer here (another replica's): the store has it.
+                return match state
+                    .store
+                    .find_request(&id)
+                    .await
+                    .map_err(ApiError::internal)?
+                {
+                    Some(r) => Ok(Json(stored_view(&r)).into_response()),
+                    None => Ok(Json(request_view(
+                        &pending.request,
+                        status,
+                        None,
+                        reason.as_deref(),
+                        "http",
+                    ))
+                    .into_response()),
+                };
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(RecvError::Lagged(_))) => {
+                // Missed some changes: look again.
+                if state.broker.find(&id).await.is_none() {
+                    return match state
+                        .store
+                        .find_request(&id)
+                        .await
+                        .map_err(ApiError::internal)?
+                    {
+                        Some(r) => Ok(Json(stored_view(&r)).into_response()),
+                        None => Err(ApiError::not_found(format!("no request {id}"))),
+                    };
+                }
+            }
+            Ok(Err(RecvError::Closed)) => {
+                return Err(ApiError::unavailable("the broker is stopping; ask again"));
+            }
+        }
+    }
+}
+
+/// `GET /api/v1/agents`: the agents of every project served, and those asking over HTTP.
+pub async fn agents(State(state): State<Arc<AppState>>) -> Result<Json<Value>, ApiError> {
+    let pending = state.broker.pending().await;
+    let waiting: std::collections::HashSet<String> =
+        pending.iter().map(|p| p.request.agent_id.clone()).collect();
+    let spools = state.spools.clone();
+    let waiting_spool = waiting.clone();
+    let mut out: Vec<Value> = tokio::task::spawn_blocking(move || {
+        spools
+            .iter()
+            .flat_map(|s| {
+                crate::agents::list_agents(s, &waiting_spool)
+                    .into_iter()
+                    .map(|a| {
+                        let mut v = json!(a);
+                        v["project"] = json!(s.project());
+                        v
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    let mut remote: Vec<(&str, &str, usize)> = Vec::new();
+    for p in pending.iter().filter(|p| p.project.as_os_str().is_empty()) {
+        match remote.iter_mut().find(|r| r.0 == p.request.agent_id) {
+            Some(r) => r.2 += 1,
+            None => remote.push((&p.request.agent_id, &p.request.agent_name, 1)),
+        }
+    }
+    for (id, name, n) in remote {
+        out.push(
+            json!({ "id": id, "name": name, "status": "waiting", "pending": n, "origin": "http" }),
+        );
+    }
+    Ok(Json(json!(out)))
+}
+
+/// `GET /api/v1/events`.
+pub async fn events(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<seed::Limit>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    seed::recent(State(state), Query(q)).await
+}

@@ -1,0 +1,217 @@
+//! Answering and looking up a request by id, shared by the seed and native routes.
+//!
+//! Any pending request can be answered here, wherever it came from: the file spool
+//! (the answer file is written) or HTTP (the answer is committed to the store and the
+//! agent's WebSocket, if it gave one, is pushed to). A request that has already ended
+//! is refused with 409 (answered) or 410 (timed out, cancelled, withdrawn), saying why.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use super::{
+    AppState,
+    deliver::{self, DeliveryStatus},
+    error::ApiError,
+    hitl::{self, RespondBody},
+};
+use crate::{
+    broker::{Origin, PendingRequest, RespondError},
+    protocol::{Answer, Status},
+    store::{StoredEvent, StoredRequest},
+};
+
+/// A request answered over HTTP.
+pub struct Responded {
+    /// The request as it was pending.
+    pub pending: Arc<PendingRequest>,
+    /// The answer delivered.
+    pub answer: Answer,
+    /// Whether the agent has it already or will poll.
+    pub delivery: DeliveryStatus,
+}
+
+/// Where a request stands, found by id.
+pub enum Lookup {
+    /// In the queue.
+    Pending(Arc<PendingRequest>),
+    /// Ended, as the store has it.
+    Ended(Box<StoredRequest>),
+}
+
+/// Finds request `id`: in the queue first, else in the store.
+pub async fn lookup(state: &AppState, id: &str) -> Result<Option<Lookup>, ApiError> {
+    if let Some(p) = state.broker.find(id).await {
+        return Ok(Some(Lookup::Pending(p)));
+    }
+    match state
+        .store
+        .find_request(id)
+        .await
+        .map_err(ApiError::internal)?
+    {
+        Some(r) => Ok(Some(Lookup::Ended(Box::new(r)))),
+        None => Ok(None),
+    }
+}
+
+/// The refusal for answering a request that has ended.
+pub fn ended_error(r: &StoredRequest) -> ApiError {
+    let id = &r.request.id;
+    match r.status {
+        Status::Answered | Status::Cancelled => {
+            let by = r
+                .answer
+                .as_ref()
+                .map(|a| format!(" by {}", a.responded_by))
+                .unwrap_or_default();
+            ApiError::new(
+                StatusCode::CONFLICT,
+                format!("request {id} was already {}{by}", r.status),
+            )
+        }
+        Status::Pending => ApiError::new(
+            StatusCode::CONFLICT,
+            format!("request {id} is pending on another broker that serves its project"),
+        ),
+        Status::Timeout => ApiError::new(
+            StatusCode::GONE,
+            format!("request {id} timed out: its asker is no longer waiting"),
+        ),
+        s => ApiError::new(
+            StatusCode::GONE,
+            format!(
+                "request {id} was {s}{}: nobody is waiting for an answer",
+                r.reason
+                    .as_ref()
+                    .map(|w| format!(" ({w})"))
+                    .unwrap_or_default()
+            ),
+        ),
+    }
+}
+
+/// Answers request `id` with `body`, as `by`.
+pub async fn respond(
+    state: &AppState,
+    id: &str,
+    body: &RespondBody,
+    by: &str,
+) -> Result<Responded, ApiError> {
+    let pending = match lookup(state, id).await? {
+        Some(Lookup::Pending(p)) => p,
+        Some(Lookup::Ended(r)) => return Err(ended_error(&r)),
+        None => return Err(ApiError::not_found(format!("no request {id}"))),
+    };
+    let reply = hitl::reply_for(&pending.request, body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "{e} (request {id} is a {} request)",
+            hitl::seed_type(&pending.request)
+        ))
+    })?;
+    let by = body.responded_by.clone().unwrap_or_else(|| by.to_string());
+    let answer = match state.broker.respond(pending.seq, reply, &by).await {
+        Ok(a) => a,
+        Err(RespondError::NotFound(_)) => {
+            // It ended between the lookup and the answer.
+            return match state
+                .store
+                .find_request(id)
+                .await
+                .map_err(ApiError::internal)?
+            {
+                Some(r) => Err(ended_error(&r)),
+                None => Err(ApiError::not_found(format!("no request {id}"))),
+            };
+        }
+        Err(e @ RespondError::AlreadyAnswered(_)) => {
+            return Err(ApiError::new(StatusCode::CONFLICT, e.to_string()));
+        }
+        Err(e @ RespondError::Gone) => return Err(ApiError::new(StatusCode::GONE, e.to_string())),
+        Err(e @ RespondError::Invalid(_)) => return Err(ApiError::bad_request(e.to_string())),
+        Err(e) => return Err(ApiError::unavailable(e.to_string())),
+    };
+    let delivery = deliver_answer(state, &pending, &answer).await;
+    Ok(Responded {
+        pending,
+        answer,
+        delivery,
+    })
+}
+
+/// Pushes the answer to the agent's WebSocket when it gave one. Spool answers are
+/// delivered by their file.
+async fn deliver_answer(state: &AppState, p: &PendingRequest, a: &Answer) -> DeliveryStatus {
+    let event_id = match p.origin {
+        Origin::Spool => {
+            state.delivery.count(DeliveryStatus::Delivered, false);
+            return DeliveryStatus::Delivered;
+        }
+        Origin::Http { event_id } => event_id,
+    };
+    let Some(url) = p
+        .request
+        .metadata
+        .get("response_websocket_url")
+        .and_then(Value::as_str)
+        .filter(|u| !u.is_empty())
+    else {
+        state.delivery.count(DeliveryStatus::NoWebsocket, false);
+        return DeliveryStatus::NoWebsocket;
+    };
+    let outcome = match deliver::refusal(url, &state.settings.delivery_hosts) {
+        Some(why) => Err(why),
+        None => {
+            let payload = json!({
+                "type": "hitl_response",
+                "eventId": event_id,
+                "response": hitl::response_data(&p.request, Some(event_id), a),
+            });
+            deliver::push(url, &payload).await
+        }
+    };
+    let status = match outcome {
+        Ok(()) => DeliveryStatus::Delivered,
+        Err(why) => {
+            tracing::warn!(
+                "answer to request {} not pushed: {why}; the agent can poll",
+                p.request.id
+            );
+            DeliveryStatus::PendingPoll
+        }
+    };
+    state
+        .delivery
+        .count(status, status == DeliveryStatus::PendingPoll);
+    status
+}
+
+/// Seed 004's HookEvent for a stored event.
+pub fn event_json(e: &StoredEvent) -> Value {
+    let mut v = json!({
+        "id": e.id,
+        "source_app": e.event.source_app,
+        "session_id": e.event.session_id,
+        "hook_event_type": e.event.hook_event_type,
+        "payload": e.event.payload,
+        "timestamp": e.event.timestamp_ms,
+    });
+    for (k, x) in &e.event.extra {
+        v[k.as_str()] = x.clone();
+    }
+    if let Some(h) = &e.event.hitl {
+        v["humanInTheLoop"] = h.clone();
+        v["humanInTheLoopStatus"] = match &e.request {
+            Some(r) => hitl::status_object(r.status, r.answer.as_ref(), r.reason.as_deref()),
+            None => json!({ "status": "pending" }),
+        };
+        if let Some(r) = &e.request
+            && let Some(a) = &r.answer
+            && r.status != Status::Timeout
+        {
+            v["humanInTheLoopStatus"]["response"] = hitl::response_data(&r.request, Some(e.id), a);
+        }
+    }
+    v
+}

@@ -1,0 +1,296 @@
+//! The route table: every route with its method, access rule and summary. The router
+//! and `/api/v1/openapi.json` are both built from it, so the document cannot list a
+//! route that is not served, nor miss one that is, nor misstate who may call it.
+
+use std::sync::Arc;
+
+use axum::{
+    Json, Router,
+    extract::{DefaultBodyLimit, Request},
+    http::{HeaderValue, Method},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+    routing::{MethodRouter, get, post},
+};
+use serde_json::{Map, Value, json};
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+use super::{
+    AppState,
+    auth::{self, Access, Caller},
+    metrics, native, seed, stream,
+};
+
+/// One route.
+pub struct Route {
+    /// GET or POST.
+    pub method: Method,
+    /// The path, with `{id}` for parameters (axum's syntax is OpenAPI's).
+    pub path: &'static str,
+    /// Who may call it.
+    pub access: Access,
+    /// What it does.
+    pub summary: &'static str,
+    handler: MethodRouter<Arc<AppState>>,
+}
+
+fn route(
+    method: Method,
+    path: &'static str,
+    access: Access,
+    summary: &'static str,
+    handler: MethodRouter<Arc<AppState>>,
+) -> Route {
+    Route {
+        method,
+        path,
+        access,
+        summary,
+        handler,
+    }
+}
+
+/// Every route the server has.
+pub fn table() -> Vec<Route> {
+    use Access::*;
+    use Method as M;
+    vec![
+        route(
+            M::GET,
+            "/healthz",
+            Public,
+            "Health: 200 while the broker and its store answer.",
+            get(metrics::healthz),
+        ),
+        route(
+            M::GET,
+            "/metrics",
+            Token,
+            "Metrics in Prometheus' text format.",
+            get(metrics::prometheus),
+        ),
+        route(
+            M::POST,
+            "/events",
+            Agent,
+            "Store an agent event; with `humanInTheLoop`, create a request (seed 004). Idempotent by `Idempotency-Key`.",
+            post(seed::create_event),
+        ),
+        route(
+            M::GET,
+            "/events/recent",
+            Token,
+            "The newest events, with how their requests stand.",
+            get(seed::recent),
+        ),
+        route(
+            M::GET,
+            "/events/filter-options",
+            Token,
+            "The apps, sessions and event types seen.",
+            get(seed::filter_options),
+        ),
+        route(
+            M::POST,
+            "/events/{id}/respond",
+            Token,
+            "Answer a request: response, choice, permission, approved + comment, or cancelled.",
+            post(seed::respond_event),
+        ),
+        route(
+            M::GET,
+            "/events/{id}/response",
+            Agent,
+            "Poll for the answer: 200 with it, 202 + Retry-After while pending or after a timeout.",
+            get(seed::event_response),
+        ),
+        route(
+            M::GET,
+            "/stream",
+            Token,
+            "WebSocket: the recent events, then each new or changed one.",
+            get(stream::seed_stream),
+        ),
+        route(
+            M::POST,
+            "/api/v1/requests",
+            Agent,
+            "Create a request; 201 once it is durable.",
+            post(native::create),
+        ),
+        route(
+            M::GET,
+            "/api/v1/requests",
+            Token,
+            "List requests: the queue (status=pending), or history by status.",
+            get(native::list),
+        ),
+        route(
+            M::GET,
+            "/api/v1/requests/{id}",
+            Token,
+            "One request and how it stands.",
+            get(native::get),
+        ),
+        route(
+            M::POST,
+            "/api/v1/requests/{id}/respond",
+            Token,
+            "Answer a request.",
+            post(native::respond_request),
+        ),
+        route(
+            M::POST,
+            "/api/v1/requests/{id}/cancel",
+            Token,
+            "Cancel a request: its asker stops waiting.",
+            post(native::cancel),
+        ),
+        route(
+            M::GET,
+            "/api/v1/requests/{id}/wait",
+            Token,
+            "Long poll: returns when the request ends (200) or after `timeout` seconds (202).",
+            get(native::wait),
+        ),
+        route(
+            M::GET,
+            "/api/v1/agents",
+            Token,
+            "The agents that have asked.",
+            get(native::agents),
+        ),
+        route(
+            M::GET,
+            "/api/v1/events",
+            Token,
+            "The newest events.",
+            get(native::events),
+        ),
+        route(
+            M::GET,
+            "/api/v1/metrics",
+            Token,
+            "Counters (seed 004's HITLMetrics fields).",
+            get(metrics::metrics_json),
+        ),
+        route(
+            M::GET,
+            "/api/v1/stream",
+            Token,
+            "WebSocket: the queue, then every change to it.",
+            get(stream::changes_stream),
+        ),
+        route(
+            M::GET,
+            "/api/v1/openapi.json",
+            Public,
+            "This document.",
+            get(openapi_json),
+        ),
+    ]
+}
+
+async fn openapi_json() -> Json<Value> {
+    Json(openapi())
+}
+
+/// Refuses a caller that may not use a route.
+async fn require(access: Access, state: Arc<AppState>, req: Request, next: Next) -> Response {
+    let caller = req.extensions().get::<Caller>().copied().unwrap_or(Caller {
+        authenticated: false,
+        local: false,
+    });
+    match caller.require(access, &state) {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The router over `state`.
+pub fn router(state: Arc<AppState>) -> Router {
+    let mut by_path: Vec<(&'static str, MethodRouter<Arc<AppState>>)> = Vec::new();
+    for r in table() {
+        let access = r.access;
+        let s = state.clone();
+        let handler =
+            r.handler
+                .route_layer(middleware::from_fn(move |req: Request, next: Next| {
+                    require(access, s.clone(), req, next)
+                }));
+        match by_path.iter_mut().find(|(p, _)| *p == r.path) {
+            Some((_, existing)) => {
+                let merged = std::mem::take(existing).merge(handler);
+                *existing = merged;
+            }
+            None => by_path.push((r.path, handler)),
+        }
+    }
+    let mut router = Router::new();
+    for (path, handler) in by_path {
+        router = router.route(path, handler);
+    }
+    let mut router = router
+        .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ));
+    if !state.settings.allowed_origins.is_empty() {
+        let origins: Vec<HeaderValue> = state
+            .settings
+            .allowed_origins
+            .iter()
+            .filter_map(|o| HeaderValue::from_str(o).ok())
+            .collect();
+        router = router.layer(
+            CorsLayer::new()
+                .allow_origin(AllowOrigin::list(origins))
+                .allow_methods([Method::GET, Method::POST])
+                .allow_headers([
+                    axum::http::header::CONTENT_TYPE,
+                    axum::http::header::AUTHORIZATION,
+                ]),
+        );
+    }
+    router.with_state(state)
+}
+
+/// The OpenAPI 3.1 document of [`table`].
+pub fn openapi() -> Value {
+    let mut paths = Map::new();
+    for r in table() {
+        let entry = paths.entry(r.path.to_string()).or_insert_with(|| json!({}));
+        let mut op = json!({
+            "summary": r.summary,
+            "operationId": format!("{} {}", r.method, r.path),
+            "responses": { "default": { "description": "JSON; errors are {\"success\": false, \"error\": …}" } },
+        });
+        let params: Vec<Value> = r
+            .path
+            .split('/')
+            .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
+            .map(|name| json!({ "name": name, "in": "path", "required": true, "schema": { "type": "string" } }))
+            .collect();
+        if !params.is_empty() {
+            op["parameters"] = json!(params);
+        }
+        match r.access {
+            Access::Public => op["security"] = json!([]),
+            Access::Agent => {
+                op["security"] = json!([{ "token": [] }, {}]);
+                op["description"] =
+                    json!("Loopback clients may call this without the token (open_loopback).");
+            }
+            Access::Token => op["security"] = json!([{ "token": [] }]),
+        }
+        entry[r.method.as_str().to_ascii_lowercase()] = op;
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": { "title": "hitl", "version": env!("CARGO_PKG_VERSION") },
+        "components": { "securitySchemes": { "token": { "type": "http", "scheme": "bearer" } } },
+        "security": [{ "token": [] }],
+        "paths": paths,
+    })
+}

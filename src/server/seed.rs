@@ -1,0 +1,315 @@
+//! Seed 004's API: `POST /events` (the activity feed, and requests when an event
+//! carries `humanInTheLoop`), answering and polling by event id, the recent events and
+//! the dashboard's filter options. Field names and status codes are the seed's.
+
+use std::sync::Arc;
+
+use axum::{
+    Json,
+    extract::{Path, Query, State},
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::{
+    AppState,
+    error::{ApiError, JsonBody},
+    hitl::{self, HitlSpec, RespondBody},
+    respond::{self, Lookup},
+};
+use crate::{
+    protocol::Status,
+    store::{NewEvent, StoredEvent, StoredRequest},
+};
+
+/// Longest idempotency key accepted.
+const MAX_KEY: usize = 200;
+
+/// The idempotency key: the `Idempotency-Key` header, else `idempotencyKey` in the body.
+pub fn idempotency_key(
+    headers: &HeaderMap,
+    body: &mut Map<String, Value>,
+) -> Result<Option<String>, ApiError> {
+    let from_body = body
+        .remove("idempotencyKey")
+        .or_else(|| body.remove("idempotency_key"));
+    let key = match headers.get("idempotency-key") {
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| ApiError::bad_request("the Idempotency-Key header is not text"))?
+                .to_string(),
+        ),
+        None => match from_body {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s),
+            Some(_) => return Err(ApiError::bad_request("idempotencyKey must be a string")),
+        },
+    };
+    match key {
+        Some(k) if k.is_empty() || k.len() > MAX_KEY => Err(ApiError::bad_request(format!(
+            "the idempotency key must be 1 to {MAX_KEY} characters"
+        ))),
+        k => Ok(k),
+    }
+}
+
+/// Takes a string field out of an event body.
+fn take_string(
+    body: &mut Map<String, Value>,
+    field: &str,
+    default: &str,
+) -> Result<String, ApiError> {
+    match body.remove(field) {
+        None | Some(Value::Null) => Ok(default.to_string()),
+        Some(Value::String(s)) => Ok(s),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "{field} must be a string, not {}",
+            json_type(&other)
+        ))),
+    }
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// `POST /events`.
+pub async fn create_event(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<Value>,
+) -> Result<Response, ApiError> {
+    let Value::Object(mut body) = body else {
+        return Err(ApiError::bad_request(format!(
+            "the body must be a JSON object (an event), not {}",
+            json_type(&body)
+        )));
+    };
+    let key = idempotency_key(&headers, &mut body)?;
+    let source_app = take_string(&mut body, "source_app", "unknown")?;
+    let session_id = take_string(&mut body, "session_id", "unknown")?;
+    let hook_event_type = match take_string(&mut body, "hook_event_type", "")? {
+        t if t.is_empty() => return Err(ApiError::bad_request("hook_event_type is required")),
+        t => t,
+    };
+    let payload = body.remove("payload").unwrap_or_else(|| json!({}));
+    let timestamp_ms = match body.remove("timestamp") {
+        Some(Value::Number(n)) => n.as_i64().unwrap_or_else(now_ms),
+        _ => now_ms(),
+    };
+    body.remove("id");
+    body.remove("humanInTheLoopStatus");
+    let hitl_value = body.remove("humanInTheLoop").filter(|v| !v.is_null());
+    let event = NewEvent {
+        source_app: source_app.clone(),
+        session_id: session_id.clone(),
+        hook_event_type,
+        payload,
+        extra: body,
+        timestamp_ms,
+        hitl: hitl_value.clone(),
+        idempotency_key: key,
+    };
+    let Some(hitl_value) = hitl_value else {
+        let id = state
+            .broker
+            .record_event(event.clone())
+            .await
+            .map_err(|e| ApiError::unavailable(e.to_string()))?;
+        let stored = StoredEvent {
+            id,
+            event,
+            request: None,
+        };
+        let v = respond::event_json(&stored);
+        let _ = state.events.send(v.clone());
+        return Ok((StatusCode::CREATED, Json(v)).into_response());
+    };
+    let spec: HitlSpec = serde_json::from_value(hitl_value)
+        .map_err(|e| ApiError::bad_request(format!("humanInTheLoop: {e}")))?;
+    let request =
+        hitl::request_from_spec(&spec, &source_app, &session_id).map_err(ApiError::bad_request)?;
+    let submitted = state
+        .broker
+        .submit(request, event.clone())
+        .await
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
+    let stored = match state
+        .store
+        .event(submitted.event_id)
+        .await
+        .map_err(ApiError::internal)?
+    {
+        Some(s) => s,
+        None => return Err(ApiError::internal("a stored event could not be read back")),
+    };
+    let v = respond::event_json(&stored);
+    if submitted.existing {
+        return Ok((StatusCode::OK, Json(v)).into_response());
+    }
+    let _ = state.events.send(v.clone());
+    Ok((StatusCode::CREATED, Json(v)).into_response())
+}
+
+fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+/// `POST /events/:id/respond`.
+pub async fn respond_event(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<RespondBody>,
+) -> Result<Json<Value>, ApiError> {
+    let done = respond::respond(&state, &id, &body, "http").await?;
+    let event = match done.pending.origin {
+        crate::broker::Origin::Http { event_id } => {
+            state
+                .store
+                .event(event_id)
+                .await
+                .map_err(ApiError::internal)?
+                .map(|e| {
+                    let mut v = respond::event_json(&e);
+                    // The store may not have the end yet if it raced; say what we know.
+                    v["humanInTheLoopStatus"] =
+                        hitl::status_object(done.answer.status.into(), Some(&done.answer), None);
+                    v["humanInTheLoopStatus"]["response"] =
+                        hitl::response_data(&done.pending.request, Some(event_id), &done.answer);
+                    v
+                })
+        }
+        crate::broker::Origin::Spool => None,
+    };
+    let event = event.unwrap_or_else(|| {
+        json!({
+            "id": id,
+            "source_app": done.pending.request.agent_name,
+            "session_id": done.pending.request.agent_id,
+            "hook_event_type": "HumanInTheLoop",
+            "payload": {},
+            "humanInTheLoopStatus": hitl::status_object(done.answer.status.into(), Some(&done.answer), None),
+        })
+    });
+    let _ = state.events.send(event.clone());
+    Ok(Json(json!({
+        "success": true,
+        "event": event,
+        "idempotencyKey": hitl::idempotency_key(&done.pending.request.id, &done.answer),
+        "deliveryStatus": done.delivery.as_str(),
+        "message": match done.delivery {
+            super::DeliveryStatus::Delivered => "Response delivered to the agent",
+            super::DeliveryStatus::PendingPoll => "Response stored; the agent's WebSocket did not take it, so it will poll",
+            super::DeliveryStatus::NoWebsocket => "Response stored; the agent will poll for it",
+        },
+    })))
+}
+
+/// The 202 of a request with no answer yet.
+fn no_response_yet(status: &str) -> Response {
+    let mut r = (
+        StatusCode::ACCEPTED,
+        Json(json!({ "success": false, "error": "No response yet", "status": status })),
+    )
+        .into_response();
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, header::HeaderValue::from_static("2"));
+    r
+}
+
+/// The poll answer for an ended request.
+pub fn ended_response(r: &StoredRequest, event_id: Option<i64>) -> Response {
+    match (r.status, &r.answer) {
+        (Status::Answered | Status::Cancelled, Some(a)) => (
+            StatusCode::OK,
+            Json(json!({ "success": true, "data": hitl::response_data(&r.request, event_id, a) })),
+        )
+            .into_response(),
+        (Status::Pending, _) => no_response_yet("pending"),
+        (Status::Timeout, _) => no_response_yet("timeout"),
+        (s, _) => ApiError::new(
+            StatusCode::GONE,
+            format!(
+                "request {} was {s}{}",
+                r.request.id,
+                r.reason
+                    .as_ref()
+                    .map(|w| format!(" ({w})"))
+                    .unwrap_or_default()
+            ),
+        )
+        .into_response(),
+    }
+}
+
+/// `GET /events/:id/response`.
+pub async fn event_response(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    match respond::lookup(&state, &id).await? {
+        Some(Lookup::Pending(_)) => Ok(no_response_yet("pending")),
+        Some(Lookup::Ended(r)) => {
+            let event_id = (r.origin == "http").then(|| id.parse().ok()).flatten();
+            Ok(ended_response(&r, event_id))
+        }
+        None => {
+            if let Ok(n) = id.parse::<i64>()
+                && state
+                    .store
+                    .event(n)
+                    .await
+                    .map_err(ApiError::internal)?
+                    .is_some()
+            {
+                return Err(ApiError::bad_request(format!(
+                    "event {id} is not a human-in-the-loop request"
+                )));
+            }
+            Err(ApiError::not_found(format!("no event or request {id}")))
+        }
+    }
+}
+
+/// `?limit=` of the listing routes.
+#[derive(Debug, Deserialize)]
+pub struct Limit {
+    /// At most this many (default 100, at most 1000).
+    pub limit: Option<i64>,
+}
+
+/// `GET /events/recent`: newest first, as the seed's dashboard loads them.
+pub async fn recent(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<Limit>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    let events = state
+        .store
+        .recent_events(limit)
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(Json(events.iter().map(respond::event_json).collect()))
+}
+
+/// `GET /events/filter-options`.
+pub async fn filter_options(
+    State(state): State<Arc<AppState>>,
+) -> Result<Json<crate::store::FilterOptions>, ApiError> {
+    Ok(Json(
+        state
+            .store
+            .filter_options()
+            .await
+            .map_err(ApiError::internal)?,
+    ))
+}
