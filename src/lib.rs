@@ -9,6 +9,7 @@
 
 pub mod agents;
 pub mod broker;
+pub mod client;
 pub mod cmd;
 pub mod config;
 pub mod protocol;

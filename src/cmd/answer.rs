@@ -99,11 +99,35 @@ fn find_question(spool: &Spool, id: &str) -> Option<(PathBuf, ParsedQuestion)> {
 pub async fn run(opts: AnswerOptions) -> Result<()> {
     crate::protocol::validate_id(&opts.id)
         .with_context(|| format!("{:?} is not a question id", opts.id))?;
-    let spool = super::ask::find_project(opts.dir.as_ref())?;
+    let server_env = std::env::var("HITL_SERVER").ok().filter(|s| !s.is_empty());
+    let spool = match (super::ask::find_project(opts.dir.as_ref()), &server_env) {
+        (Ok(s), _) => s,
+        // No project here, but a server to ask.
+        (Err(_), Some(server)) if opts.dir.is_none() => {
+            return match answer_remote(server, &opts).await? {
+                Some(()) => Ok(()),
+                None => bail!("no request {} on {server}", opts.id),
+            };
+        }
+        (Err(e), _) => return Err(e),
+    };
     let paths = Paths::from_env();
     let db_url = opts.db.clone().unwrap_or_else(|| paths.db_url());
 
     let Some((question_path, q)) = find_question(&spool, &opts.id) else {
+        // Not a file in the spool: it may be a request made over HTTP, held by the
+        // project's listener or by the server in HITL_SERVER.
+        let server = server_env.clone().or_else(|| {
+            super::inspect::listener_of(&spool)?
+                .get("http")?
+                .as_str()
+                .map(str::to_string)
+        });
+        if let Some(server) = server
+            && answer_remote(&server, &opts).await?.is_some()
+        {
+            return Ok(());
+        }
         // Not in the spool: say what became of it, from its tombstone or history.
         if let Some(a) = questions::read_answer(&spool.answers().join(format!("{}.json", opts.id)))
             && a.id == opts.id
@@ -190,6 +214,47 @@ pub async fn run(opts: AnswerOptions) -> Result<()> {
         println!("{}", serde_json::to_string(&answer)?);
     }
     Ok(())
+}
+
+/// Answers request `opts.id` on the server at `base`. `None`: the server has no such
+/// request. A request that has ended is an error saying how.
+async fn answer_remote(base: &str, opts: &AnswerOptions) -> Result<Option<()>> {
+    let client = crate::client::Client::new(base)?;
+    let Some((request, status)) = client.get(&opts.id).await? else {
+        return Ok(None);
+    };
+    if status != "pending" {
+        bail!("question {} is {status} (on {base})", opts.id);
+    }
+    let reply = match &opts.with {
+        AnswerWith::Text(t) => request.interpret(t).map_err(|e| {
+            anyhow::anyhow!("{e} (question {} is a {} question)", opts.id, request.kind)
+        })?,
+        AnswerWith::Decision { approve, comment } => {
+            if !request.kind.is_approval() {
+                bail!(
+                    "--approve/--deny answer approval and permission requests; question {} is a {} question",
+                    opts.id,
+                    request.kind
+                );
+            }
+            Reply::Approval {
+                approved: *approve,
+                comment: comment.clone(),
+            }
+        }
+        AnswerWith::Cancel { reason } => Reply::Cancel {
+            reason: reason.clone(),
+        },
+    };
+    let answer = client
+        .respond(&request, &reply, &responder())
+        .await
+        .with_context(|| format!("question {} was not answered", opts.id))?;
+    if opts.json {
+        println!("{}", serde_json::to_string(&answer)?);
+    }
+    Ok(Some(()))
 }
 
 /// Best effort: the answer is delivered already; history can be repaired by a

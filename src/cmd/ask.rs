@@ -70,6 +70,10 @@ pub struct AskOptions {
     /// Print the whole answer as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Ask a hitl server over HTTP (like http://127.0.0.1:4000) instead of the
+    /// project's spool; the token comes from HITL_TOKEN or the user's token file.
+    #[arg(long, env = "HITL_SERVER", value_name = "URL")]
+    pub server: Option<String>,
 }
 
 /// Finds the project for a command: `--dir`, else the nearest `.helpers/` above the
@@ -101,7 +105,7 @@ pub fn find_project(dir: Option<&PathBuf>) -> Result<Spool> {
 
 fn build_request(
     opts: &AskOptions,
-    spool: &Spool,
+    spool: Option<&Spool>,
     settings: &config::Settings,
 ) -> Result<(Request, agents::Identity)> {
     let content = if opts.question == ["-"] {
@@ -134,7 +138,7 @@ fn build_request(
         agent_name: who.name.clone(),
         working_dir: std::env::current_dir()
             .ok()
-            .or_else(|| Some(spool.project().to_path_buf()))
+            .or_else(|| spool.map(|s| s.project().to_path_buf()))
             .map(|d| d.display().to_string()),
         timestamp: jiff::Timestamp::now(),
         kind: opts.kind,
@@ -154,10 +158,13 @@ fn build_request(
 
 /// Asks and waits. Returns the exit status; errors mean "cannot ask" (3).
 pub fn run(opts: AskOptions) -> Result<u8> {
+    if let Some(server) = opts.server.clone().filter(|s| !s.is_empty()) {
+        return run_remote(&opts, &server);
+    }
     let spool = find_project(opts.dir.as_ref())?;
     let paths = Paths::from_env();
     let settings = config::load(&paths, Some(&spool))?;
-    let (request, who) = build_request(&opts, &spool, &settings)?;
+    let (request, who) = build_request(&opts, Some(&spool), &settings)?;
 
     let question_path = spool.questions().join(format!("{}.json", request.id));
     let answer_name = format!("{}.json", request.id);
@@ -238,6 +245,58 @@ pub fn run(opts: AskOptions) -> Result<u8> {
     let _ = std::fs::remove_file(&question_path);
     print_answer(&answer, opts.json)?;
     Ok(answer.exit_code())
+}
+
+/// Asks a server over HTTP: create the request (with an idempotency key, so a retry
+/// cannot ask twice), then long-poll until it ends. The server keeps the timeout; on
+/// Ctrl-C the question is cancelled. Unreachable server: exit 3.
+fn run_remote(opts: &AskOptions, server: &str) -> Result<u8> {
+    let spool = match &opts.dir {
+        Some(_) => Some(find_project(opts.dir.as_ref())?),
+        None => std::env::current_dir().ok().and_then(|d| Spool::find(&d)),
+    };
+    let paths = Paths::from_env();
+    let settings = config::load(&paths, spool.as_ref())?;
+    let (request, _who) = build_request(opts, spool.as_ref(), &settings)?;
+    let client = crate::client::Client::new(server)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the HTTP runtime")?;
+    let key = uuid::Uuid::now_v7().to_string();
+    let outcome = runtime.block_on(async {
+        let id = client.create(&request, &key).await?;
+        tokio::select! {
+            answer = client.wait(&id) => answer.map(|a| (id, Some(a))),
+            _ = tokio::signal::ctrl_c() => {
+                let reply = crate::protocol::Reply::Cancel {
+                    reason: Some("the asker was interrupted".into()),
+                };
+                let mut r = request.clone();
+                r.id = id.clone();
+                let _ = client.respond(&r, &reply, &r.agent_name).await;
+                Ok((id, None))
+            }
+        }
+    })?;
+    match outcome {
+        (id, None) => {
+            eprintln!("hitl: interrupted; question {id} cancelled");
+            Ok(EXIT_INTERRUPTED)
+        }
+        (id, Some(None)) => {
+            eprintln!("hitl: question {id} ended without an answer");
+            Ok(EXIT_CANCELLED)
+        }
+        (_, Some(Some(answer))) => {
+            if answer.status == crate::protocol::AnswerStatus::Timeout && !opts.json {
+                eprintln!("hitl: no answer within {}s", request.timeout.unwrap_or(0));
+                return Ok(EXIT_TIMEOUT);
+            }
+            print_answer(&answer, opts.json)?;
+            Ok(answer.exit_code())
+        }
+    }
 }
 
 /// Reads the answer; our writers rename whole files into place, but a foreign writer
