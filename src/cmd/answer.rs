@@ -224,7 +224,7 @@ async fn answer_remote(base: &str, opts: &AnswerOptions) -> Result<Option<()>> {
         return Ok(None);
     };
     if status != "pending" {
-        bail!("question {} is {status} (on {base})", opts.id);
+        bail!("question {} is already {status} (on {base})", opts.id);
     }
     let reply = match &opts.with {
         AnswerWith::Text(t) => request.interpret(t).map_err(|e| {

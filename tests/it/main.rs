@@ -6,6 +6,7 @@ mod badinput;
 mod cli;
 mod compat;
 mod crash;
+mod http;
 mod roundtrip;
 mod seeds;
 mod store;

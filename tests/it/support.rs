@@ -273,3 +273,30 @@ pub fn clip(bytes: &[u8]) -> String {
         s.into_owned()
     }
 }
+
+impl Project {
+    /// The API token the listener made (in this project's HITL_HOME).
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.home.join("token"))
+            .expect("the listener makes the token file")
+            .trim()
+            .to_string()
+    }
+
+    /// The listener's HTTP base URL, from `.helpers/.listener.json`.
+    pub fn http_url(&self) -> String {
+        let info: Value =
+            serde_json::from_slice(&std::fs::read(self.helpers().join(".listener.json")).unwrap())
+                .unwrap();
+        info["http"]
+            .as_str()
+            .expect("the listener serves HTTP")
+            .to_string()
+    }
+
+    /// Writes the user's config.toml (in HITL_HOME).
+    pub fn user_config(&self, text: &str) {
+        std::fs::create_dir_all(&self.home).unwrap();
+        std::fs::write(self.home.join("config.toml"), text).unwrap();
+    }
+}
