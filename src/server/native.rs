@@ -211,7 +211,15 @@ pub async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
     let limit = q.limit.unwrap_or(100).clamp(1, 1000) as usize;
-    let status = q.status.as_deref().unwrap_or("pending");
+    let q = ListQuery {
+        agent: q.agent.filter(|a| !a.is_empty()),
+        ..q
+    };
+    let status = q
+        .status
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .unwrap_or("pending");
     if status != "all" && Status::parse(status).is_none() {
         return Err(ApiError::bad_request(format!(
             "status {status:?} is not pending, answered, cancelled, timeout, withdrawn, abandoned, rejected or all"

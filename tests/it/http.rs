@@ -403,3 +403,230 @@ fn an_http_request_is_answered_with_hitl_answer_and_the_terminal() {
     assert_eq!(got["data"]["response"], "Ada");
     assert_eq!(got["data"]["respondedBy"], "terminal");
 }
+
+#[test]
+fn native_api_and_ask_over_the_server() {
+    let api = Api::start(None);
+    // hitl ask --server: create + long-poll; answered over the native API.
+    let mut ask = api.project.hitl();
+    ask.args([
+        "ask", "--server", &api.base, "--type", "select", "-o", "one", "-o", "two", "Pick",
+    ])
+    .env("HITL_TOKEN", &api.token)
+    .current_dir(api.project.tmp.path())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let asker = ask.spawn().unwrap();
+    let mut id = String::new();
+    eventually(
+        "the question reaches the server",
+        Duration::from_secs(10),
+        || {
+            let (_, list) = json_of(api.get("/api/v1/requests"));
+            match list.as_array().unwrap().first() {
+                Some(r) => {
+                    id = r["id"].as_str().unwrap().to_string();
+                    true
+                }
+                None => false,
+            }
+        },
+    );
+    let (s, one) = json_of(api.get(&format!("/api/v1/requests/{id}")));
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(one["status"], "pending");
+    assert_eq!(one["request"]["options"], json!(["one", "two"]));
+    // A long poll that runs out: 202.
+    let r = api.get(&format!("/api/v1/requests/{id}/wait?timeout=0.2"));
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let (s, done) = json_of(api.post(
+        &format!("/api/v1/requests/{id}/respond"),
+        &json!({ "choice": "two" }),
+    ));
+    assert_eq!(s, StatusCode::OK, "{done}");
+    let out = wait_output(asker, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "two\n");
+    let (s, ended) = json_of(api.get(&format!("/api/v1/requests/{id}/wait")));
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(ended["answer"]["content"], "two");
+
+    // Create natively, cancel: the waiter sees it cancelled; history lists it.
+    let (s, c) = json_of(api.post_open(
+        "/api/v1/requests",
+        &json!({ "content": "Approve?", "type": "approval", "agent_id": "bot-7" }),
+    ));
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    let cid = c["id"].as_str().unwrap().to_string();
+    let (s, _) = json_of(api.post(
+        &format!("/api/v1/requests/{cid}/cancel"),
+        &json!({ "reason": "not now" }),
+    ));
+    assert_eq!(s, StatusCode::OK);
+    let (_, w) = json_of(api.get(&format!("/api/v1/requests/{cid}/wait")));
+    assert_eq!(w["status"], "cancelled");
+    let (_, hist) = json_of(api.get("/api/v1/requests?status=cancelled"));
+    assert!(
+        hist.as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["id"] == cid.as_str()),
+        "{hist}"
+    );
+    assert_eq!(
+        api.get("/api/v1/requests?status=bogus").status(),
+        StatusCode::BAD_REQUEST
+    );
+
+    // ask --server exit codes: denied 1, timeout 2, unreachable 3.
+    let mut deny = api.project.hitl();
+    deny.args([
+        "ask", "--server", &api.base, "--type", "approval", "Deploy?",
+    ])
+    .env("HITL_TOKEN", &api.token)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let asker = deny.spawn().unwrap();
+    let mut did = String::new();
+    eventually("the approval arrives", Duration::from_secs(10), || {
+        let (_, list) = json_of(api.get("/api/v1/requests"));
+        match list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["request"]["content"] == "Deploy?")
+        {
+            Some(r) => {
+                did = r["id"].as_str().unwrap().to_string();
+                true
+            }
+            None => false,
+        }
+    });
+    let out = api
+        .project
+        .run(&["answer", &did, "--deny", "--comment", "no"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = wait_output(asker, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let out = api
+        .project
+        .hitl()
+        .args(["ask", "--server", &api.base, "--timeout", "1", "Anyone?"])
+        .env("HITL_TOKEN", &api.token)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let out = api
+        .project
+        .hitl()
+        .args(["ask", "--server", "http://127.0.0.1:1", "Anyone?"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot reach"),
+        "{out:?}"
+    );
+
+    // Agents, events, metrics, health, OpenAPI.
+    let (_, agents) = json_of(api.get("/api/v1/agents"));
+    assert!(agents.as_array().is_some());
+    let (_, events) = json_of(api.get("/api/v1/events"));
+    assert!(events.as_array().unwrap().len() >= 3);
+    let (s, m) = json_of(api.get("/api/v1/metrics"));
+    assert_eq!(s, StatusCode::OK);
+    for field in [
+        "totalRequests",
+        "totalResponses",
+        "totalTimeouts",
+        "totalErrors",
+        "avgResponseTimeMs",
+        "pendingRequests",
+        "deliveredCount",
+        "failedDeliveryCount",
+        "pendingPollCount",
+    ] {
+        assert!(m.get(field).is_some(), "metrics lack {field}: {m}");
+    }
+    assert!(m["totalRequests"].as_u64().unwrap() >= 4, "{m}");
+    assert!(m["totalTimeouts"].as_u64().unwrap() >= 1, "{m}");
+    let prom = api.get("/metrics").text().unwrap();
+    assert!(
+        prom.contains("# TYPE hitl_requests_total counter"),
+        "{prom}"
+    );
+    assert_eq!(api.get_open("/metrics").status(), StatusCode::UNAUTHORIZED);
+    let (s, h) = json_of(api.get_open("/healthz"));
+    assert_eq!((s, h["status"].as_str()), (StatusCode::OK, Some("ok")));
+    let (_, doc) = json_of(api.get_open("/api/v1/openapi.json"));
+    assert_eq!(doc["openapi"], "3.1.0");
+    let paths = doc["paths"].as_object().unwrap();
+    for (method, path) in [
+        ("post", "/events"),
+        ("post", "/events/{id}/respond"),
+        ("get", "/events/{id}/response"),
+        ("get", "/api/v1/requests/{id}/wait"),
+        ("get", "/api/v1/stream"),
+        ("get", "/healthz"),
+    ] {
+        assert!(
+            paths[path].get(method).is_some(),
+            "openapi lacks {method} {path}"
+        );
+    }
+    // Every documented route is served: none answers 404 for its own path shape.
+    for (path, ops) in paths {
+        let concrete = path.replace("{id}", "1");
+        for method in ops.as_object().unwrap().keys() {
+            let r = match method.as_str() {
+                "get" if concrete.ends_with("stream") => continue,
+                "get" => api.get(&concrete),
+                _ => api.post(&concrete, &json!({})),
+            };
+            let body = r.text().unwrap();
+            assert!(!body.is_empty(), "{method} {concrete}: empty body");
+            assert!(!body.contains("\"no route\""), "{method} {concrete}");
+        }
+    }
+}
+
+#[test]
+fn requests_made_over_http_survive_kill_9() {
+    let api = Api::start(None);
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let (s, c) = json_of(api.post_open(
+            "/events",
+            &hitl_event("question", &format!("q{i}"), json!({})),
+        ));
+        assert_eq!(s, StatusCode::CREATED);
+        ids.push(c["id"].as_i64().unwrap());
+    }
+    let Api {
+        project, listener, ..
+    } = api;
+    listener.signal(nix::sys::signal::Signal::SIGKILL);
+    let listener = project.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let api = Api::attach(project, listener);
+    let (_, list) = json_of(api.get("/api/v1/requests"));
+    let queued: Vec<i64> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(
+        queued, ids,
+        "every acknowledged request is queued again, in order"
+    );
+    for id in &ids {
+        let (s, _) = json_of(api.post(
+            &format!("/events/{id}/respond"),
+            &json!({ "response": format!("a{id}") }),
+        ));
+        assert_eq!(s, StatusCode::OK);
+        let (_, got) = json_of(api.get_open(&format!("/events/{id}/response")));
+        assert_eq!(got["data"]["response"], format!("a{id}"));
+    }
+}
