@@ -630,3 +630,374 @@ fn requests_made_over_http_survive_kill_9() {
         assert_eq!(got["data"]["response"], format!("a{id}"));
     }
 }
+
+/// An agent-side WebSocket server, as seed 004's hook client runs: it takes one
+/// connection and hands over the first text message.
+fn agent_socket(rt: &tokio::runtime::Runtime) -> (u16, std::sync::mpsc::Receiver<String>) {
+    use futures_util::StreamExt;
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    rt.spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(stream).await.unwrap();
+        while let Some(Ok(msg)) = ws.next().await {
+            if let tokio_tungstenite::tungstenite::Message::Text(t) = msg {
+                let _ = tx.send(t.to_string());
+                break;
+            }
+        }
+    });
+    (port, rx)
+}
+
+#[test]
+fn answers_are_pushed_to_the_agents_websocket_only_where_allowed() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let api = Api::start(None);
+
+    // Delivered to the agent's own socket on loopback.
+    let (port, received) = agent_socket(&rt);
+    let url = format!("ws://127.0.0.1:{port}");
+    let (_, c) = json_of(api.post_open(
+        "/events",
+        &hitl_event("question", "Name?", json!({ "responseWebSocketUrl": url })),
+    ));
+    let id = c["id"].as_i64().unwrap();
+    let (s, done) = json_of(api.post(
+        &format!("/events/{id}/respond"),
+        &json!({ "response": "Grace" }),
+    ));
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(done["deliveryStatus"], "delivered");
+    let msg: Value =
+        serde_json::from_str(&received.recv_timeout(Duration::from_secs(5)).unwrap()).unwrap();
+    assert_eq!(msg["eventId"].as_i64(), Some(id));
+    assert_eq!(msg["response"]["response"], "Grace");
+    assert_eq!(msg["response"]["idempotencyKey"], done["idempotencyKey"]);
+
+    // A host that is neither loopback nor allowed: not contacted; the agent polls.
+    let (_, c) = json_of(api.post_open(
+        "/events",
+        &hitl_event(
+            "question",
+            "Far?",
+            json!({ "responseWebSocketUrl": "ws://192.0.2.1:9/x" }),
+        ),
+    ));
+    let id = c["id"].as_i64().unwrap();
+    let (_, done) = json_of(api.post(
+        &format!("/events/{id}/respond"),
+        &json!({ "response": "here" }),
+    ));
+    assert_eq!(done["deliveryStatus"], "pending_poll");
+    let (s, got) = json_of(api.get_open(&format!("/events/{id}/response")));
+    assert_eq!(
+        (s, got["data"]["response"].as_str()),
+        (StatusCode::OK, Some("here"))
+    );
+
+    // The agent's socket is gone: polling still gets the answer.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let gone_port = gone.local_addr().unwrap().port();
+    drop(gone);
+    let (_, c) = json_of(api.post_open(
+        "/events",
+        &hitl_event(
+            "approval",
+            "Ok?",
+            json!({ "responseWebSocketUrl": format!("ws://localhost:{gone_port}") }),
+        ),
+    ));
+    let id = c["id"].as_i64().unwrap();
+    let (_, done) = json_of(api.post(
+        &format!("/events/{id}/respond"),
+        &json!({ "approved": true }),
+    ));
+    assert_eq!(done["deliveryStatus"], "pending_poll");
+    let (_, got) = json_of(api.get_open(&format!("/events/{id}/response")));
+    assert_eq!(got["data"]["approved"], true);
+
+    let (_, m) = json_of(api.get("/api/v1/metrics"));
+    assert_eq!(m["deliveredCount"], 1, "{m}");
+    assert_eq!(m["failedDeliveryCount"], 2, "{m}");
+    assert_eq!(m["pendingPollCount"], 2, "{m}");
+}
+
+#[test]
+fn streams_send_the_feed_and_the_queue_and_check_the_origin() {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::{client::IntoClientRequest, http::HeaderValue};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let api = Api::start(None);
+    json_of(api.post_open(
+        "/events",
+        &json!({ "source_app": "a", "session_id": "s", "hook_event_type": "Start", "payload": {} }),
+    ));
+    let ws_url = api.base.replace("http://", "ws://");
+    let connect = |path: &str, token: Option<&str>, origin: Option<&str>| {
+        let mut req = format!("{ws_url}{path}").into_client_request().unwrap();
+        if let Some(t) = token {
+            req.headers_mut().insert(
+                "authorization",
+                HeaderValue::from_str(&format!("Bearer {t}")).unwrap(),
+            );
+        }
+        if let Some(o) = origin {
+            req.headers_mut()
+                .insert("origin", HeaderValue::from_str(o).unwrap());
+        }
+        rt.block_on(tokio_tungstenite::connect_async(req))
+    };
+    let next = |ws: &mut tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >|
+     -> Value {
+        let msg = rt
+            .block_on(async { tokio::time::timeout(Duration::from_secs(5), ws.next()).await })
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        serde_json::from_str(msg.to_text().unwrap()).unwrap()
+    };
+
+    // No token: refused. Another site's page: refused.
+    assert!(connect("/stream", None, None).is_err());
+    assert!(connect("/stream", Some(&api.token), Some("http://evil.example")).is_err());
+
+    let (mut feed, _) = connect("/stream", Some(&api.token), None).unwrap();
+    let initial = next(&mut feed);
+    assert_eq!(initial["type"], "initial");
+    assert_eq!(initial["data"][0]["hook_event_type"], "Start");
+    let (mut queue, _) = connect("/api/v1/stream", Some(&api.token), None).unwrap();
+    assert_eq!(next(&mut queue)["type"], "snapshot");
+
+    let (_, c) = json_of(api.post_open("/events", &hitl_event("question", "Live?", json!({}))));
+    let id = c["id"].as_i64().unwrap();
+    let ev = next(&mut feed);
+    assert_eq!(
+        (ev["type"].as_str(), ev["data"]["id"].as_i64()),
+        (Some("event"), Some(id))
+    );
+    let q = next(&mut queue);
+    assert_eq!(q["type"], "queued");
+    assert_eq!(q["request"]["request"]["content"], "Live?");
+    json_of(api.post(
+        &format!("/events/{id}/respond"),
+        &json!({ "response": "yes" }),
+    ));
+    let f = next(&mut queue);
+    assert_eq!(
+        (f["type"].as_str(), f["status"].as_str()),
+        (Some("finished"), Some("answered"))
+    );
+    let ev = next(&mut feed);
+    assert_eq!(ev["data"]["humanInTheLoopStatus"]["status"], "responded");
+}
+
+#[test]
+fn the_token_guards_what_it_must_and_the_dashboard_logs_in_by_cookie() {
+    let api = Api::start(None);
+    for path in [
+        "/api/v1/requests",
+        "/api/v1/agents",
+        "/api/v1/events",
+        "/api/v1/metrics",
+        "/events/recent",
+        "/events/filter-options",
+        "/metrics",
+        "/api/v1/requests/1",
+    ] {
+        assert_eq!(
+            api.get_open(path).status(),
+            StatusCode::UNAUTHORIZED,
+            "{path}"
+        );
+        let wrong = api
+            .http
+            .get(api.url(path))
+            .bearer_auth("not-the-token")
+            .send()
+            .unwrap();
+        assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED, "{path}");
+    }
+    for path in [
+        "/events/1/respond",
+        "/api/v1/requests/1/respond",
+        "/api/v1/requests/1/cancel",
+    ] {
+        assert_eq!(
+            api.post_open(path, &json!({})).status(),
+            StatusCode::UNAUTHORIZED,
+            "{path}"
+        );
+    }
+    // ?token= logs in: an HttpOnly, SameSite=Strict cookie, which then suffices.
+    let r = api.get_open(&format!("/api/v1/requests?token={}", api.token));
+    assert_eq!(r.status(), StatusCode::OK);
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap();
+    let r = api
+        .http
+        .get(api.url("/events/recent"))
+        .header("cookie", pair)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // The token file is private.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(api.project.home.join("token"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    drop(api);
+
+    // open_loopback = false: even creating needs the token.
+    let api = Api::start(Some("[http]\nopen_loopback = false\n"));
+    let r = api.post_open("/events", &hitl_event("question", "q", json!({})));
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        api.post("/events", &hitl_event("question", "q", json!({})))
+            .status(),
+        StatusCode::CREATED
+    );
+    drop(api);
+
+    // Bound beyond loopback: every route but /healthz needs the token.
+    let p = Project::new();
+    let mut cmd = p.hitl();
+    cmd.args(["serve", "--http", "0.0.0.0:0"]);
+    let server = crate::support::Listener::start_command(cmd);
+    let base = server.http_base();
+    let http = Client::new();
+    assert_eq!(
+        http.get(format!("{base}/healthz")).send().unwrap().status(),
+        StatusCode::OK
+    );
+    let r = http
+        .post(format!("{base}/events"))
+        .json(&hitl_event("question", "q", json!({})))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = http
+        .get(format!("{base}/events/1/response"))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = http
+        .post(format!("{base}/events"))
+        .bearer_auth(p.token())
+        .json(&hitl_event("question", "q", json!({})))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_the_server_keeps_serving() {
+    let api = Api::start(Some("[http]\nmax_body_bytes = 4096\nrate_limit = 0\n"));
+    let raw = |path: &str, body: &str| {
+        api.http
+            .post(api.url(path))
+            .bearer_auth(&api.token)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .unwrap()
+    };
+    let (s, e) = json_of(raw("/events", "{\"source_app\": \"a\", "));
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(e["error"].as_str().unwrap().contains("line 1"), "{e}");
+    let (s, e) = json_of(raw("/events", "{not json}"));
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(
+        e["error"].as_str().unwrap().contains("malformed JSON"),
+        "{e}"
+    );
+    let (s, e) = json_of(raw("/events", ""));
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(e["error"].as_str().unwrap().contains("empty"), "{e}");
+    let (s, e) = json_of(raw("/events", "[1, 2]"));
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(e["error"].as_str().unwrap().contains("object"), "{e}");
+    let (s, e) = json_of(raw(
+        "/events",
+        r#"{"hook_event_type": "X", "humanInTheLoop": {"type": "poll", "question": "q"}}"#,
+    ));
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(e["error"].as_str().unwrap().contains("poll"), "{e}");
+    let (s, e) = json_of(raw(
+        "/events",
+        r#"{"hook_event_type": "X", "humanInTheLoop": {"type": "choice", "question": "q"}}"#,
+    ));
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(e["error"].as_str().unwrap().contains("choices"), "{e}");
+    let (s, e) = json_of(raw(
+        "/events",
+        r#"{"hook_event_type": "X", "humanInTheLoop": {"type": "question", "question": "q", "timeout": "soon"}}"#,
+    ));
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    let (s, e) = json_of(raw(
+        "/api/v1/requests",
+        r#"{"content": "q", "colour": "red"}"#,
+    ));
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(e["error"].as_str().unwrap().contains("colour"), "{e}");
+    let big = format!(
+        "{{\"hook_event_type\": \"X\", \"payload\": \"{}\"}}",
+        "x".repeat(10_000)
+    );
+    let (s, e) = json_of(raw("/events", &big));
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{e}");
+    let r = api
+        .http
+        .post(api.url("/events"))
+        .header("content-type", "text/plain")
+        .body("hi")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(
+        api.get("/api/v1/requests/nope").status(),
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        api.get("/api/v1/requests/1/wait?timeout=-1").status(),
+        StatusCode::BAD_REQUEST
+    );
+    // Still serving.
+    let (s, _) = json_of(api.post_open(
+        "/events",
+        &hitl_event("question", "still there?", json!({})),
+    ));
+    assert_eq!(s, StatusCode::CREATED);
+    drop(api);
+
+    // Over the rate: 429 with Retry-After; other work goes on after the wait.
+    let api = Api::start(Some("[http]\nrate_limit = 5\nrate_limit_loopback = true\n"));
+    let mut limited = None;
+    for _ in 0..30 {
+        let r = api.get_open("/healthz");
+        if r.status() == StatusCode::TOO_MANY_REQUESTS {
+            limited = Some(r);
+            break;
+        }
+    }
+    let r = limited.expect("a burst over twice the rate is limited");
+    let wait: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=2).contains(&wait), "{wait}");
+    std::thread::sleep(Duration::from_secs(wait));
+    assert_eq!(api.get_open("/healthz").status(), StatusCode::OK);
+}

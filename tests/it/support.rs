@@ -140,6 +140,26 @@ pub struct Listener {
 }
 
 impl Listener {
+    /// Starts any `hitl` command that prints "hitl: ready" (`serve`) and waits for it.
+    pub fn start_command(mut cmd: Command) -> Listener {
+        cmd.stderr(Stdio::piped()).stdout(Stdio::piped());
+        Listener::start(cmd)
+    }
+
+    /// The base URL a `hitl serve` printed ("HTTP API on http://…"), for loopback use.
+    pub fn http_base(&self) -> String {
+        let log = self.log();
+        let url = log
+            .lines()
+            .find_map(|l| l.strip_prefix("hitl: HTTP API on "))
+            .expect("the server printed its address")
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string();
+        url.replace("0.0.0.0", "127.0.0.1")
+    }
+
     fn start(mut cmd: Command) -> Listener {
         let mut child = cmd.spawn().unwrap();
         let log = Arc::new(Mutex::new(String::new()));
