@@ -13,6 +13,7 @@ pub mod client;
 pub mod cmd;
 pub mod config;
 pub mod protocol;
+pub mod replica;
 pub mod server;
 pub mod spool;
 pub mod store;

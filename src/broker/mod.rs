@@ -212,6 +212,17 @@ enum Command {
     Stats {
         done: oneshot::Sender<BrokerStats>,
     },
+    /// A request made over HTTP was ended by another broker sharing the store.
+    EndedElsewhere {
+        id: String,
+        status: Status,
+        answer: Option<Box<Answer>>,
+        reason: Option<String>,
+    },
+    /// The ids of the queued requests made over HTTP that no answer is in flight for.
+    RemoteIds {
+        done: oneshot::Sender<Vec<String>>,
+    },
 }
 
 /// How responders and UIs talk to the broker. Cheap to clone.
@@ -276,6 +287,43 @@ impl BrokerHandle {
         let (done, rx) = oneshot::channel();
         if self.commands.send(Command::Stats { done }).is_err() {
             return BrokerStats::default();
+        }
+        rx.await.unwrap_or_default()
+    }
+
+    /// Queues a request made over HTTP that is already in the store (another broker
+    /// sharing it made it). Known ids are ignored.
+    pub fn admit_stored(&self, request: Request, event_id: i64) {
+        let (done, _) = oneshot::channel();
+        let _ = self.commands.send(Command::Admit {
+            request: Box::new(request),
+            event_id,
+            done,
+        });
+    }
+
+    /// Takes out of the queue a request made over HTTP that another broker sharing
+    /// the store has ended; its waiters here get the answer.
+    pub fn ended_elsewhere(
+        &self,
+        id: String,
+        status: Status,
+        answer: Option<Answer>,
+        reason: Option<String>,
+    ) {
+        let _ = self.commands.send(Command::EndedElsewhere {
+            id,
+            status,
+            answer: answer.map(Box::new),
+            reason,
+        });
+    }
+
+    /// The ids of the queued requests made over HTTP with no answer in flight.
+    pub async fn remote_ids(&self) -> Vec<String> {
+        let (done, rx) = oneshot::channel();
+        if self.commands.send(Command::RemoteIds { done }).is_err() {
+            return Vec::new();
         }
         rx.await.unwrap_or_default()
     }
@@ -581,6 +629,34 @@ impl Broker {
                     .map(|e| e.pending.clone());
                 let _ = done.send(found);
             }
+            Command::EndedElsewhere {
+                id,
+                status,
+                answer,
+                reason,
+            } => {
+                let seq = self
+                    .entries
+                    .iter()
+                    .find(|(_, e)| {
+                        matches!(e.place, Place::Remote)
+                            && !e.answering
+                            && e.pending.request.id == id
+                    })
+                    .map(|(seq, _)| *seq);
+                if let Some(seq) = seq {
+                    self.finish_quietly(seq, status, answer.map(|a| *a), reason);
+                }
+            }
+            Command::RemoteIds { done } => {
+                let ids = self
+                    .entries
+                    .values()
+                    .filter(|e| matches!(e.place, Place::Remote) && !e.answering)
+                    .map(|e| e.pending.request.id.clone())
+                    .collect();
+                let _ = done.send(ids);
+            }
             Command::Stats { done } => {
                 let mut stats = self.stats.clone();
                 stats.pending = self.queue.len() as u64;
@@ -726,9 +802,12 @@ impl Broker {
                 Ok(answer)
             }
             WriteResult::Settled(Some(false)) => {
-                // Another replica ended it first; the store has how.
-                self.finish_quietly(seq, Status::Answered, None, None);
-                Err(RespondError::AlreadyAnswered("another replica".into()))
+                // Another broker sharing the store ended it first. The store has how;
+                // the replica sync takes it out of the queue with that answer.
+                if let Some(entry) = self.entries.get_mut(&seq) {
+                    entry.answering = false;
+                }
+                Err(RespondError::AlreadyAnswered("another broker".into()))
             }
             WriteResult::Settled(None) => {
                 if let Some(entry) = self.entries.get_mut(&seq) {

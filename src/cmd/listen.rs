@@ -250,6 +250,8 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
         let _ = stop_rx.await;
     }));
 
+    // Requests made over HTTP by other brokers sharing the store join this queue.
+    let replica_task = crate::replica::spawn(reader.clone(), handle.clone());
     let (http_stop, http_stopped) = oneshot::channel::<()>();
     let http = match (opts.no_http, &opts.http) {
         (true, _) => None,
@@ -320,6 +322,7 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), &mut task).await;
         task.abort();
     }
+    replica_task.abort();
     let _ = stop_tx.send(());
     let _ = broker_task.await;
     responder.abort();

@@ -51,6 +51,8 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         let _ = stop_rx.await;
     }));
 
+    // Requests made or ended by other replicas sharing the store.
+    let replica_task = crate::replica::spawn(reader.clone(), handle.clone());
     let listener = server::bind(&opts.http, false).await?;
     let local = listener.local_addr()?;
     let token = server::load_or_create_token(&paths.config_dir).context("making the API token")?;
@@ -85,6 +87,7 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
     let mut http_task = http_task;
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), &mut http_task).await;
     http_task.abort();
+    replica_task.abort();
     let _ = stop_tx.send(());
     let _ = broker_task.await;
     drop(handle);

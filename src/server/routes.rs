@@ -149,7 +149,7 @@ pub fn table() -> Vec<Route> {
         route(
             M::GET,
             "/api/v1/requests/{id}/wait",
-            Token,
+            Agent,
             "Long poll: returns when the request ends (200) or after `timeout` seconds (202).",
             get(native::wait),
         ),

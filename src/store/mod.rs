@@ -238,6 +238,22 @@ pub struct HistoryQuery {
 #[derive(Debug, Clone)]
 pub struct Store {
     backend: Backend,
+    /// This process's name in change notifications, so it can skip its own.
+    replica: std::sync::Arc<str>,
+}
+
+/// The PostgreSQL channel replicas announce changes on.
+const CHANGES_CHANNEL: &str = "hitl_changes";
+
+/// A change another replica made to a request made over HTTP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplicaChange {
+    /// It created request `id`.
+    Created(String),
+    /// It ended request `id`.
+    Settled(String),
+    /// The notification stream was interrupted: changes may have been missed.
+    Resync,
 }
 
 #[derive(Debug, Clone)]
@@ -443,6 +459,7 @@ impl Store {
             .with_context(|| format!("migrating {}", redact_url(url)))?;
         Ok(Store {
             backend: Backend::Postgres(pool),
+            replica: uuid::Uuid::now_v7().simple().to_string().into(),
         })
     }
 
@@ -477,6 +494,7 @@ impl Store {
             .with_context(|| format!("migrating the history database {}", path.display()))?;
         Ok(Store {
             backend: Backend::Sqlite(pool),
+            replica: uuid::Uuid::now_v7().simple().to_string().into(),
         })
     }
 
@@ -573,6 +591,13 @@ impl Store {
                                 Variant::Canonical,
                                 "http"
                             );
+                            if let Some(notice) = self.notice("created", &id) {
+                                sqlx::query("SELECT pg_notify($1, $2)")
+                                    .bind(CHANGES_CHANNEL)
+                                    .bind(notice)
+                                    .execute(&mut *tx)
+                                    .await?;
+                            }
                         }
                         Outcome::Created { event_id, existing }
                     }
@@ -596,7 +621,15 @@ impl Store {
                         .bind(id)
                         .execute(&mut *tx)
                         .await?;
-                        Outcome::Settled(done.rows_affected() == 1)
+                        let won = done.rows_affected() == 1;
+                        if won && let Some(notice) = self.notice("settled", id) {
+                            sqlx::query("SELECT pg_notify($1, $2)")
+                                .bind(CHANGES_CHANNEL)
+                                .bind(notice)
+                                .execute(&mut *tx)
+                                .await?;
+                        }
+                        Outcome::Settled(won)
                     }
                 };
                 outcomes.push(outcome);
@@ -604,6 +637,60 @@ impl Store {
             tx.commit().await?;
             Ok(outcomes)
         })
+    }
+
+    /// The notification telling other replicas of a change (sent on commit), on
+    /// PostgreSQL; `None` on SQLite, which one process serves.
+    fn notice(&self, kind: &str, id: &str) -> Option<String> {
+        matches!(self.backend, Backend::Postgres(_))
+            .then(|| serde_json::json!({ "r": &*self.replica, "k": kind, "id": id }).to_string())
+    }
+
+    /// Follows the changes other replicas make (PostgreSQL only; `None` on SQLite).
+    /// A dropped connection is re-made and reported as [`ReplicaChange::Resync`].
+    pub async fn follow_replicas(
+        &self,
+    ) -> Result<Option<tokio::sync::mpsc::UnboundedReceiver<ReplicaChange>>> {
+        let Backend::Postgres(pool) = &self.backend else {
+            return Ok(None);
+        };
+        let mut listener = sqlx::postgres::PgListener::connect_with(pool)
+            .await
+            .context("listening for other replicas' changes")?;
+        listener.listen(CHANGES_CHANNEL).await?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let me = self.replica.clone();
+        tokio::spawn(async move {
+            loop {
+                let change = match listener.try_recv().await {
+                    Ok(Some(n)) => {
+                        let Ok(v) = serde_json::from_str::<serde_json::Value>(n.payload()) else {
+                            continue;
+                        };
+                        if v["r"].as_str() == Some(&*me) {
+                            continue;
+                        }
+                        let id = v["id"].as_str().unwrap_or_default().to_string();
+                        match v["k"].as_str() {
+                            Some("created") => ReplicaChange::Created(id),
+                            Some("settled") => ReplicaChange::Settled(id),
+                            _ => continue,
+                        }
+                    }
+                    // The connection dropped and was re-made: something may be missed.
+                    Ok(None) => ReplicaChange::Resync,
+                    Err(e) => {
+                        tracing::warn!("following other replicas: {e}; retrying");
+                        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                        ReplicaChange::Resync
+                    }
+                };
+                if tx.send(change).is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Some(rx))
     }
 
     /// Requests made over HTTP that are still pending, oldest first: a starting broker
@@ -620,6 +707,17 @@ impl Store {
                 .into_iter()
                 .filter_map(|r| serde_json::from_str(&r.get::<String, _>("request_json")).ok())
                 .collect())
+        })
+    }
+
+    /// The ids of the requests made over HTTP that are still pending.
+    pub async fn pending_remote_ids(&self) -> Result<Vec<String>> {
+        with_pool!(self, |pool| {
+            Ok(sqlx::query_scalar(
+                "SELECT id FROM requests WHERE origin = 'http' AND status = 'pending'",
+            )
+            .fetch_all(pool)
+            .await?)
         })
     }
 

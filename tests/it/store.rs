@@ -10,11 +10,11 @@ use std::str::FromStr;
 
 use hitl::{
     protocol::{Answer, Kind, Priority, Reply, Request, Status, Variant},
-    store::{HistoryQuery, Store, StoreOp},
+    store::{HistoryQuery, NewEvent, Outcome, Store, StoreOp},
 };
 use sqlx::{Connection, Executor, postgres::PgConnectOptions};
 
-fn pg_url() -> String {
+pub(crate) fn pg_url() -> String {
     std::env::var("HITL_TEST_POSTGRES")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string())
 }
@@ -40,8 +40,30 @@ async fn stores() -> Vec<(Store, Option<SchemaGuard>, tempfile::TempDir)> {
     out
 }
 
-struct SchemaGuard {
+pub(crate) struct SchemaGuard {
     schema: String,
+}
+
+/// A fresh PostgreSQL schema (dropped with the guard) and a database URL whose
+/// connections use it, for `hitl serve --db`.
+pub(crate) fn pg_schema_url() -> (String, SchemaGuard) {
+    let url = pg_url();
+    let schema = format!("hitl_t_{}", uuid::Uuid::now_v7().simple());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut admin = sqlx::PgConnection::connect(&url)
+            .await
+            .unwrap_or_else(|e| panic!("PostgreSQL at {url} is required for this test: {e}"));
+        admin
+            .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "CREATE SCHEMA {schema}"
+            ))))
+            .await
+            .unwrap();
+    });
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let with_schema = format!("{url}{sep}options=-c%20search_path%3D{schema}");
+    (with_schema, SchemaGuard { schema })
 }
 
 impl Drop for SchemaGuard {
@@ -246,4 +268,134 @@ fn racing_writers_record_exactly_one_end() {
             }
         }
     });
+}
+
+fn event(key: Option<&str>, hitl: bool) -> NewEvent {
+    NewEvent {
+        source_app: "app".into(),
+        session_id: "s1".into(),
+        hook_event_type: if hitl { "PreToolUse" } else { "Notification" }.into(),
+        payload: serde_json::json!({ "tool": "Bash" }),
+        extra: serde_json::Map::new(),
+        timestamp_ms: 1_700_000_000_000,
+        hitl: hitl.then(|| serde_json::json!({ "type": "question", "question": "Why?" })),
+        idempotency_key: key.map(str::to_string),
+    }
+}
+
+#[tokio::test]
+async fn remote_requests_events_idempotency_and_settles_on_both_backends() {
+    for (store, _guard, _dir) in stores().await {
+        let name = store.backend_name();
+        let r = request("", "Why?", 1_700_000_000);
+        let create = |key: &str| StoreOp::CreateRemote {
+            request: Box::new(r.clone()),
+            event: Box::new(event(Some(key), true)),
+        };
+        // Two in one batch with one key: one request; the repeat reports the first.
+        let out = store
+            .apply(&[
+                create("k1"),
+                create("k1"),
+                StoreOp::Event(Box::new(event(None, false))),
+            ])
+            .await
+            .unwrap();
+        let Outcome::Created {
+            event_id,
+            existing: false,
+        } = out[0]
+        else {
+            panic!("{name}: {out:?}")
+        };
+        assert_eq!(
+            out[1],
+            Outcome::Created {
+                event_id,
+                existing: true
+            },
+            "{name}"
+        );
+        assert!(
+            matches!(
+                out[2],
+                Outcome::Created {
+                    existing: false,
+                    ..
+                }
+            ),
+            "{name}"
+        );
+        let id = event_id.to_string();
+        assert_eq!(
+            store.pending_remote_ids().await.unwrap(),
+            vec![id.clone()],
+            "{name}"
+        );
+        let pending = store.pending_remote().await.unwrap();
+        assert_eq!(pending.len(), 1, "{name}");
+        assert_eq!(
+            pending[0].id, id,
+            "{name}: the request takes its event's id"
+        );
+        assert_eq!(pending[0].content, "Why?");
+
+        // The first settle wins; the second changes nothing.
+        let answer = Answer::from_reply(&pending[0], Reply::Text("because".into()), "alice");
+        let settle = |by: &str| StoreOp::Settle {
+            id: id.clone(),
+            status: Status::Answered,
+            answer: Some(Box::new(Answer {
+                responded_by: by.into(),
+                ..answer.clone()
+            })),
+            reason: None,
+        };
+        let out = store
+            .apply(&[settle("alice"), settle("bob")])
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            vec![Outcome::Settled(true), Outcome::Settled(false)],
+            "{name}"
+        );
+        let found = store.find_request(&id).await.unwrap().unwrap();
+        assert_eq!(
+            (found.status, found.origin.as_str()),
+            (Status::Answered, "http"),
+            "{name}"
+        );
+        assert_eq!(found.answer.unwrap().responded_by, "alice", "{name}");
+        assert!(
+            store.pending_remote_ids().await.unwrap().is_empty(),
+            "{name}"
+        );
+
+        // The feed: newest first, with the request's status joined in.
+        let recent = store.recent_events(10).await.unwrap();
+        assert_eq!(recent.len(), 2, "{name}");
+        assert_eq!(recent[1].id, event_id, "{name}");
+        assert_eq!(
+            recent[1].request.as_ref().unwrap().status,
+            Status::Answered,
+            "{name}"
+        );
+        assert!(recent[0].request.is_none(), "{name}");
+        assert_eq!(
+            recent[1].event.payload,
+            serde_json::json!({ "tool": "Bash" })
+        );
+        let one = store.event(event_id).await.unwrap().unwrap();
+        assert_eq!(one.event.idempotency_key.as_deref(), Some("k1"), "{name}");
+        assert!(store.event(999_999).await.unwrap().is_none());
+        let opts = store.filter_options().await.unwrap();
+        assert_eq!(opts.source_apps, vec!["app"], "{name}");
+        assert_eq!(
+            opts.hook_event_types,
+            vec!["Notification", "PreToolUse"],
+            "{name}"
+        );
+        store.ping().await.unwrap();
+    }
 }

@@ -1,0 +1,192 @@
+//! Several `hitl serve` replicas on one PostgreSQL behave as one broker: a request
+//! made on one is answered on another and delivered to the waiter on the first, never
+//! twice; killing a replica loses nothing it accepted.
+
+use std::{
+    process::Command,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use reqwest::{StatusCode, blocking::Client};
+use serde_json::{Value, json};
+
+use crate::{
+    store::pg_schema_url,
+    support::{Listener, Project, eventually},
+};
+
+fn serve(p: &Project, db: &str) -> (Listener, String) {
+    let mut cmd: Command = p.hitl();
+    cmd.args(["serve", "--http", "127.0.0.1:0", "--db", db]);
+    let l = Listener::start_command(cmd);
+    let base = l.http_base();
+    (l, base)
+}
+
+#[test]
+fn a_request_made_on_one_replica_is_answered_on_another() {
+    let (db, _guard) = pg_schema_url();
+    let p = Project::new();
+    let (_a, a) = serve(&p, &db);
+    let (_b, b) = serve(&p, &db);
+    let token = p.token();
+    let http = Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+
+    let created: Value = http
+        .post(format!("{a}/api/v1/requests"))
+        .json(&json!({ "content": "Ship it?", "type": "approval" }))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let id = created["id"].as_str().unwrap().to_string();
+    // B learns of it (LISTEN/NOTIFY).
+    eventually("replica B queues it", Duration::from_secs(5), || {
+        let list: Value = http
+            .get(format!("{b}/api/v1/requests"))
+            .bearer_auth(&token)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["id"] == id.as_str())
+    });
+    // The asker waits on A; the human answers on B.
+    let waiter = {
+        let (http, a, id) = (http.clone(), a.clone(), id.clone());
+        std::thread::spawn(move || -> Value {
+            http.get(format!("{a}/api/v1/requests/{id}/wait?timeout=20"))
+                .send()
+                .unwrap()
+                .json()
+                .unwrap()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let r = http
+        .post(format!("{b}/api/v1/requests/{id}/respond"))
+        .bearer_auth(&token)
+        .json(&json!({ "approved": true, "comment": "go" }))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let got = waiter.join().unwrap();
+    assert_eq!(got["status"], "answered", "{got}");
+    assert_eq!(got["answer"]["approved"], true);
+    assert_eq!(got["answer"]["comment"], "go");
+    // No second answer, on either replica.
+    for base in [&a, &b] {
+        let r = http
+            .post(format!("{base}/api/v1/requests/{id}/respond"))
+            .bearer_auth(&token)
+            .json(&json!({ "approved": false }))
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::CONFLICT, "{base}");
+    }
+    // Seed polling on A sees B's answer.
+    let polled: Value = http
+        .get(format!("{a}/events/{id}/response"))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(polled["data"]["approved"], true);
+}
+
+#[test]
+fn killing_a_replica_under_load_loses_nothing() {
+    let (db, _guard) = pg_schema_url();
+    let p = Project::new();
+    let (_a, a) = serve(&p, &db);
+    let (b_proc, b) = serve(&p, &db);
+    let token = p.token();
+    let accepted = Arc::new(Mutex::new(Vec::<String>::new()));
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let (a, b, accepted) = (a.clone(), b.clone(), accepted.clone());
+            std::thread::spawn(move || {
+                let http = Client::builder()
+                    .timeout(Duration::from_secs(10))
+                    .build()
+                    .unwrap();
+                for i in 0..150 {
+                    let base = if (w + i) % 2 == 0 { &a } else { &b };
+                    let r = http
+                        .post(format!("{base}/api/v1/requests"))
+                        .json(&json!({ "content": format!("w{w} q{i}") }))
+                        .send();
+                    // Only a 201 is an acceptance; a refused connection is not.
+                    if let Ok(r) = r
+                        && r.status() == StatusCode::CREATED
+                        && let Ok(v) = r.json::<Value>()
+                    {
+                        accepted
+                            .lock()
+                            .unwrap()
+                            .push(v["id"].as_str().unwrap().to_string());
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(150));
+    b_proc.signal(nix::sys::signal::Signal::SIGKILL);
+    for w in workers {
+        w.join().unwrap();
+    }
+    let accepted = accepted.lock().unwrap().clone();
+    assert!(
+        accepted.len() >= 300,
+        "A alone accepts its half: {}",
+        accepted.len()
+    );
+    assert!(accepted.len() < 600, "B was killed while the load ran");
+
+    // Every accepted request, wherever it was made, is answerable on A, exactly once.
+    let http = Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    for id in &accepted {
+        let mut status = StatusCode::NOT_FOUND;
+        eventually(
+            &format!("A can answer {id}"),
+            Duration::from_secs(10),
+            || {
+                status = http
+                    .post(format!("{a}/api/v1/requests/{id}/respond"))
+                    .bearer_auth(&token)
+                    .json(&json!({ "response": format!("answer {id}") }))
+                    .send()
+                    .unwrap()
+                    .status();
+                status != StatusCode::NOT_FOUND && status != StatusCode::CONFLICT
+            },
+        );
+        assert_eq!(status, StatusCode::OK, "{id}");
+        let got: Value = http
+            .get(format!("{a}/api/v1/requests/{id}"))
+            .bearer_auth(&token)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        assert_eq!(got["answer"]["content"], format!("answer {id}"));
+    }
+    let left: Value = http
+        .get(format!("{a}/api/v1/requests"))
+        .bearer_auth(&token)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(left, json!([]), "nothing is left pending");
+}
