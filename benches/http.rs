@@ -1,0 +1,315 @@
+//! HTTP benchmarks against a real `hitl serve`: the latency of a whole request
+//! (create → respond → delivered to the waiting asker), create+respond throughput,
+//! on SQLite and on PostgreSQL, and the delay between two replicas on PostgreSQL.
+//!
+//! `cargo bench --bench http` runs the full set; `-- --quick` the short mode CI runs.
+//! Targets are printed as MET or MISSED, never asserted; functional failures (a
+//! request not answered, an error status) fail the run.
+//!
+//! PostgreSQL comes from `HITL_TEST_POSTGRES` (default the machine's server); each run
+//! uses a schema of its own, dropped at the end.
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Child, Command, Stdio},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+use sqlx::{Connection, Executor};
+
+const HITL: &str = env!("CARGO_BIN_EXE_hitl");
+
+/// A running `hitl serve`, killed on drop.
+struct Server {
+    child: Child,
+    base: String,
+    token: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(home: &std::path::Path, db: &str) -> Server {
+    let mut child = Command::new(HITL)
+        .args(["serve", "--http", "127.0.0.1:0", "--db", db])
+        .env("HITL_HOME", home)
+        .env("HITL_LOG", "error")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting hitl serve");
+    let mut base = None;
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(rest) = line.strip_prefix("hitl: HTTP API on ") {
+            base = rest.split_whitespace().next().map(str::to_string);
+        }
+        if line == "hitl: ready" {
+            break;
+        }
+    }
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    let token = std::fs::read_to_string(home.join("token")).unwrap().trim().to_string();
+    Server {
+        child,
+        base: base.expect("hitl serve printed its address"),
+        token,
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+async fn create(http: &reqwest::Client, base: &str) -> String {
+    let r = http
+        .post(format!("{base}/api/v1/requests"))
+        .json(&json!({ "content": "Proceed?", "agent_id": "bench" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "create failed");
+    r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string()
+}
+
+async fn respond(http: &reqwest::Client, base: &str, token: &str, id: &str) {
+    let r = http
+        .post(format!("{base}/api/v1/requests/{id}/respond"))
+        .bearer_auth(token)
+        .json(&json!({ "response": "yes" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "respond failed");
+}
+
+async fn wait(http: &reqwest::Client, base: &str, id: &str) -> Value {
+    let r = http
+        .get(format!("{base}/api/v1/requests/{id}/wait?timeout=10"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "wait failed");
+    r.json().await.unwrap()
+}
+
+/// Create → respond → the asker's long poll returns the answer, one at a time.
+/// `answer_on` is where the human answers (another replica, or the same server).
+async fn whole_request_latency(ask_on: &Server, answer_on: &Server, rounds: usize) -> Vec<f64> {
+    let (asker, human) = (client(), client());
+    let mut out = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let start = Instant::now();
+        let id = create(&asker, &ask_on.base).await;
+        let waiter = {
+            let (http, base, id) = (asker.clone(), ask_on.base.clone(), id.clone());
+            tokio::spawn(async move { wait(&http, &base, &id).await })
+        };
+        respond(&human, &answer_on.base, &answer_on.token, &id).await;
+        let got = waiter.await.unwrap();
+        assert_eq!(got["answer"]["content"], "yes", "the asker got the wrong answer");
+        out.push(start.elapsed().as_secs_f64() * 1000.0);
+    }
+    out
+}
+
+/// From the human's answer on one replica to the asker's long poll returning on the
+/// other.
+async fn replica_delay(a: &Server, b: &Server, rounds: usize) -> Vec<f64> {
+    let (asker, human) = (client(), client());
+    let mut out = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let id = create(&asker, &a.base).await;
+        // B must know the request before it can be answered there.
+        loop {
+            let r = human
+                .get(format!("{}/api/v1/requests/{id}", b.base))
+                .bearer_auth(&b.token)
+                .send()
+                .await
+                .unwrap();
+            let v: Value = r.json().await.unwrap();
+            if v["status"] == "pending" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let waiter = {
+            let (http, base, id) = (asker.clone(), a.base.clone(), id.clone());
+            tokio::spawn(async move {
+                let got = wait(&http, &base, &id).await;
+                (Instant::now(), got)
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let answered = Instant::now();
+        respond(&human, &b.base, &b.token, &id).await;
+        let (delivered, got) = waiter.await.unwrap();
+        assert_eq!(got["answer"]["content"], "yes");
+        out.push(delivered.saturating_duration_since(answered).as_secs_f64() * 1000.0);
+    }
+    out
+}
+
+/// Create+respond pairs per second from `clients` concurrent clients.
+async fn throughput(s: &Server, clients: usize, secs: f64) -> f64 {
+    let http = client();
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|_| {
+            let (http, base, token) = (http.clone(), s.base.clone(), s.token.clone());
+            let (done, stop) = (done.clone(), stop.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let id = create(&http, &base).await;
+                    respond(&http, &base, &token, &id).await;
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+}
+
+fn pct(v: &[f64], p: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s[((s.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "MET" } else { "MISSED" }
+}
+
+struct Schema {
+    url: String,
+    name: String,
+}
+
+impl Schema {
+    fn new(rt: &tokio::runtime::Runtime) -> Option<Schema> {
+        let url = std::env::var("HITL_TEST_POSTGRES")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+        let name = format!("hitl_bench_{}", uuid::Uuid::now_v7().simple());
+        let made = rt.block_on(async {
+            let mut c = sqlx::PgConnection::connect(&url).await?;
+            c.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}"))))
+                .await?;
+            anyhow::Ok(())
+        });
+        match made {
+            Ok(()) => Some(Schema { url, name }),
+            Err(e) => {
+                eprintln!("PostgreSQL at {url} unavailable: {e:#}");
+                None
+            }
+        }
+    }
+
+    fn db_url(&self) -> String {
+        let sep = if self.url.contains('?') { '&' } else { '?' };
+        format!("{}{sep}options=-c%20search_path%3D{}", self.url, self.name)
+    }
+
+    fn drop_in(self, rt: &tokio::runtime::Runtime) {
+        let _ = rt.block_on(async {
+            let mut c = sqlx::PgConnection::connect(&self.url).await?;
+            c.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "DROP SCHEMA {} CASCADE",
+                self.name
+            ))))
+            .await?;
+            anyhow::Ok(())
+        });
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if !args.iter().any(|a| a == "--bench") {
+        println!("http benchmarks: run them with `cargo bench --bench http [-- --quick]`");
+        return;
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let (rounds, secs) = if quick { (500, 3.0) } else { (3000, 10.0) };
+    println!("hitl HTTP benchmarks ({} mode)\n", if quick { "short" } else { "full" });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut failed = false;
+
+    // SQLite, on disk.
+    let sqlite = serve(tmp.path(), &format!("sqlite://{}", tmp.path().join("bench.db").display()));
+    let lat = rt.block_on(whole_request_latency(&sqlite, &sqlite, rounds));
+    let (p50, p99) = (pct(&lat, 0.5), pct(&lat, 0.99));
+    println!(
+        "SQLite: create -> respond -> delivered, {rounds} requests: p50 {p50:.3} ms, p99 {p99:.3} ms (target p99 <= 3 ms: {})",
+        verdict(p99 <= 3.0)
+    );
+    let rate = rt.block_on(throughput(&sqlite, 64, secs));
+    println!(
+        "SQLite: create+respond pairs, 64 clients, {secs} s: {rate:.0} pairs/s (target >= 5,000: {})",
+        verdict(rate >= 5000.0)
+    );
+    drop(sqlite);
+
+    // PostgreSQL, and two replicas on it.
+    match Schema::new(&rt) {
+        None => {
+            println!("PostgreSQL: unavailable");
+            failed = std::env::var("CI").is_ok_and(|v| v == "true");
+        }
+        Some(schema) => {
+            let db = schema.db_url();
+            let a = serve(tmp.path(), &db);
+            let lat = rt.block_on(whole_request_latency(&a, &a, rounds));
+            println!(
+                "PostgreSQL: create -> respond -> delivered, {rounds} requests: p50 {:.3} ms, p99 {:.3} ms",
+                pct(&lat, 0.5),
+                pct(&lat, 0.99)
+            );
+            let rate = rt.block_on(throughput(&a, 64, secs));
+            println!("PostgreSQL: create+respond pairs, 64 clients, {secs} s: {rate:.0} pairs/s");
+            let b = serve(tmp.path(), &db);
+            let n = rounds / 5;
+            let delay = rt.block_on(replica_delay(&a, &b, n));
+            let p99 = pct(&delay, 0.99);
+            println!(
+                "PostgreSQL replicas: answered on B -> delivered to the waiter on A, {n} requests: p50 {:.3} ms, p99 {p99:.3} ms (target <= 50 ms: {})",
+                pct(&delay, 0.5),
+                verdict(p99 <= 50.0)
+            );
+            drop((a, b));
+            schema.drop_in(&rt);
+        }
+    }
+    if failed {
+        std::process::exit(1);
+    }
+}
