@@ -42,7 +42,10 @@ fn serve(home: &std::path::Path, db: &str) -> Server {
     let mut child = Command::new(HITL)
         .args(["serve", "--http", "127.0.0.1:0", "--db", db])
         .env("HITL_HOME", home)
-        .env("HITL_LOG", "error")
+        .env(
+            "HITL_LOG",
+            std::env::var("BENCH_HITL_LOG").unwrap_or("error".into()),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -60,8 +63,17 @@ fn serve(home: &std::path::Path, db: &str) -> Server {
         }
     }
     // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    let token = std::fs::read_to_string(home.join("token")).unwrap().trim().to_string();
+    std::thread::spawn(move || {
+        for l in lines.map_while(Result::ok) {
+            if std::env::var_os("BENCH_HITL_LOG").is_some() {
+                eprintln!("{l}");
+            }
+        }
+    });
+    let token = std::fs::read_to_string(home.join("token"))
+        .unwrap()
+        .trim()
+        .to_string();
     Server {
         child,
         base: base.expect("hitl serve printed its address"),
@@ -85,7 +97,10 @@ async fn create(http: &reqwest::Client, base: &str) -> String {
         .await
         .unwrap();
     assert_eq!(r.status(), 201, "create failed");
-    r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string()
+    r.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 async fn respond(http: &reqwest::Client, base: &str, token: &str, id: &str) {
@@ -96,7 +111,13 @@ async fn respond(http: &reqwest::Client, base: &str, token: &str, id: &str) {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 200, "respond failed");
+    let status = r.status();
+    if status != 200 {
+        panic!(
+            "respond failed: {status} {}",
+            r.text().await.unwrap_or_default()
+        );
+    }
 }
 
 async fn wait(http: &reqwest::Client, base: &str, id: &str) -> Value {
@@ -123,7 +144,10 @@ async fn whole_request_latency(ask_on: &Server, answer_on: &Server, rounds: usiz
         };
         respond(&human, &answer_on.base, &answer_on.token, &id).await;
         let got = waiter.await.unwrap();
-        assert_eq!(got["answer"]["content"], "yes", "the asker got the wrong answer");
+        assert_eq!(
+            got["answer"]["content"], "yes",
+            "the asker got the wrong answer"
+        );
         out.push(start.elapsed().as_secs_f64() * 1000.0);
     }
     out
@@ -216,8 +240,10 @@ impl Schema {
         let name = format!("hitl_bench_{}", uuid::Uuid::now_v7().simple());
         let made = rt.block_on(async {
             let mut c = sqlx::PgConnection::connect(&url).await?;
-            c.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}"))))
-                .await?;
+            c.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "CREATE SCHEMA {name}"
+            ))))
+            .await?;
             anyhow::Ok(())
         });
         match made {
@@ -255,7 +281,10 @@ fn main() {
     }
     let quick = args.iter().any(|a| a == "--quick");
     let (rounds, secs) = if quick { (500, 3.0) } else { (3000, 10.0) };
-    println!("hitl HTTP benchmarks ({} mode)\n", if quick { "short" } else { "full" });
+    println!(
+        "hitl HTTP benchmarks ({} mode)\n",
+        if quick { "short" } else { "full" }
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -265,7 +294,10 @@ fn main() {
     let mut failed = false;
 
     // SQLite, on disk.
-    let sqlite = serve(tmp.path(), &format!("sqlite://{}", tmp.path().join("bench.db").display()));
+    let sqlite = serve(
+        tmp.path(),
+        &format!("sqlite://{}", tmp.path().join("bench.db").display()),
+    );
     let lat = rt.block_on(whole_request_latency(&sqlite, &sqlite, rounds));
     let (p50, p99) = (pct(&lat, 0.5), pct(&lat, 0.99));
     println!(

@@ -6,7 +6,8 @@ CREATE UNIQUE INDEX requests_remote_id ON requests (id) WHERE origin = 'http';
 CREATE INDEX requests_pending_remote ON requests (origin, status);
 
 -- The activity feed of seed 004's POST /events: every agent event, with or without a
--- request. `idempotency_key` makes a repeated POST return the first event.
+-- request (whose id is the event's). `idempotency_key` makes a repeated POST return
+-- the first event.
 CREATE TABLE events (
     id               BIGSERIAL PRIMARY KEY,
     source_app       TEXT NOT NULL,
@@ -16,7 +17,6 @@ CREATE TABLE events (
     extra_json       TEXT NOT NULL,
     timestamp_ms     BIGINT NOT NULL,
     hitl_json        TEXT,
-    request_id       TEXT,
     idempotency_key  TEXT UNIQUE
 );
 CREATE INDEX events_by_time ON events (timestamp_ms);

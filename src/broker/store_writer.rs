@@ -49,6 +49,7 @@ pub fn spawn_store_writer(store: Store) -> (mpsc::UnboundedSender<StoreMsg>, Joi
             }
             let mut committed = None;
             // Retry a few times: another process may hold the write lock for a moment.
+            let began = std::time::Instant::now();
             for attempt in 1..=5 {
                 match store.apply(&batch).await {
                     Ok(outcomes) => {
@@ -65,6 +66,11 @@ pub fn spawn_store_writer(store: Store) -> (mpsc::UnboundedSender<StoreMsg>, Joi
                     ),
                 }
             }
+            tracing::debug!(
+                ops = batch.len(),
+                micros = began.elapsed().as_micros() as u64,
+                "history batch"
+            );
             for (i, ack) in acks.drain(..) {
                 let _ = ack.send(committed.as_ref().and_then(|o| o.get(i).cloned()));
             }

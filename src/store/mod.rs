@@ -15,7 +15,10 @@
 //! terminal), so it runs in WAL mode with a busy timeout. Writes never downgrade a
 //! finished request: an outcome is recorded only while the row is still `pending`.
 
-use std::{path::PathBuf, str::FromStr, time::Duration};
+mod sql;
+mod sqlite_writer;
+
+use std::{path::PathBuf, str::FromStr, sync::Arc, time::Duration};
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
@@ -258,7 +261,8 @@ pub enum ReplicaChange {
 
 #[derive(Debug, Clone)]
 enum Backend {
-    Sqlite(SqlitePool),
+    /// Reads through sqlx; writes on one rusqlite connection ([`sqlite_writer`]).
+    Sqlite(SqlitePool, Arc<sqlite_writer::SqliteWriter>),
     Postgres(PgPool),
 }
 
@@ -267,7 +271,7 @@ enum Backend {
 macro_rules! with_pool {
     ($store:expr, |$pool:ident| $body:expr) => {
         match &$store.backend {
-            Backend::Sqlite($pool) => $body,
+            Backend::Sqlite($pool, _) => $body,
             Backend::Postgres($pool) => $body,
         }
     };
@@ -280,66 +284,52 @@ macro_rules! insert_request {
     };
     ($conn:expr, $project:expr, $r:expr, $variant:expr, $origin:expr) => {{
         let r: &Request = $r;
-        sqlx::query(
-            "INSERT INTO requests (key, project, id, asked_at, asked_ms, variant, agent_id,
-                                   agent_name, kind, priority, content, request_json,
-                                   origin, deadline_ms)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-             ON CONFLICT (project, id, asked_at) DO NOTHING",
-        )
-        .bind(uuid::Uuid::now_v7().to_string())
-        .bind($project)
-        .bind(&r.id)
-        .bind(r.timestamp.to_string())
-        .bind(r.timestamp.as_millisecond())
-        .bind($variant.as_str())
-        .bind(&r.agent_id)
-        .bind(&r.agent_name)
-        .bind(r.kind.as_str())
-        .bind(r.priority.as_str())
-        .bind(&r.content)
-        .bind(serde_json::to_string(r)?)
-        .bind($origin)
-        .bind(r.deadline().map(|d| d.as_millisecond()))
-        .execute($conn)
-        .await?;
+        sqlx::query(sql::INSERT_REQUEST)
+            .bind(uuid::Uuid::now_v7().to_string())
+            .bind($project)
+            .bind(&r.id)
+            .bind(r.timestamp.to_string())
+            .bind(r.timestamp.as_millisecond())
+            .bind($variant.as_str())
+            .bind(&r.agent_id)
+            .bind(&r.agent_name)
+            .bind(r.kind.as_str())
+            .bind(r.priority.as_str())
+            .bind(&r.content)
+            .bind(serde_json::to_string(r)?)
+            .bind($origin)
+            .bind(r.deadline().map(|d| d.as_millisecond()))
+            .execute($conn)
+            .await?;
     }};
 }
 
 /// The project name requests made over HTTP are recorded under.
 pub const REMOTE_PROJECT: &str = "http";
 
-/// Stores an event once per idempotency key; yields `(event_id, existing)`.
-/// `$request_id` is what to record as its request for now (`None`: it has none).
+/// Stores an event once per idempotency key; yields `(event_id, existing)`. An
+/// event's request, if it carries one, has the event's id.
 macro_rules! insert_event {
-    ($tx:expr, $e:expr, $request_id:expr) => {{
+    ($tx:expr, $e:expr) => {{
         let e: &NewEvent = $e;
-        let inserted: Option<i64> = sqlx::query_scalar(
-            "INSERT INTO events (source_app, session_id, hook_event_type, payload_json,
-                                 extra_json, timestamp_ms, hitl_json, request_id, idempotency_key)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-             ON CONFLICT (idempotency_key) DO NOTHING
-             RETURNING id",
-        )
-        .bind(&e.source_app)
-        .bind(&e.session_id)
-        .bind(&e.hook_event_type)
-        .bind(serde_json::to_string(&e.payload)?)
-        .bind(serde_json::to_string(&e.extra)?)
-        .bind(e.timestamp_ms)
-        .bind(e.hitl.as_ref().map(serde_json::to_string).transpose()?)
-        .bind($request_id)
-        .bind(&e.idempotency_key)
-        .fetch_optional($tx)
-        .await?;
+        let inserted: Option<i64> = sqlx::query_scalar(sql::INSERT_EVENT)
+            .bind(&e.source_app)
+            .bind(&e.session_id)
+            .bind(&e.hook_event_type)
+            .bind(serde_json::to_string(&e.payload)?)
+            .bind(serde_json::to_string(&e.extra)?)
+            .bind(e.timestamp_ms)
+            .bind(e.hitl.as_ref().map(serde_json::to_string).transpose()?)
+            .bind(&e.idempotency_key)
+            .fetch_optional($tx)
+            .await?;
         match inserted {
             Some(id) => (id, false),
             None => {
-                let id: i64 =
-                    sqlx::query_scalar("SELECT id FROM events WHERE idempotency_key = $1")
-                        .bind(&e.idempotency_key)
-                        .fetch_one($tx)
-                        .await?;
+                let id: i64 = sqlx::query_scalar(sql::EVENT_BY_KEY)
+                    .bind(&e.idempotency_key)
+                    .fetch_one($tx)
+                    .await?;
                 (id, true)
             }
         }
@@ -449,6 +439,7 @@ impl Store {
     pub async fn open_postgres(options: PgConnectOptions, url: &str) -> Result<Store> {
         let pool = PgPoolOptions::new()
             .max_connections(8)
+            .test_before_acquire(false)
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await
@@ -483,6 +474,8 @@ impl Store {
             .busy_timeout(Duration::from_secs(10));
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
+            // A local file needs no health check: it costs a round trip per use.
+            .test_before_acquire(false)
             .connect_with(options)
             .await
             .with_context(|| format!("opening the history database {}", path.display()))?;
@@ -492,8 +485,10 @@ impl Store {
             .run(&pool)
             .await
             .with_context(|| format!("migrating the history database {}", path.display()))?;
+        let writer = sqlite_writer::SqliteWriter::open(path)
+            .with_context(|| format!("opening the history database {}", path.display()))?;
         Ok(Store {
-            backend: Backend::Sqlite(pool),
+            backend: Backend::Sqlite(pool, Arc::new(writer)),
             replica: uuid::Uuid::now_v7().simple().to_string().into(),
         })
     }
@@ -501,14 +496,18 @@ impl Store {
     /// Which backend this is: `sqlite` or `postgres`.
     pub fn backend_name(&self) -> &'static str {
         match self.backend {
-            Backend::Sqlite(_) => "sqlite",
+            Backend::Sqlite(..) => "sqlite",
             Backend::Postgres(_) => "postgres",
         }
     }
 
     /// Applies `ops` in one transaction; returns what each did, in order.
     pub async fn apply(&self, ops: &[StoreOp]) -> Result<Vec<Outcome>> {
-        with_pool!(self, |pool| {
+        let pool = match &self.backend {
+            Backend::Sqlite(_, writer) => return writer.apply(ops.to_vec()).await,
+            Backend::Postgres(pool) => pool,
+        };
+        {
             let mut tx = pool.begin().await?;
             let mut outcomes = Vec::with_capacity(ops.len());
             for op in ops {
@@ -528,16 +527,13 @@ impl Store {
                         answer,
                     } => {
                         insert_request!(&mut *tx, project, request, *variant);
-                        sqlx::query(
-                            "UPDATE requests SET status = 'delivering', answer_json = $1
-                             WHERE project = $2 AND id = $3 AND asked_at = $4 AND status = 'pending'",
-                        )
-                        .bind(serde_json::to_string(answer)?)
-                        .bind(project)
-                        .bind(&request.id)
-                        .bind(request.timestamp.to_string())
-                        .execute(&mut *tx)
-                        .await?;
+                        sqlx::query(sql::MARK_DELIVERING)
+                            .bind(serde_json::to_string(answer)?)
+                            .bind(project)
+                            .bind(&request.id)
+                            .bind(request.timestamp.to_string())
+                            .execute(&mut *tx)
+                            .await?;
                         Outcome::Done
                     }
                     StoreOp::Finished {
@@ -550,40 +546,31 @@ impl Store {
                     } => {
                         insert_request!(&mut *tx, project, request, *variant);
                         let answer_json = answer.as_ref().map(serde_json::to_string).transpose()?;
-                        sqlx::query(
-                            "UPDATE requests SET status = $1, answer_json = $2, responded_by = $3,
-                                    finished_at = $4, reason = $5
-                             WHERE project = $6 AND id = $7 AND asked_at = $8
-                               AND status IN ('pending', 'delivering')",
-                        )
-                        .bind(status.as_str())
-                        .bind(answer_json)
-                        .bind(answer.as_ref().map(|a| a.responded_by.clone()))
-                        .bind(jiff::Timestamp::now().to_string())
-                        .bind(reason)
-                        .bind(project)
-                        .bind(&request.id)
-                        .bind(request.timestamp.to_string())
-                        .execute(&mut *tx)
-                        .await?;
+                        sqlx::query(sql::FINISH_REQUEST)
+                            .bind(status.as_str())
+                            .bind(answer_json)
+                            .bind(answer.as_ref().map(|a| a.responded_by.clone()))
+                            .bind(jiff::Timestamp::now().to_string())
+                            .bind(reason)
+                            .bind(project)
+                            .bind(&request.id)
+                            .bind(request.timestamp.to_string())
+                            .execute(&mut *tx)
+                            .await?;
                         Outcome::Done
                     }
                     StoreOp::Event(event) => {
-                        let (event_id, existing) = insert_event!(&mut *tx, event, None::<&str>);
+                        let (event_id, existing) = insert_event!(&mut *tx, event);
                         Outcome::Created { event_id, existing }
                     }
                     StoreOp::CreateRemote { request, event } => {
                         // The request's id is its event's: insert the event first.
-                        let (event_id, existing) = insert_event!(&mut *tx, event, Some(""));
+                        let (event_id, existing) = insert_event!(&mut *tx, event);
                         if !existing {
                             let id = event_id.to_string();
                             let mut r = (**request).clone();
                             r.id = id.clone();
-                            sqlx::query("UPDATE events SET request_id = $1 WHERE id = $2")
-                                .bind(&id)
-                                .bind(event_id)
-                                .execute(&mut *tx)
-                                .await?;
+
                             insert_request!(
                                 &mut *tx,
                                 REMOTE_PROJECT,
@@ -592,7 +579,7 @@ impl Store {
                                 "http"
                             );
                             if let Some(notice) = self.notice("created", &id) {
-                                sqlx::query("SELECT pg_notify($1, $2)")
+                                sqlx::query(sql::NOTIFY)
                                     .bind(CHANGES_CHANNEL)
                                     .bind(notice)
                                     .execute(&mut *tx)
@@ -608,22 +595,18 @@ impl Store {
                         reason,
                     } => {
                         let answer_json = answer.as_ref().map(serde_json::to_string).transpose()?;
-                        let done = sqlx::query(
-                            "UPDATE requests SET status = $1, answer_json = $2, responded_by = $3,
-                                    finished_at = $4, reason = $5
-                             WHERE origin = 'http' AND id = $6 AND status = 'pending'",
-                        )
-                        .bind(status.as_str())
-                        .bind(answer_json)
-                        .bind(answer.as_ref().map(|a| a.responded_by.clone()))
-                        .bind(jiff::Timestamp::now().to_string())
-                        .bind(reason)
-                        .bind(id)
-                        .execute(&mut *tx)
-                        .await?;
+                        let done = sqlx::query(sql::SETTLE)
+                            .bind(status.as_str())
+                            .bind(answer_json)
+                            .bind(answer.as_ref().map(|a| a.responded_by.clone()))
+                            .bind(jiff::Timestamp::now().to_string())
+                            .bind(reason)
+                            .bind(id)
+                            .execute(&mut *tx)
+                            .await?;
                         let won = done.rows_affected() == 1;
                         if won && let Some(notice) = self.notice("settled", id) {
-                            sqlx::query("SELECT pg_notify($1, $2)")
+                            sqlx::query(sql::NOTIFY)
                                 .bind(CHANGES_CHANNEL)
                                 .bind(notice)
                                 .execute(&mut *tx)
@@ -636,7 +619,7 @@ impl Store {
             }
             tx.commit().await?;
             Ok(outcomes)
-        })
+        }
     }
 
     /// The notification telling other replicas of a change (sent on commit), on
@@ -745,7 +728,8 @@ impl Store {
                         e.extra_json, e.timestamp_ms, e.hitl_json, e.idempotency_key,
                         r.request_json, r.origin, r.status, r.answer_json, r.reason, r.finished_at
                  FROM events e
-                 LEFT JOIN requests r ON r.origin = 'http' AND r.id = e.request_id
+                 LEFT JOIN requests r
+                   ON e.hitl_json IS NOT NULL AND r.origin = 'http' AND r.id = CAST(e.id AS TEXT)
                  ORDER BY e.id DESC LIMIT $1",
             )
             .bind(limit.max(0))
@@ -763,7 +747,8 @@ impl Store {
                         e.extra_json, e.timestamp_ms, e.hitl_json, e.idempotency_key,
                         r.request_json, r.origin, r.status, r.answer_json, r.reason, r.finished_at
                  FROM events e
-                 LEFT JOIN requests r ON r.origin = 'http' AND r.id = e.request_id
+                 LEFT JOIN requests r
+                   ON e.hitl_json IS NOT NULL AND r.origin = 'http' AND r.id = CAST(e.id AS TEXT)
                  WHERE e.id = $1",
             )
             .bind(id)

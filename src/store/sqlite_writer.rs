@@ -1,0 +1,230 @@
+//! SQLite writes on one rusqlite connection, a whole batch per trip to a blocking
+//! thread.
+//!
+//! Through sqlx every statement is a round trip to its SQLite worker thread, which on
+//! this class of machine costs more than the statement itself (~70 µs against a few);
+//! a batch of a hundred requests paid for hundreds of them. Here the batch runs as one
+//! transaction in one thread, statement after statement. Reads stay on sqlx.
+//!
+//! Commits do not checkpoint the WAL (that fsyncs, and would land on some unlucky
+//! request's latency); a background thread checkpoints once a second instead.
+
+use std::{
+    path::Path,
+    sync::{Arc, Mutex, Weak},
+    time::Duration,
+};
+
+use anyhow::{Context, Result};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::{NewEvent, Outcome, REMOTE_PROJECT, StoreOp, sql};
+use crate::protocol::{Answer, Request, Variant};
+
+/// How often the WAL is folded back into the database file.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
+/// The SQLite write connection.
+#[derive(Debug)]
+pub struct SqliteWriter {
+    conn: Mutex<Connection>,
+    /// Keeps the checkpoint thread going while this writer lives.
+    _alive: Arc<()>,
+}
+
+fn open(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // As the sqlx pool: a commit survives a process crash; only a power cut can
+    // take back the last ones, and the spool still has those.
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+    Ok(conn)
+}
+
+impl SqliteWriter {
+    /// Opens the (already migrated) database at `path` for writing.
+    pub fn open(path: &Path) -> Result<SqliteWriter> {
+        let conn = open(path)?;
+        let alive = Arc::new(());
+        let weak = Arc::downgrade(&alive);
+        let checkpoint_path = path.to_path_buf();
+        std::thread::Builder::new()
+            .name("hitl-checkpoint".into())
+            .spawn(move || checkpoint_loop(&checkpoint_path, weak))
+            .context("starting the checkpoint thread")?;
+        Ok(SqliteWriter {
+            conn: Mutex::new(conn),
+            _alive: alive,
+        })
+    }
+
+    /// Applies `ops` in one transaction; returns what each did, in order.
+    pub async fn apply(self: &Arc<Self>, ops: Vec<StoreOp>) -> Result<Vec<Outcome>> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = me.conn.lock().unwrap_or_else(|e| e.into_inner());
+            apply(&mut conn, &ops)
+        })
+        .await
+        .context("the SQLite writer thread failed")?
+    }
+}
+
+fn checkpoint_loop(path: &Path, alive: Weak<()>) {
+    let Ok(conn) = open(path) else {
+        return;
+    };
+    while alive.upgrade().is_some() {
+        std::thread::sleep(CHECKPOINT_EVERY);
+        // PASSIVE: never waits for readers or blocks the writer.
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            tracing::debug!("WAL checkpoint: {e}");
+        }
+    }
+}
+
+fn insert_request(
+    c: &Connection,
+    project: &str,
+    r: &Request,
+    variant: Variant,
+    origin: &str,
+) -> Result<()> {
+    c.prepare_cached(sql::INSERT_REQUEST)?.execute(params![
+        uuid::Uuid::now_v7().to_string(),
+        project,
+        r.id,
+        r.timestamp.to_string(),
+        r.timestamp.as_millisecond(),
+        variant.as_str(),
+        r.agent_id,
+        r.agent_name,
+        r.kind.as_str(),
+        r.priority.as_str(),
+        r.content,
+        serde_json::to_string(r)?,
+        origin,
+        r.deadline().map(|d| d.as_millisecond()),
+    ])?;
+    Ok(())
+}
+
+fn insert_event(c: &Connection, e: &NewEvent) -> Result<(i64, bool)> {
+    let inserted: Option<i64> = c
+        .prepare_cached(sql::INSERT_EVENT)?
+        .query_row(
+            params![
+                e.source_app,
+                e.session_id,
+                e.hook_event_type,
+                serde_json::to_string(&e.payload)?,
+                serde_json::to_string(&e.extra)?,
+                e.timestamp_ms,
+                e.hitl.as_ref().map(serde_json::to_string).transpose()?,
+                e.idempotency_key,
+            ],
+            |row| row.get(0),
+        )
+        .optional()?;
+    match inserted {
+        Some(id) => Ok((id, false)),
+        None => {
+            let id = c
+                .prepare_cached(sql::EVENT_BY_KEY)?
+                .query_row(params![e.idempotency_key], |row| row.get(0))?;
+            Ok((id, true))
+        }
+    }
+}
+
+fn answer_json(a: &Option<Box<Answer>>) -> Result<Option<String>> {
+    Ok(a.as_ref().map(serde_json::to_string).transpose()?)
+}
+
+fn apply(conn: &mut Connection, ops: &[StoreOp]) -> Result<Vec<Outcome>> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut outcomes = Vec::with_capacity(ops.len());
+    let now = || jiff::Timestamp::now().to_string();
+    for op in ops {
+        let outcome = match op {
+            StoreOp::Asked {
+                project,
+                request,
+                variant,
+            } => {
+                insert_request(&tx, project, request, *variant, "spool")?;
+                Outcome::Done
+            }
+            StoreOp::Delivering {
+                project,
+                request,
+                variant,
+                answer,
+            } => {
+                insert_request(&tx, project, request, *variant, "spool")?;
+                tx.prepare_cached(sql::MARK_DELIVERING)?.execute(params![
+                    serde_json::to_string(answer)?,
+                    project,
+                    request.id,
+                    request.timestamp.to_string(),
+                ])?;
+                Outcome::Done
+            }
+            StoreOp::Finished {
+                project,
+                request,
+                variant,
+                status,
+                answer,
+                reason,
+            } => {
+                insert_request(&tx, project, request, *variant, "spool")?;
+                tx.prepare_cached(sql::FINISH_REQUEST)?.execute(params![
+                    status.as_str(),
+                    answer_json(answer)?,
+                    answer.as_ref().map(|a| a.responded_by.clone()),
+                    now(),
+                    reason,
+                    project,
+                    request.id,
+                    request.timestamp.to_string(),
+                ])?;
+                Outcome::Done
+            }
+            StoreOp::Event(event) => {
+                let (event_id, existing) = insert_event(&tx, event)?;
+                Outcome::Created { event_id, existing }
+            }
+            StoreOp::CreateRemote { request, event } => {
+                let (event_id, existing) = insert_event(&tx, event)?;
+                if !existing {
+                    let mut r = (**request).clone();
+                    r.id = event_id.to_string();
+                    insert_request(&tx, REMOTE_PROJECT, &r, Variant::Canonical, "http")?;
+                }
+                Outcome::Created { event_id, existing }
+            }
+            StoreOp::Settle {
+                id,
+                status,
+                answer,
+                reason,
+            } => {
+                let changed = tx.prepare_cached(sql::SETTLE)?.execute(params![
+                    status.as_str(),
+                    answer_json(answer)?,
+                    answer.as_ref().map(|a| a.responded_by.clone()),
+                    now(),
+                    reason,
+                    id,
+                ])?;
+                Outcome::Settled(changed == 1)
+            }
+        };
+        outcomes.push(outcome);
+    }
+    tx.commit()?;
+    Ok(outcomes)
+}
