@@ -386,4 +386,85 @@ mod tests {
         assert_eq!(d["eventId"], json!(7));
         assert_eq!(d["idempotencyKey"], json!(idempotency_key(&perm.id, &a)));
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Any JSON, with the field names the decoders look for among the keys.
+        fn any_json() -> impl Strategy<Value = Value> {
+            let key = prop_oneof![
+                Just("type".to_string()),
+                Just("question".to_string()),
+                Just("choices".to_string()),
+                Just("timeout".to_string()),
+                Just("context".to_string()),
+                Just("priority".to_string()),
+                Just("response".to_string()),
+                Just("choice".to_string()),
+                Just("approved".to_string()),
+                Just("permission".to_string()),
+                Just("cancelled".to_string()),
+                Just("comment".to_string()),
+                Just("respondedBy".to_string()),
+                "[a-zA-Z_]{1,10}",
+            ];
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                any::<f64>().prop_map(
+                    |f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
+                ),
+                prop_oneof![
+                    Just("question".to_string()),
+                    Just("choice".to_string()),
+                    Just("approval".to_string()),
+                    Just("permission".to_string()),
+                    Just("question_input".to_string()),
+                    ".{0,12}",
+                ]
+                .prop_map(Value::from),
+            ];
+            leaf.prop_recursive(3, 40, 6, move |inner| {
+                prop_oneof![
+                    proptest::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                    proptest::collection::btree_map(key.clone(), inner, 0..8)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        proptest! {
+            /// Whatever an agent sends as `humanInTheLoop` and whatever a responder
+            /// sends back, decoding and translating either succeed or say why; they
+            /// never panic.
+            #[test]
+            fn decoders_never_panic(spec in any_json(), body in any_json()) {
+                if let Ok(spec) = serde_json::from_value::<HitlSpec>(spec)
+                    && let Ok(r) = request_from_spec(&spec, "app", "s")
+                    && let Ok(body) = serde_json::from_value::<RespondBody>(body)
+                    && let Ok(reply) = reply_for(&r, &body)
+                {
+                    let a = Answer::from_reply(&r, reply, "p");
+                    let _ = response_data(&r, Some(1), &a);
+                    let _ = status_object(Status::Answered, Some(&a), None);
+                }
+            }
+
+            /// Every kind refuses a body without its field with a message naming it.
+            #[test]
+            fn every_kind_says_what_it_needs(kind in prop_oneof![
+                Just("question"), Just("question_input"), Just("approval"),
+                Just("permission"), Just("choice"), Just("yesno"), Just("multiselect"),
+            ]) {
+                let spec: HitlSpec = serde_json::from_value(json!({
+                    "type": kind, "question": "q", "choices": ["a", "b"]
+                })).unwrap();
+                let r = request_from_spec(&spec, "app", "s").unwrap();
+                let e = reply_for(&r, &RespondBody::default()).unwrap_err();
+                prop_assert!(e.contains('"'), "{}", e);
+            }
+        }
+    }
 }

@@ -101,6 +101,18 @@ pub async fn respond(
 ) -> Result<Responded, ApiError> {
     let pending = match lookup(state, id).await? {
         Some(Lookup::Pending(p)) => p,
+        Some(Lookup::Ended(r)) if r.status == Status::Pending && r.origin == "http" => {
+            // Made by another broker sharing the store and not queued here yet (its
+            // notice is on the way): queue it now. Commands are taken in order, so
+            // the lookup after the admission finds it.
+            state
+                .broker
+                .admit_stored(r.request.clone(), id.parse().unwrap_or_default());
+            match state.broker.find(id).await {
+                Some(p) => p,
+                None => return Err(ended_error(&r)),
+            }
+        }
         Some(Lookup::Ended(r)) => return Err(ended_error(&r)),
         None => return Err(ApiError::not_found(format!("no request {id}"))),
     };

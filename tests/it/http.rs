@@ -1001,3 +1001,116 @@ fn bad_input_gets_a_clear_error_and_the_server_keeps_serving() {
     std::thread::sleep(Duration::from_secs(wait));
     assert_eq!(api.get_open("/healthz").status(), StatusCode::OK);
 }
+
+/// Random JSON (and random bytes) posted to every route that takes a body: each gets
+/// an answer below 500, and the server serves normally afterwards.
+#[test]
+fn random_bodies_to_every_decoder_never_break_the_server() {
+    use proptest::{
+        prelude::*,
+        test_runner::{Config, TestRunner},
+    };
+    let api = Api::start(None);
+    // Some real requests to aim at, of each kind.
+    let mut ids = vec!["999999".to_string(), "no-such".to_string()];
+    for kind in [
+        "question",
+        "approval",
+        "permission",
+        "choice",
+        "question_input",
+    ] {
+        let (_, c) = json_of(api.post_open(
+            "/events",
+            &hitl_event(kind, "q", json!({ "choices": ["a", "b"] })),
+        ));
+        ids.push(c["id"].as_i64().unwrap().to_string());
+    }
+    let key = prop_oneof![
+        Just("humanInTheLoop".to_string()),
+        Just("hook_event_type".to_string()),
+        Just("source_app".to_string()),
+        Just("type".to_string()),
+        Just("question".to_string()),
+        Just("content".to_string()),
+        Just("choices".to_string()),
+        Just("options".to_string()),
+        Just("timeout".to_string()),
+        Just("response".to_string()),
+        Just("choice".to_string()),
+        Just("approved".to_string()),
+        Just("cancelled".to_string()),
+        Just("idempotencyKey".to_string()),
+        "[a-z_]{1,8}",
+    ];
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+        prop_oneof![
+            Just("question".to_string()),
+            Just("choice".to_string()),
+            Just("a".to_string()),
+            ".{0,16}"
+        ]
+        .prop_map(Value::from),
+    ];
+    let any_json = leaf.prop_recursive(3, 48, 6, move |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+            proptest::collection::btree_map(key.clone(), inner, 0..8)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    });
+    let body = prop_oneof![
+        4 => any_json.prop_map(|v| v.to_string().into_bytes()),
+        1 => proptest::collection::vec(any::<u8>(), 0..64),
+    ];
+    let routes = [
+        "/events",
+        "/events/{id}/respond",
+        "/api/v1/requests",
+        "/api/v1/requests/{id}/respond",
+        "/api/v1/requests/{id}/cancel",
+    ];
+    let mut runner = TestRunner::new(Config {
+        cases: 300,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(
+            &(0..routes.len(), 0..ids.len(), body),
+            |(route, id, body)| {
+                let path = routes[route].replace("{id}", &ids[id]);
+                let r = api
+                    .http
+                    .post(api.url(&path))
+                    .bearer_auth(&api.token)
+                    .header("content-type", "application/json")
+                    .body(body.clone())
+                    .send()
+                    .unwrap();
+                let status = r.status();
+                let text = r.text().unwrap();
+                prop_assert!(
+                    status.as_u16() < 500,
+                    "{path} {:?} -> {status} {text}",
+                    String::from_utf8_lossy(&body)
+                );
+                prop_assert!(
+                    serde_json::from_str::<Value>(&text).is_ok(),
+                    "{path} -> {status}: not JSON: {text}"
+                );
+                Ok(())
+            },
+        )
+        .unwrap();
+    let (s, h) = json_of(api.get_open("/healthz"));
+    assert_eq!((s, h["status"].as_str()), (StatusCode::OK, Some("ok")));
+    let (s, _) =
+        json_of(api.post_open("/events", &hitl_event("question", "still fine?", json!({}))));
+    assert_eq!(s, StatusCode::CREATED);
+}
