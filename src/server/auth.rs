@@ -6,8 +6,11 @@
 //! SameSite=Strict cookie for the rest of the visit.
 //!
 //! Without the token a caller may only do what seed 004's clients do, and only from
-//! loopback while the server itself is bound to loopback: create requests and poll
-//! their answers (`[http] open_loopback = false` closes even that).
+//! loopback while the server itself is bound to loopback: create requests, and poll or
+//! wait for answers — the latter only when the caller runs as the same OS user as the
+//! server (the kernel's socket table says who owns the client's end), so another user
+//! on the machine cannot read answers by guessing ids. `[http] open_loopback = false`
+//! closes both.
 
 use std::{net::SocketAddr, path::Path, sync::Arc};
 
@@ -29,8 +32,11 @@ pub const COOKIE: &str = "hitl_token";
 pub enum Access {
     /// Anyone (`/healthz`).
     Public,
-    /// What seed clients do without a token: create requests, poll their answers.
+    /// Creating requests: without a token from loopback (seed clients send none).
     Agent,
+    /// Polling or waiting for an answer: without a token from loopback by the
+    /// server's own OS user.
+    Poll,
     /// Everything else: the token.
     Token,
 }
@@ -42,6 +48,8 @@ pub struct Caller {
     pub authenticated: bool,
     /// It connects from loopback to a server bound to loopback.
     pub local: bool,
+    /// Its address.
+    pub peer: SocketAddr,
 }
 
 impl Caller {
@@ -50,6 +58,12 @@ impl Caller {
         let ok = match access {
             Access::Public => true,
             Access::Agent => self.authenticated || (self.local && state.settings.open_loopback),
+            Access::Poll => {
+                self.authenticated
+                    || (self.local
+                        && state.settings.open_loopback
+                        && peer_uid(self.peer) == Some(nix::unistd::geteuid().as_raw()))
+            }
             Access::Token => self.authenticated,
         };
         if ok {
@@ -62,6 +76,21 @@ impl Caller {
             ))
         }
     }
+}
+
+/// The OS user owning the client's end of a loopback TCP connection, from the
+/// kernel's socket table.
+fn peer_uid(peer: SocketAddr) -> Option<u32> {
+    let table = if peer.is_ipv4() {
+        procfs::net::tcp()
+    } else {
+        procfs::net::tcp6()
+    };
+    table
+        .ok()?
+        .into_iter()
+        .find(|e| e.local_address == peer)
+        .map(|e| e.uid)
 }
 
 /// The token: `HITL_TOKEN`, else the `token` file in `config_dir`, made (0600) if absent.
@@ -178,6 +207,7 @@ pub async fn authenticate(
     let caller = Caller {
         authenticated,
         local: state.loopback_bound && peer.ip().is_loopback(),
+        peer,
     };
     if let Err(e) = state
         .limiter

@@ -100,7 +100,7 @@ pub fn table() -> Vec<Route> {
         route(
             M::GET,
             "/events/{id}/response",
-            Agent,
+            Poll,
             "Poll for the answer: 200 with it, 202 + Retry-After while pending or after a timeout.",
             get(seed::event_response),
         ),
@@ -149,7 +149,7 @@ pub fn table() -> Vec<Route> {
         route(
             M::GET,
             "/api/v1/requests/{id}/wait",
-            Agent,
+            Poll,
             "Long poll: returns when the request ends (200) or after `timeout` seconds (202).",
             get(native::wait),
         ),
@@ -197,10 +197,9 @@ async fn openapi_json() -> Json<Value> {
 
 /// Refuses a caller that may not use a route.
 async fn require(access: Access, state: Arc<AppState>, req: Request, next: Next) -> Response {
-    let caller = req.extensions().get::<Caller>().copied().unwrap_or(Caller {
-        authenticated: false,
-        local: false,
-    });
+    let Some(caller) = req.extensions().get::<Caller>().copied() else {
+        return super::error::ApiError::internal("the auth layer did not run").into_response();
+    };
     match caller.require(access, &state) {
         Ok(()) => next.run(req).await,
         Err(e) => e.into_response(),
@@ -281,6 +280,12 @@ pub fn openapi() -> Value {
                 op["security"] = json!([{ "token": [] }, {}]);
                 op["description"] =
                     json!("Loopback clients may call this without the token (open_loopback).");
+            }
+            Access::Poll => {
+                op["security"] = json!([{ "token": [] }, {}]);
+                op["description"] = json!(
+                    "Loopback clients running as the server's OS user may call this without the token (open_loopback)."
+                );
             }
             Access::Token => op["security"] = json!([{ "token": [] }]),
         }

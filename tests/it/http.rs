@@ -850,6 +850,34 @@ fn the_token_guards_what_it_must_and_the_dashboard_logs_in_by_cookie() {
         .send()
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+    // Reading answers without the token: the server's own OS user only. Another user
+    // on the machine (here `nobody`) is refused, even from loopback.
+    let (_, c) = json_of(api.post_open("/events", &hitl_event("question", "secret?", json!({}))));
+    let id = c["id"].as_i64().unwrap();
+    assert_eq!(
+        api.get_open(&format!("/events/{id}/response")).status(),
+        StatusCode::ACCEPTED
+    );
+    let is_root = nix::unistd::geteuid().is_root();
+    if is_root {
+        let script = format!(
+            "import urllib.request, urllib.error\n\
+             try:\n    print(urllib.request.urlopen('{}/events/{id}/response').status)\n\
+             except urllib.error.HTTPError as e:\n    print(e.code)",
+            api.base
+        );
+        let out = std::process::Command::new("runuser")
+            .args(["-u", "nobody", "--", "python3", "-c", &script])
+            .output()
+            .expect("runuser (util-linux) runs a command as another user");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "401",
+            "{out:?}"
+        );
+    } else {
+        eprintln!("not root: the other-user check needs runuser as root");
+    }
     // The token file is private.
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(api.project.home.join("token"))
@@ -871,9 +899,11 @@ fn the_token_guards_what_it_must_and_the_dashboard_logs_in_by_cookie() {
     drop(api);
 
     // Bound beyond loopback: every route but /healthz needs the token.
+    // HITL_TOKEN overrides the token file.
     let p = Project::new();
     let mut cmd = p.hitl();
-    cmd.args(["serve", "--http", "0.0.0.0:0"]);
+    cmd.args(["serve", "--http", "0.0.0.0:0"])
+        .env("HITL_TOKEN", "fixed-token-for-test");
     let server = crate::support::Listener::start_command(cmd);
     let base = server.http_base();
     let http = Client::new();
@@ -894,7 +924,7 @@ fn the_token_guards_what_it_must_and_the_dashboard_logs_in_by_cookie() {
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     let r = http
         .post(format!("{base}/events"))
-        .bearer_auth(p.token())
+        .bearer_auth("fixed-token-for-test")
         .json(&hitl_event("question", "q", json!({})))
         .send()
         .unwrap();
