@@ -459,6 +459,8 @@ pub struct Broker {
     snapshot_dirty: Vec<bool>,
     /// Requests made over HTTP still pending when the last broker stopped.
     remote_pending: Vec<Request>,
+    /// The queued requests made over HTTP, by id (their ids are unique).
+    remote_by_id: HashMap<String, u64>,
     stats: BrokerStats,
 }
 
@@ -533,6 +535,7 @@ impl Broker {
             commands_rx,
             snapshot_dirty: vec![true; n],
             remote_pending,
+            remote_by_id: HashMap::new(),
             stats: BrokerStats::default(),
         };
         (broker, handle)
@@ -621,11 +624,13 @@ impl Broker {
                 let _ = done.send(self.admit_remote(*request, event_id));
             }
             Command::Find { id, done } => {
-                let found = self
-                    .entries
-                    .values()
-                    .filter(|e| e.pending.request.id == id)
-                    .min_by_key(|e| matches!(e.place, Place::Spool { .. }))
+                // A request made over HTTP first (their ids are unique); then the spool's.
+                let remote = self
+                    .remote_by_id
+                    .get(&id)
+                    .and_then(|seq| self.entries.get(seq));
+                let found = remote
+                    .or_else(|| self.entries.values().find(|e| e.pending.request.id == id))
                     .map(|e| e.pending.clone());
                 let _ = done.send(found);
             }
@@ -636,14 +641,10 @@ impl Broker {
                 reason,
             } => {
                 let seq = self
-                    .entries
-                    .iter()
-                    .find(|(_, e)| {
-                        matches!(e.place, Place::Remote)
-                            && !e.answering
-                            && e.pending.request.id == id
-                    })
-                    .map(|(seq, _)| *seq);
+                    .remote_by_id
+                    .get(&id)
+                    .copied()
+                    .filter(|seq| self.entries.get(seq).is_some_and(|e| !e.answering));
                 if let Some(seq) = seq {
                     self.finish_quietly(seq, status, answer.map(|a| *a), reason);
                 }
@@ -1019,11 +1020,7 @@ impl Broker {
     /// Queues a request made over HTTP (already in the store). Its timeout is exact:
     /// nobody else keeps a timer for it.
     fn admit_remote(&mut self, request: Request, event_id: i64) -> Option<Arc<PendingRequest>> {
-        if self
-            .entries
-            .values()
-            .any(|e| matches!(e.place, Place::Remote) && e.pending.request.id == request.id)
-        {
+        if self.remote_by_id.contains_key(&request.id) {
             return None;
         }
         let seq = self.next_seq;
@@ -1041,6 +1038,7 @@ impl Broker {
             variant: Variant::Canonical,
         });
         self.queue.insert(queue_key);
+        self.remote_by_id.insert(pending.request.id.clone(), seq);
         self.entries.insert(
             seq,
             Entry {
@@ -1166,6 +1164,7 @@ impl Broker {
                 self.record_then_forget(op, journal_path);
             }
             Place::Remote if record => {
+                self.remote_by_id.remove(&entry.pending.request.id);
                 self.record(StoreOp::Settle {
                     id: entry.pending.request.id.clone(),
                     status,
@@ -1173,7 +1172,9 @@ impl Broker {
                     reason: reason.clone(),
                 });
             }
-            Place::Remote => {}
+            Place::Remote => {
+                self.remote_by_id.remove(&entry.pending.request.id);
+            }
         }
         let _ = self.changes.send(Change::Finished {
             seq,

@@ -1144,3 +1144,19 @@ fn random_bodies_to_every_decoder_never_break_the_server() {
         json_of(api.post_open("/events", &hitl_event("question", "still fine?", json!({}))));
     assert_eq!(s, StatusCode::CREATED);
 }
+
+#[test]
+fn listen_without_http_serves_none_and_says_so() {
+    let p = Project::new();
+    let _l = p.listen(&["--ui", "none", "--no-http"]);
+    let info: Value =
+        serde_json::from_slice(&std::fs::read(p.helpers().join(".listener.json")).unwrap())
+            .unwrap();
+    assert_eq!(info["http"], Value::Null);
+    let out = p.run(&["listen", "--no-http", "--http", "127.0.0.1:0"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--http and --no-http conflict: {out:?}"
+    );
+}
