@@ -201,7 +201,10 @@ pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
     }
     println!("project:  {}", spool.project().display());
     match &listener {
-        Some(info) => println!("listener: running (pid {})", info["pid"]),
+        Some(info) => match info["http"].as_str() {
+            Some(url) => println!("listener: running (pid {}), HTTP API on {url}", info["pid"]),
+            None => println!("listener: running (pid {})", info["pid"]),
+        },
         None if spool.listener_pid_file().exists() => {
             println!(
                 "listener: not running (stale .listener.pid; the next `hitl listen` reclaims it)"
