@@ -120,9 +120,11 @@ async fn respond(http: &reqwest::Client, base: &str, token: &str, id: &str) {
     }
 }
 
-async fn wait(http: &reqwest::Client, base: &str, id: &str) -> Value {
+/// The asker's long poll, with the token as `hitl ask --server` sends it.
+async fn wait(http: &reqwest::Client, base: &str, token: &str, id: &str) -> Value {
     let r = http
         .get(format!("{base}/api/v1/requests/{id}/wait?timeout=10"))
+        .bearer_auth(token)
         .send()
         .await
         .unwrap();
@@ -140,7 +142,8 @@ async fn whole_request_latency(ask_on: &Server, answer_on: &Server, rounds: usiz
         let id = create(&asker, &ask_on.base).await;
         let waiter = {
             let (http, base, id) = (asker.clone(), ask_on.base.clone(), id.clone());
-            tokio::spawn(async move { wait(&http, &base, &id).await })
+            let token = ask_on.token.clone();
+            tokio::spawn(async move { wait(&http, &base, &token, &id).await })
         };
         respond(&human, &answer_on.base, &answer_on.token, &id).await;
         let got = waiter.await.unwrap();
@@ -176,8 +179,9 @@ async fn replica_delay(a: &Server, b: &Server, rounds: usize) -> Vec<f64> {
         }
         let waiter = {
             let (http, base, id) = (asker.clone(), a.base.clone(), id.clone());
+            let token = a.token.clone();
             tokio::spawn(async move {
-                let got = wait(&http, &base, &id).await;
+                let got = wait(&http, &base, &token, &id).await;
                 (Instant::now(), got)
             })
         };

@@ -71,6 +71,23 @@ async fn admit(store: &Store, broker: &BrokerHandle, id: &str) -> anyhow::Result
     Ok(())
 }
 
+/// Admits a request the resync found, unless it is so new that the broker that made
+/// it may not have queued it yet (the request's own broker queues it; a notice or the
+/// next resync brings it here otherwise).
+async fn admit_settled(store: &Store, broker: &BrokerHandle, id: &str) -> anyhow::Result<()> {
+    if let Some(r) = store.find_request(id).await?
+        && r.origin == "http"
+        && r.status == Status::Pending
+    {
+        let age = jiff::Timestamp::now().duration_since(r.request.timestamp);
+        if age < jiff::SignedDuration::try_from(RESYNC_EVERY)? {
+            return Ok(());
+        }
+        broker.admit_stored(r.request, id.parse().unwrap_or_default());
+    }
+    Ok(())
+}
+
 async fn drop_ended(store: &Store, broker: &BrokerHandle, id: &str) -> anyhow::Result<()> {
     if let Some(r) = store.find_request(id).await?
         && r.origin == "http"
@@ -90,7 +107,7 @@ async fn resync(store: &Store, broker: &BrokerHandle) -> anyhow::Result<()> {
         drop_ended(store, broker, id).await?;
     }
     for id in pending.difference(&queued) {
-        admit(store, broker, id).await?;
+        admit_settled(store, broker, id).await?;
     }
     Ok(())
 }

@@ -1020,8 +1020,9 @@ impl Broker {
     /// Queues a request made over HTTP (already in the store). Its timeout is exact:
     /// nobody else keeps a timer for it.
     fn admit_remote(&mut self, request: Request, event_id: i64) -> Option<Arc<PendingRequest>> {
-        if self.remote_by_id.contains_key(&request.id) {
-            return None;
+        if let Some(seq) = self.remote_by_id.get(&request.id) {
+            // Queued already (the replica sync can get there first): the same one.
+            return self.entries.get(seq).map(|e| e.pending.clone());
         }
         let seq = self.next_seq;
         self.next_seq += 1;
