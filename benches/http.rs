@@ -284,7 +284,7 @@ fn main() {
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");
-    let (rounds, secs) = if quick { (500, 3.0) } else { (3000, 10.0) };
+    let (rounds, secs) = if quick { (500, 2.0) } else { (3000, 10.0) };
     println!(
         "hitl HTTP benchmarks ({} mode)\n",
         if quick { "short" } else { "full" }
@@ -302,15 +302,33 @@ fn main() {
         tmp.path(),
         &format!("sqlite://{}", tmp.path().join("bench.db").display()),
     );
-    let lat = rt.block_on(whole_request_latency(&sqlite, &sqlite, rounds));
-    let (p50, p99) = (pct(&lat, 0.5), pct(&lat, 0.99));
+    // This class of machine has slow spells of a second or more (other tenants); one
+    // run can land in one. Three runs each, all printed; the verdict is the median's.
+    let mut runs = Vec::new();
+    for run in 1..=3 {
+        let lat = rt.block_on(whole_request_latency(&sqlite, &sqlite, rounds));
+        let (p50, p99) = (pct(&lat, 0.5), pct(&lat, 0.99));
+        println!(
+            "SQLite: create -> respond -> delivered, {rounds} requests, run {run}: p50 {p50:.3} ms, p99 {p99:.3} ms"
+        );
+        runs.push(p99);
+    }
+    let p99 = pct(&runs, 0.5);
     println!(
-        "SQLite: create -> respond -> delivered, {rounds} requests: p50 {p50:.3} ms, p99 {p99:.3} ms (target p99 <= 3 ms: {})",
+        "SQLite: create -> respond -> delivered: median run's p99 {p99:.3} ms (target p99 <= 3 ms: {})",
         verdict(p99 <= 3.0)
     );
-    let rate = rt.block_on(throughput(&sqlite, 64, secs));
+    let mut rates = Vec::new();
+    for run in 1..=3 {
+        let rate = rt.block_on(throughput(&sqlite, 64, secs));
+        println!(
+            "SQLite: create+respond pairs, 64 clients, {secs} s, run {run}: {rate:.0} pairs/s"
+        );
+        rates.push(rate);
+    }
+    let rate = pct(&rates, 0.5);
     println!(
-        "SQLite: create+respond pairs, 64 clients, {secs} s: {rate:.0} pairs/s (target >= 5,000: {})",
+        "SQLite: create+respond pairs: median run {rate:.0} pairs/s (target >= 5,000: {})",
         verdict(rate >= 5000.0)
     );
     drop(sqlite);

@@ -30,51 +30,111 @@ impl From<StoreOp> for StoreMsg {
 
 const MAX_BATCH: usize = 1024;
 
+/// Ops taken from the channel for one transaction, with who to tell.
+#[derive(Default)]
+struct Batch {
+    ops: Vec<StoreOp>,
+    acks: Vec<(usize, oneshot::Sender<Option<Outcome>>)>,
+}
+
+impl Batch {
+    /// Adds `first` and whatever else is already waiting, up to [`MAX_BATCH`].
+    fn fill(&mut self, first: StoreMsg, rx: &mut mpsc::UnboundedReceiver<StoreMsg>) {
+        let mut next = Some(first);
+        while let Some(msg) = next.take() {
+            if let Some(ack) = msg.ack {
+                self.acks.push((self.ops.len(), ack));
+            }
+            self.ops.push(msg.op);
+            if self.ops.len() < MAX_BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+    }
+
+    /// Tells everyone waiting how it went, and empties the batch.
+    fn finish(&mut self, committed: Option<Vec<Outcome>>, began: std::time::Instant) {
+        tracing::debug!(
+            ops = self.ops.len(),
+            micros = began.elapsed().as_micros() as u64,
+            "history batch"
+        );
+        for (i, ack) in self.acks.drain(..) {
+            let _ = ack.send(committed.as_ref().and_then(|o| o.get(i).cloned()));
+        }
+        self.ops.clear();
+    }
+}
+
+fn failed(attempt: u64, n: usize, e: &anyhow::Error) {
+    if attempt < ATTEMPTS {
+        tracing::warn!("writing history failed (attempt {attempt}): {e:#}");
+    } else {
+        tracing::error!(
+            "writing history failed, {n} records not written (the spool keeps its questions; \
+             requests made over HTTP were not accepted): {e:#}"
+        );
+    }
+}
+
+/// Tries per batch: another process may hold the write lock for a moment.
+const ATTEMPTS: u64 = 5;
+
 /// Starts the writer. Drop every sender, then await the handle, to flush on shutdown.
+///
+/// On SQLite it is a thread of its own calling the store's blocking writer directly:
+/// a hop to the blocking pool per batch would be most of a small batch's cost.
 pub fn spawn_store_writer(store: Store) -> (mpsc::UnboundedSender<StoreMsg>, JoinHandle<()>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<StoreMsg>();
-    let handle = tokio::spawn(async move {
-        let mut batch = Vec::with_capacity(MAX_BATCH);
-        let mut acks: Vec<(usize, oneshot::Sender<Option<Outcome>>)> = Vec::new();
-        while let Some(msg) = rx.recv().await {
-            let mut next = Some(msg);
-            while let Some(msg) = next.take() {
-                if let Some(ack) = msg.ack {
-                    acks.push((batch.len(), ack));
+    if let Some(writer) = store.sqlite_writer() {
+        let runtime = tokio::runtime::Handle::current();
+        let handle = tokio::task::spawn_blocking(move || {
+            let mut batch = Batch::default();
+            while let Some(first) = rx.blocking_recv() {
+                batch.fill(first, &mut rx);
+                let began = std::time::Instant::now();
+                let mut committed = None;
+                for attempt in 1..=ATTEMPTS {
+                    match writer.apply_blocking(&batch.ops) {
+                        Ok(outcomes) => {
+                            committed = Some(outcomes);
+                            break;
+                        }
+                        Err(e) => {
+                            failed(attempt, batch.ops.len(), &e);
+                            if attempt < ATTEMPTS {
+                                std::thread::sleep(Duration::from_millis(100 * attempt));
+                            }
+                        }
+                    }
                 }
-                batch.push(msg.op);
-                if batch.len() < MAX_BATCH {
-                    next = rx.try_recv().ok();
-                }
+                batch.finish(committed, began);
             }
-            let mut committed = None;
-            // Retry a few times: another process may hold the write lock for a moment.
+            runtime.block_on(store.close());
+        });
+        return (tx, handle);
+    }
+    let handle = tokio::spawn(async move {
+        let mut batch = Batch::default();
+        while let Some(first) = rx.recv().await {
+            batch.fill(first, &mut rx);
             let began = std::time::Instant::now();
-            for attempt in 1..=5 {
-                match store.apply(&batch).await {
+            let mut committed = None;
+            for attempt in 1..=ATTEMPTS {
+                match store.apply(&batch.ops).await {
                     Ok(outcomes) => {
                         committed = Some(outcomes);
                         break;
                     }
-                    Err(e) if attempt < 5 => {
-                        tracing::warn!("writing history failed (attempt {attempt}): {e:#}");
-                        tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+                    Err(e) => {
+                        failed(attempt, batch.ops.len(), &e);
+                        if attempt < ATTEMPTS {
+                            tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+                        }
                     }
-                    Err(e) => tracing::error!(
-                        "writing history failed, {} records lost from history (the spool still has them): {e:#}",
-                        batch.len()
-                    ),
                 }
             }
-            tracing::debug!(
-                ops = batch.len(),
-                micros = began.elapsed().as_micros() as u64,
-                "history batch"
-            );
-            for (i, ack) in acks.drain(..) {
-                let _ = ack.send(committed.as_ref().and_then(|o| o.get(i).cloned()));
-            }
-            batch.clear();
+            batch.finish(committed, began);
         }
         store.close().await;
     });

@@ -16,7 +16,7 @@
 //! finished request: an outcome is recorded only while the row is still `pending`.
 
 mod sql;
-mod sqlite_writer;
+pub mod sqlite_writer;
 
 use std::{path::PathBuf, str::FromStr, sync::Arc, time::Duration};
 
@@ -491,6 +491,15 @@ impl Store {
             backend: Backend::Sqlite(pool, Arc::new(writer)),
             replica: uuid::Uuid::now_v7().simple().to_string().into(),
         })
+    }
+
+    /// The SQLite write connection, for a writer thread of its own (`None` on
+    /// PostgreSQL).
+    pub fn sqlite_writer(&self) -> Option<Arc<sqlite_writer::SqliteWriter>> {
+        match &self.backend {
+            Backend::Sqlite(_, w) => Some(w.clone()),
+            Backend::Postgres(_) => None,
+        }
     }
 
     /// Which backend this is: `sqlite` or `postgres`.

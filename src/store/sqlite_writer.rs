@@ -60,7 +60,13 @@ impl SqliteWriter {
         })
     }
 
-    /// Applies `ops` in one transaction; returns what each did, in order.
+    /// Applies `ops` in one transaction, on this thread; returns what each did.
+    pub fn apply_blocking(&self, ops: &[StoreOp]) -> Result<Vec<Outcome>> {
+        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        apply(&mut conn, ops)
+    }
+
+    /// Applies `ops` in one transaction on the blocking pool; returns what each did.
     pub async fn apply(self: &Arc<Self>, ops: Vec<StoreOp>) -> Result<Vec<Outcome>> {
         let me = self.clone();
         tokio::task::spawn_blocking(move || {
