@@ -16,6 +16,7 @@ pub use id::{IdError, is_valid_id, validate_id};
 pub use request::{Answer, AnswerStatus, Asker, Kind, Priority, Reply, Request};
 pub use status::Status;
 pub use time::{now, parse_timestamp};
+pub(crate) use variant::type_name as json_type_name;
 pub use variant::{ParseError, ParsedQuestion, Variant, parse_question};
 
 /// Version written into every file and message this program produces.

@@ -320,7 +320,8 @@ fn json_error(e: &serde_json::Error) -> ParseError {
     ParseError::Json(e.to_string())
 }
 
-fn type_name(v: &Value) -> &'static str {
+/// What kind of JSON value `v` is, for messages ("a string", "an array"…).
+pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -62,7 +62,8 @@ impl Caller {
                 self.authenticated
                     || (self.local
                         && state.settings.open_loopback
-                        && peer_uid(self.peer) == Some(nix::unistd::geteuid().as_raw()))
+                        && peer_uid(self.peer, state.local_addr)
+                            == Some(nix::unistd::geteuid().as_raw()))
             }
             Access::Token => self.authenticated,
         };
@@ -78,9 +79,10 @@ impl Caller {
     }
 }
 
-/// The OS user owning the client's end of a loopback TCP connection, from the
-/// kernel's socket table.
-fn peer_uid(peer: SocketAddr) -> Option<u32> {
+/// The OS user owning the client's end of a loopback TCP connection to `server`,
+/// from the kernel's socket table. Only the live connection counts: a closed one with
+/// the same client port lingers in TIME_WAIT, owned by nobody in particular (uid 0).
+fn peer_uid(peer: SocketAddr, server: SocketAddr) -> Option<u32> {
     let table = if peer.is_ipv4() {
         procfs::net::tcp()
     } else {
@@ -89,7 +91,11 @@ fn peer_uid(peer: SocketAddr) -> Option<u32> {
     table
         .ok()?
         .into_iter()
-        .find(|e| e.local_address == peer)
+        .find(|e| {
+            e.local_address == peer
+                && e.remote_address == server
+                && e.state == procfs::net::TcpState::Established
+        })
         .map(|e| e.uid)
 }
 

@@ -40,6 +40,8 @@ pub struct AppState {
     pub settings: HttpSettings,
     /// The server listens on loopback only (else every route needs the token).
     pub loopback_bound: bool,
+    /// The address it listens on.
+    pub local_addr: SocketAddr,
     /// The projects served, for the agents list.
     pub spools: Vec<Spool>,
     limiter: limits::RateLimiter,
@@ -65,6 +67,7 @@ impl AppState {
             token,
             settings,
             loopback_bound: local_addr.ip().is_loopback(),
+            local_addr,
             spools,
             limiter: limits::RateLimiter::default(),
             delivery: deliver::DeliveryCounters::default(),

@@ -66,19 +66,8 @@ fn take_string(
         Some(Value::String(s)) => Ok(s),
         Some(other) => Err(ApiError::bad_request(format!(
             "{field} must be a string, not {}",
-            json_type(&other)
+            crate::protocol::json_type_name(&other)
         ))),
-    }
-}
-
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
@@ -91,7 +80,7 @@ pub async fn create_event(
     let Value::Object(mut body) = body else {
         return Err(ApiError::bad_request(format!(
             "the body must be a JSON object (an event), not {}",
-            json_type(&body)
+            crate::protocol::json_type_name(&body)
         )));
     };
     let key = idempotency_key(&headers, &mut body)?;

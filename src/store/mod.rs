@@ -388,6 +388,19 @@ where
     })
 }
 
+/// Events joined with their requests (a request has its event's id), for
+/// [`stored_event`]; the callers add the filter and order.
+macro_rules! events_select {
+    () => {
+        "SELECT e.id, e.source_app, e.session_id, e.hook_event_type, e.payload_json,
+                e.extra_json, e.timestamp_ms, e.hitl_json, e.idempotency_key,
+                r.request_json, r.origin, r.status, r.answer_json, r.reason, r.finished_at
+         FROM events e
+         LEFT JOIN requests r
+           ON e.hitl_json IS NOT NULL AND r.origin = 'http' AND r.id = CAST(e.id AS TEXT)"
+    };
+}
+
 /// Where a SQLite database lives, from `--db`/`HITL_DB` or the default path.
 pub fn sqlite_path(url: &str) -> Result<PathBuf> {
     if let Some(rest) = url.strip_prefix("sqlite://") {
@@ -732,18 +745,10 @@ impl Store {
     /// The newest events, newest first, with their requests.
     pub async fn recent_events(&self, limit: i64) -> Result<Vec<StoredEvent>> {
         with_pool!(self, |pool| {
-            let rows = sqlx::query(
-                "SELECT e.id, e.source_app, e.session_id, e.hook_event_type, e.payload_json,
-                        e.extra_json, e.timestamp_ms, e.hitl_json, e.idempotency_key,
-                        r.request_json, r.origin, r.status, r.answer_json, r.reason, r.finished_at
-                 FROM events e
-                 LEFT JOIN requests r
-                   ON e.hitl_json IS NOT NULL AND r.origin = 'http' AND r.id = CAST(e.id AS TEXT)
-                 ORDER BY e.id DESC LIMIT $1",
-            )
-            .bind(limit.max(0))
-            .fetch_all(pool)
-            .await?;
+            let rows = sqlx::query(concat!(events_select!(), " ORDER BY e.id DESC LIMIT $1"))
+                .bind(limit.max(0))
+                .fetch_all(pool)
+                .await?;
             Ok(rows.iter().filter_map(stored_event).collect())
         })
     }
@@ -751,18 +756,10 @@ impl Store {
     /// One event, with its request.
     pub async fn event(&self, id: i64) -> Result<Option<StoredEvent>> {
         with_pool!(self, |pool| {
-            let row = sqlx::query(
-                "SELECT e.id, e.source_app, e.session_id, e.hook_event_type, e.payload_json,
-                        e.extra_json, e.timestamp_ms, e.hitl_json, e.idempotency_key,
-                        r.request_json, r.origin, r.status, r.answer_json, r.reason, r.finished_at
-                 FROM events e
-                 LEFT JOIN requests r
-                   ON e.hitl_json IS NOT NULL AND r.origin = 'http' AND r.id = CAST(e.id AS TEXT)
-                 WHERE e.id = $1",
-            )
-            .bind(id)
-            .fetch_optional(pool)
-            .await?;
+            let row = sqlx::query(concat!(events_select!(), " WHERE e.id = $1"))
+                .bind(id)
+                .fetch_optional(pool)
+                .await?;
             Ok(row.as_ref().and_then(stored_event))
         })
     }

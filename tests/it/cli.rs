@@ -11,17 +11,7 @@ use std::{
 
 use serde_json::Value;
 
-use crate::support::{Project, eventually, wait_output};
-
-fn spawn_ask(p: &Project, args: &[&str]) -> Child {
-    p.hitl()
-        .arg("ask")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
+use crate::support::{Project, eventually, spawn_ask, wait_output};
 
 fn mode(path: &std::path::Path) -> u32 {
     fs::metadata(path).unwrap().permissions().mode() & 0o777

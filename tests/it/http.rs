@@ -2,10 +2,7 @@
 //! native API, auth, limits, bad input, WebSocket delivery and streams, and requests
 //! crossing between the spool and HTTP.
 
-use std::{
-    process::{Child, Stdio},
-    time::Duration,
-};
+use std::{process::Stdio, time::Duration};
 
 use reqwest::{
     StatusCode,
@@ -13,7 +10,7 @@ use reqwest::{
 };
 use serde_json::{Value, json};
 
-use crate::support::{Listener, Project, eventually, wait_output};
+use crate::support::{Listener, Project, eventually, spawn_ask, wait_output};
 
 /// A listener serving HTTP on a free loopback port, and a client for it.
 struct Api {
@@ -314,16 +311,6 @@ fn a_request_past_its_timeout_is_timeout_and_a_late_answer_gets_410() {
     assert!(e["error"].as_str().unwrap().contains("timed out"), "{e}");
     let (_, got) = json_of(api.get(&format!("/api/v1/requests/{id}")));
     assert_eq!(got["status"], "timeout");
-}
-
-fn spawn_ask(p: &Project, args: &[&str]) -> Child {
-    p.hitl()
-        .arg("ask")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
 }
 
 #[test]

@@ -320,3 +320,14 @@ impl Project {
         std::fs::write(self.home.join("config.toml"), text).unwrap();
     }
 }
+
+/// Starts `hitl ask ARGS` in the project, its output piped.
+pub fn spawn_ask(p: &Project, args: &[&str]) -> Child {
+    p.hitl()
+        .arg("ask")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
