@@ -252,33 +252,28 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
 
     // Requests made over HTTP by other brokers sharing the store join this queue.
     let replica_task = crate::replica::spawn(reader.clone(), handle.clone());
-    let (http_stop, http_stopped) = oneshot::channel::<()>();
     let http = match (opts.no_http, &opts.http) {
         (true, _) => None,
         (false, Some(addr)) => Some((addr.clone(), false)),
         (false, None) if settings.http.listen_addr == "off" => None,
         (false, None) => Some((settings.http.listen_addr.clone(), true)),
     };
-    let (http_url, http_task) = match http {
-        None => (None, None),
-        Some((addr, fallback)) => {
-            let listener = server::bind(&addr, fallback).await?;
-            let local = listener.local_addr()?;
-            let token = server::load_or_create_token(&paths.config_dir)?;
-            let state = server::AppState::new(
+    let http = match http {
+        None => None,
+        Some((addr, fallback)) => Some(
+            server::start(
+                &addr,
+                fallback,
                 handle.clone(),
                 reader,
-                token,
-                settings.http.clone(),
-                local,
+                &settings.http,
+                &paths.config_dir,
                 spools.clone(),
-            );
-            let task = tokio::spawn(server::serve(listener, state, async {
-                let _ = http_stopped.await;
-            }));
-            (Some(format!("http://{local}")), Some(task))
-        }
+            )
+            .await?,
+        ),
     };
+    let http_url = http.as_ref().map(|h| format!("http://{}", h.local));
 
     let projects: Vec<PathBuf> = spools.iter().map(|s| s.project().to_path_buf()).collect();
     for s in &spools {
@@ -316,11 +311,8 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
         }
     }
     eprintln!("hitl: stopping; pending questions stay queued for the next start");
-    let _ = http_stop.send(());
-    if let Some(mut task) = http_task {
-        // Open long polls and streams are cut, not waited for.
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), &mut task).await;
-        task.abort();
+    if let Some(http) = http {
+        http.stop().await;
     }
     replica_task.abort();
     let _ = stop_tx.send(());

@@ -2,7 +2,7 @@
 //! Agents ask over HTTP; people answer over HTTP (or the dashboard). With a PostgreSQL
 //! store (`--db postgres://…`) several of these may share one database.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use tokio::sync::{mpsc, oneshot};
 
 use super::listen::StopSignals;
@@ -53,21 +53,17 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
 
     // Requests made or ended by other replicas sharing the store.
     let replica_task = crate::replica::spawn(reader.clone(), handle.clone());
-    let listener = server::bind(&opts.http, false).await?;
-    let local = listener.local_addr()?;
-    let token = server::load_or_create_token(&paths.config_dir).context("making the API token")?;
-    let state = server::AppState::new(
+    let http = server::start(
+        &opts.http,
+        false,
         handle.clone(),
         reader,
-        token,
-        settings.http.clone(),
-        local,
+        &settings.http,
+        &paths.config_dir,
         Vec::new(),
-    );
-    let (http_stop, http_stopped) = oneshot::channel::<()>();
-    let http_task = tokio::spawn(server::serve(listener, state, async {
-        let _ = http_stopped.await;
-    }));
+    )
+    .await?;
+    let local = http.local;
     if !local.ip().is_loopback() {
         eprintln!("hitl: serving on {local}, not loopback: every route needs the token");
     }
@@ -83,10 +79,7 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         }
     }
     eprintln!("hitl: stopping; pending requests stay in the store for the next start");
-    let _ = http_stop.send(());
-    let mut http_task = http_task;
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), &mut http_task).await;
-    http_task.abort();
+    http.stop().await;
     replica_task.abort();
     let _ = stop_tx.send(());
     let _ = broker_task.await;

@@ -111,6 +111,47 @@ pub async fn serve(
     .context("serving HTTP")
 }
 
+/// A server running in the background, from [`start`].
+pub struct Running {
+    /// The address it listens on.
+    pub local: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<()>>,
+}
+
+/// Binds `addr` (see [`bind`] for `fallback`), reads or makes the token in
+/// `config_dir`, and serves in the background.
+pub async fn start(
+    addr: &str,
+    fallback: bool,
+    broker: BrokerHandle,
+    store: Store,
+    settings: &HttpSettings,
+    config_dir: &std::path::Path,
+    spools: Vec<Spool>,
+) -> Result<Running> {
+    let listener = bind(addr, fallback).await?;
+    let local = listener.local_addr()?;
+    let token = load_or_create_token(config_dir).context("making the API token")?;
+    let state = AppState::new(broker, store, token, settings.clone(), local, spools);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(serve(listener, state, async {
+        let _ = stopped.await;
+    }));
+    Ok(Running { local, stop, task })
+}
+
+impl Running {
+    /// Stops taking connections; open long polls and streams are cut after a moment,
+    /// not waited for.
+    pub async fn stop(self) {
+        let Running { stop, mut task, .. } = self;
+        let _ = stop.send(());
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), &mut task).await;
+        task.abort();
+    }
+}
+
 /// The OpenAPI document of every route, as `/api/v1/openapi.json` serves it.
 pub fn openapi() -> serde_json::Value {
     routes::openapi()

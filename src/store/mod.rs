@@ -24,7 +24,7 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use sqlx::{
     Row,
-    postgres::{PgConnectOptions, PgPool, PgPoolOptions},
+    postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions},
     sqlite::{
         SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
     },
@@ -277,63 +277,73 @@ macro_rules! with_pool {
     };
 }
 
-/// Records a request once; a repeat (same project, id and time asked) changes nothing.
-macro_rules! insert_request {
-    ($conn:expr, $project:expr, $r:expr, $variant:expr) => {
-        insert_request!($conn, $project, $r, $variant, "spool")
-    };
-    ($conn:expr, $project:expr, $r:expr, $variant:expr, $origin:expr) => {{
-        let r: &Request = $r;
-        sqlx::query(sql::INSERT_REQUEST)
-            .bind(uuid::Uuid::now_v7().to_string())
-            .bind($project)
-            .bind(&r.id)
-            .bind(r.timestamp.to_string())
-            .bind(r.timestamp.as_millisecond())
-            .bind($variant.as_str())
-            .bind(&r.agent_id)
-            .bind(&r.agent_name)
-            .bind(r.kind.as_str())
-            .bind(r.priority.as_str())
-            .bind(&r.content)
-            .bind(serde_json::to_string(r)?)
-            .bind($origin)
-            .bind(r.deadline().map(|d| d.as_millisecond()))
-            .execute($conn)
-            .await?;
-    }};
-}
-
 /// The project name requests made over HTTP are recorded under.
 pub const REMOTE_PROJECT: &str = "http";
 
-/// Stores an event once per idempotency key; yields `(event_id, existing)`. An
+/// Records a request once; a repeat (same project, id and time asked) changes nothing.
+/// (PostgreSQL; SQLite's writer runs the same statement through rusqlite.)
+async fn pg_insert_request(
+    c: &mut PgConnection,
+    project: &str,
+    r: &Request,
+    variant: Variant,
+    origin: &str,
+) -> Result<()> {
+    sqlx::query(sql::INSERT_REQUEST)
+        .bind(uuid::Uuid::now_v7().to_string())
+        .bind(project)
+        .bind(&r.id)
+        .bind(r.timestamp.to_string())
+        .bind(r.timestamp.as_millisecond())
+        .bind(variant.as_str())
+        .bind(&r.agent_id)
+        .bind(&r.agent_name)
+        .bind(r.kind.as_str())
+        .bind(r.priority.as_str())
+        .bind(&r.content)
+        .bind(serde_json::to_string(r)?)
+        .bind(origin)
+        .bind(r.deadline().map(|d| d.as_millisecond()))
+        .execute(c)
+        .await?;
+    Ok(())
+}
+
+/// Stores an event once per idempotency key; returns `(event_id, existing)`. An
 /// event's request, if it carries one, has the event's id.
-macro_rules! insert_event {
-    ($tx:expr, $e:expr) => {{
-        let e: &NewEvent = $e;
-        let inserted: Option<i64> = sqlx::query_scalar(sql::INSERT_EVENT)
-            .bind(&e.source_app)
-            .bind(&e.session_id)
-            .bind(&e.hook_event_type)
-            .bind(serde_json::to_string(&e.payload)?)
-            .bind(serde_json::to_string(&e.extra)?)
-            .bind(e.timestamp_ms)
-            .bind(e.hitl.as_ref().map(serde_json::to_string).transpose()?)
-            .bind(&e.idempotency_key)
-            .fetch_optional($tx)
-            .await?;
-        match inserted {
-            Some(id) => (id, false),
-            None => {
-                let id: i64 = sqlx::query_scalar(sql::EVENT_BY_KEY)
-                    .bind(&e.idempotency_key)
-                    .fetch_one($tx)
-                    .await?;
-                (id, true)
-            }
+async fn pg_insert_event(c: &mut PgConnection, e: &NewEvent) -> Result<(i64, bool)> {
+    let inserted: Option<i64> = sqlx::query_scalar(sql::INSERT_EVENT)
+        .bind(&e.source_app)
+        .bind(&e.session_id)
+        .bind(&e.hook_event_type)
+        .bind(serde_json::to_string(&e.payload)?)
+        .bind(serde_json::to_string(&e.extra)?)
+        .bind(e.timestamp_ms)
+        .bind(e.hitl.as_ref().map(serde_json::to_string).transpose()?)
+        .bind(&e.idempotency_key)
+        .fetch_optional(&mut *c)
+        .await?;
+    match inserted {
+        Some(id) => Ok((id, false)),
+        None => {
+            let id: i64 = sqlx::query_scalar(sql::EVENT_BY_KEY)
+                .bind(&e.idempotency_key)
+                .fetch_one(c)
+                .await?;
+            Ok((id, true))
         }
-    }};
+    }
+}
+
+/// Tells the other replicas of a change to request `id`, on commit.
+async fn pg_announce(c: &mut PgConnection, replica: &str, kind: &str, id: &str) -> Result<()> {
+    let notice = serde_json::json!({ "r": replica, "k": kind, "id": id }).to_string();
+    sqlx::query(sql::NOTIFY)
+        .bind(CHANGES_CHANNEL)
+        .bind(notice)
+        .execute(c)
+        .await?;
+    Ok(())
 }
 
 /// Reads the request columns of a row (`request_json`, `origin`, `status`…).
@@ -523,7 +533,9 @@ impl Store {
         }
     }
 
-    /// Applies `ops` in one transaction; returns what each did, in order.
+    /// Applies `ops` in one transaction; returns what each did, in order. SQLite's
+    /// run on its writer (`sqlite_writer.rs`); PostgreSQL's here, with a NOTIFY for
+    /// the other replicas in the same transaction.
     pub async fn apply(&self, ops: &[StoreOp]) -> Result<Vec<Outcome>> {
         let pool = match &self.backend {
             Backend::Sqlite(_, writer) => return writer.apply(ops.to_vec()).await,
@@ -539,7 +551,7 @@ impl Store {
                         request,
                         variant,
                     } => {
-                        insert_request!(&mut *tx, project, request, *variant);
+                        pg_insert_request(&mut tx, project, request, *variant, "spool").await?;
                         Outcome::Done
                     }
                     StoreOp::Delivering {
@@ -548,7 +560,7 @@ impl Store {
                         variant,
                         answer,
                     } => {
-                        insert_request!(&mut *tx, project, request, *variant);
+                        pg_insert_request(&mut tx, project, request, *variant, "spool").await?;
                         sqlx::query(sql::MARK_DELIVERING)
                             .bind(serde_json::to_string(answer)?)
                             .bind(project)
@@ -566,7 +578,7 @@ impl Store {
                         answer,
                         reason,
                     } => {
-                        insert_request!(&mut *tx, project, request, *variant);
+                        pg_insert_request(&mut tx, project, request, *variant, "spool").await?;
                         let answer_json = answer.as_ref().map(serde_json::to_string).transpose()?;
                         sqlx::query(sql::FINISH_REQUEST)
                             .bind(status.as_str())
@@ -582,31 +594,26 @@ impl Store {
                         Outcome::Done
                     }
                     StoreOp::Event(event) => {
-                        let (event_id, existing) = insert_event!(&mut *tx, event);
+                        let (event_id, existing) = pg_insert_event(&mut tx, event).await?;
                         Outcome::Created { event_id, existing }
                     }
                     StoreOp::CreateRemote { request, event } => {
                         // The request's id is its event's: insert the event first.
-                        let (event_id, existing) = insert_event!(&mut *tx, event);
+                        let (event_id, existing) = pg_insert_event(&mut tx, event).await?;
                         if !existing {
                             let id = event_id.to_string();
                             let mut r = (**request).clone();
                             r.id = id.clone();
 
-                            insert_request!(
-                                &mut *tx,
+                            pg_insert_request(
+                                &mut tx,
                                 REMOTE_PROJECT,
                                 &r,
                                 Variant::Canonical,
-                                "http"
-                            );
-                            if let Some(notice) = self.notice("created", &id) {
-                                sqlx::query(sql::NOTIFY)
-                                    .bind(CHANGES_CHANNEL)
-                                    .bind(notice)
-                                    .execute(&mut *tx)
-                                    .await?;
-                            }
+                                "http",
+                            )
+                            .await?;
+                            pg_announce(&mut tx, &self.replica, "created", &id).await?;
                         }
                         Outcome::Created { event_id, existing }
                     }
@@ -627,12 +634,8 @@ impl Store {
                             .execute(&mut *tx)
                             .await?;
                         let won = done.rows_affected() == 1;
-                        if won && let Some(notice) = self.notice("settled", id) {
-                            sqlx::query(sql::NOTIFY)
-                                .bind(CHANGES_CHANNEL)
-                                .bind(notice)
-                                .execute(&mut *tx)
-                                .await?;
+                        if won {
+                            pg_announce(&mut tx, &self.replica, "settled", id).await?;
                         }
                         Outcome::Settled(won)
                     }
@@ -642,13 +645,6 @@ impl Store {
             tx.commit().await?;
             Ok(outcomes)
         }
-    }
-
-    /// The notification telling other replicas of a change (sent on commit), on
-    /// PostgreSQL; `None` on SQLite, which one process serves.
-    fn notice(&self, kind: &str, id: &str) -> Option<String> {
-        matches!(self.backend, Backend::Postgres(_))
-            .then(|| serde_json::json!({ "r": &*self.replica, "k": kind, "id": id }).to_string())
     }
 
     /// Follows the changes other replicas make (PostgreSQL only; `None` on SQLite).
