@@ -177,15 +177,11 @@ pub fn run(opts: AskOptions) -> Result<u8> {
     bytes.push(b'\n');
     write_atomic(&spool.tmp(), &question_path, &bytes, true)
         .with_context(|| format!("writing the question to {}", question_path.display()))?;
-    // The registry update overlaps the wait: an instant answer need not wait for it.
-    let registry = {
-        let (spool, who, dir) = (spool.clone(), who.clone(), request.working_dir.clone());
-        std::thread::spawn(move || {
-            if let Err(e) = agents::record_question(&spool, &who, dir.as_deref()) {
-                tracing::debug!("agent registry not updated: {e:#}");
-            }
-        })
-    };
+    // The registry update runs while the broker takes the question: it costs less
+    // than the broker's turn, and far less than a thread to overlap it with the wait.
+    if let Err(e) = agents::record_question(&spool, &who, request.working_dir.as_deref()) {
+        tracing::debug!("agent registry not updated: {e:#}");
+    }
     let deadline = request
         .timeout
         .map(|t| Instant::now() + Duration::from_secs(t));
@@ -209,7 +205,6 @@ pub fn run(opts: AskOptions) -> Result<u8> {
         })
         .context("waiting for the answer")?;
 
-    let _ = registry.join();
     let withdrawn = match outcome {
         WaitOutcome::Appeared => None,
         WaitOutcome::TimedOut => Some(EXIT_TIMEOUT),

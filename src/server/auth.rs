@@ -12,15 +12,21 @@
 //! on the machine cannot read answers by guessing ids. `[http] open_loopback = false`
 //! closes both.
 
-use std::{net::SocketAddr, path::Path, sync::Arc};
+use std::{
+    net::SocketAddr,
+    path::Path,
+    sync::{Arc, OnceLock},
+};
 
 use anyhow::{Context, Result};
 use axum::{
-    extract::{ConnectInfo, Request, State},
+    extract::{ConnectInfo, Request, State, connect_info::Connected},
     http::{HeaderValue, StatusCode, header},
     middleware::Next,
     response::{IntoResponse, Response},
+    serve::IncomingStream,
 };
+use tokio::net::TcpListener;
 
 use super::{AppState, error::ApiError};
 
@@ -41,15 +47,43 @@ pub enum Access {
     Token,
 }
 
+/// The client's end of one TCP connection, shared by every request on it.
+///
+/// Who owns it is looked up once per connection, when a token-less poll first needs
+/// it: reading the kernel's socket table costs time in proportion to the sockets on
+/// the machine, and a seed client polls `/events/{id}/response` over one connection.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// The client's address.
+    pub addr: SocketAddr,
+    owner: Arc<OnceLock<Option<u32>>>,
+}
+
+impl Connected<IncomingStream<'_, TcpListener>> for Peer {
+    fn connect_info(stream: IncomingStream<'_, TcpListener>) -> Self {
+        Peer {
+            addr: *stream.remote_addr(),
+            owner: Arc::default(),
+        }
+    }
+}
+
+impl Peer {
+    /// The OS user owning the client's end, if the kernel's table has it.
+    fn owner(&self, server: SocketAddr) -> Option<u32> {
+        *self.owner.get_or_init(|| peer_uid(self.addr, server))
+    }
+}
+
 /// The caller of one HTTP request, as the auth layer found it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Caller {
     /// It presented the right token.
     pub authenticated: bool,
     /// It connects from loopback to a server bound to loopback.
     pub local: bool,
-    /// Its address.
-    pub peer: SocketAddr,
+    /// Its connection.
+    pub peer: Peer,
 }
 
 impl Caller {
@@ -62,7 +96,7 @@ impl Caller {
                 self.authenticated
                     || (self.local
                         && state.settings.open_loopback
-                        && peer_uid(self.peer, state.local_addr)
+                        && self.peer.owner(state.local_addr)
                             == Some(nix::unistd::geteuid().as_raw()))
             }
             Access::Token => self.authenticated,
@@ -204,7 +238,7 @@ fn percent_decode(s: &str) -> String {
 /// came in the query (the dashboard's login link), sets the cookie.
 pub async fn authenticate(
     State(state): State<Arc<AppState>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
     mut req: Request,
     next: Next,
 ) -> Response {
@@ -212,12 +246,12 @@ pub async fn authenticate(
     let authenticated = from_query.is_some() || bearer(&req).is_some_and(|t| same(t, &state.token));
     let caller = Caller {
         authenticated,
-        local: state.loopback_bound && peer.ip().is_loopback(),
+        local: state.loopback_bound && peer.addr.ip().is_loopback(),
         peer,
     };
     if let Err(e) = state
         .limiter
-        .check(peer.ip(), caller.local, &state.settings)
+        .check(caller.peer.addr.ip(), caller.local, &state.settings)
     {
         return e.into_response();
     }

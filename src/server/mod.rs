@@ -104,7 +104,7 @@ pub async fn serve(
     let app = routes::router(state);
     axum::serve(
         listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
+        app.into_make_service_with_connect_info::<auth::Peer>(),
     )
     .with_graceful_shutdown(shutdown)
     .await

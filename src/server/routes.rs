@@ -197,10 +197,14 @@ async fn openapi_json() -> Json<Value> {
 
 /// Refuses a caller that may not use a route.
 async fn require(access: Access, state: Arc<AppState>, req: Request, next: Next) -> Response {
-    let Some(caller) = req.extensions().get::<Caller>().copied() else {
+    let Some(allowed) = req
+        .extensions()
+        .get::<Caller>()
+        .map(|caller| caller.require(access, &state))
+    else {
         return super::error::ApiError::internal("the auth layer did not run").into_response();
     };
-    match caller.require(access, &state) {
+    match allowed {
         Ok(()) => next.run(req).await,
         Err(e) => e.into_response(),
     }
