@@ -15,6 +15,7 @@
 //! terminal), so it runs in WAL mode with a busy timeout. Writes never downgrade a
 //! finished request: an outcome is recorded only while the row is still `pending`.
 
+mod pg_writer;
 mod sql;
 pub mod sqlite_writer;
 
@@ -24,7 +25,7 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use sqlx::{
     Row,
-    postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions},
+    postgres::{PgConnectOptions, PgPool, PgPoolOptions},
     sqlite::{
         SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
     },
@@ -280,72 +281,6 @@ macro_rules! with_pool {
 /// The project name requests made over HTTP are recorded under.
 pub const REMOTE_PROJECT: &str = "http";
 
-/// Records a request once; a repeat (same project, id and time asked) changes nothing.
-/// (PostgreSQL; SQLite's writer runs the same statement through rusqlite.)
-async fn pg_insert_request(
-    c: &mut PgConnection,
-    project: &str,
-    r: &Request,
-    variant: Variant,
-    origin: &str,
-) -> Result<()> {
-    sqlx::query(sql::INSERT_REQUEST)
-        .bind(uuid::Uuid::now_v7().to_string())
-        .bind(project)
-        .bind(&r.id)
-        .bind(r.timestamp.to_string())
-        .bind(r.timestamp.as_millisecond())
-        .bind(variant.as_str())
-        .bind(&r.agent_id)
-        .bind(&r.agent_name)
-        .bind(r.kind.as_str())
-        .bind(r.priority.as_str())
-        .bind(&r.content)
-        .bind(serde_json::to_string(r)?)
-        .bind(origin)
-        .bind(r.deadline().map(|d| d.as_millisecond()))
-        .execute(c)
-        .await?;
-    Ok(())
-}
-
-/// Stores an event once per idempotency key; returns `(event_id, existing)`. An
-/// event's request, if it carries one, has the event's id.
-async fn pg_insert_event(c: &mut PgConnection, e: &NewEvent) -> Result<(i64, bool)> {
-    let inserted: Option<i64> = sqlx::query_scalar(sql::INSERT_EVENT)
-        .bind(&e.source_app)
-        .bind(&e.session_id)
-        .bind(&e.hook_event_type)
-        .bind(serde_json::to_string(&e.payload)?)
-        .bind(serde_json::to_string(&e.extra)?)
-        .bind(e.timestamp_ms)
-        .bind(e.hitl.as_ref().map(serde_json::to_string).transpose()?)
-        .bind(&e.idempotency_key)
-        .fetch_optional(&mut *c)
-        .await?;
-    match inserted {
-        Some(id) => Ok((id, false)),
-        None => {
-            let id: i64 = sqlx::query_scalar(sql::EVENT_BY_KEY)
-                .bind(&e.idempotency_key)
-                .fetch_one(c)
-                .await?;
-            Ok((id, true))
-        }
-    }
-}
-
-/// Tells the other replicas of a change to request `id`, on commit.
-async fn pg_announce(c: &mut PgConnection, replica: &str, kind: &str, id: &str) -> Result<()> {
-    let notice = serde_json::json!({ "r": replica, "k": kind, "id": id }).to_string();
-    sqlx::query(sql::NOTIFY)
-        .bind(CHANGES_CHANNEL)
-        .bind(notice)
-        .execute(c)
-        .await?;
-    Ok(())
-}
-
 /// Reads the request columns of a row (`request_json`, `origin`, `status`…).
 fn stored_request<R: Row>(r: &R) -> Option<StoredRequest>
 where
@@ -534,117 +469,17 @@ impl Store {
     }
 
     /// Applies `ops` in one transaction; returns what each did, in order. SQLite's
-    /// run on its writer (`sqlite_writer.rs`); PostgreSQL's here, with a NOTIFY for
-    /// the other replicas in the same transaction.
+    /// run on its writer (`sqlite_writer.rs`), PostgreSQL's in `pg_writer.rs`, with
+    /// NOTIFYs for the other replicas in the same transaction.
     pub async fn apply(&self, ops: &[StoreOp]) -> Result<Vec<Outcome>> {
         let pool = match &self.backend {
             Backend::Sqlite(_, writer) => return writer.apply(ops.to_vec()).await,
             Backend::Postgres(pool) => pool,
         };
-        {
-            let mut tx = pool.begin().await?;
-            let mut outcomes = Vec::with_capacity(ops.len());
-            for op in ops {
-                let outcome = match op {
-                    StoreOp::Asked {
-                        project,
-                        request,
-                        variant,
-                    } => {
-                        pg_insert_request(&mut tx, project, request, *variant, "spool").await?;
-                        Outcome::Done
-                    }
-                    StoreOp::Delivering {
-                        project,
-                        request,
-                        variant,
-                        answer,
-                    } => {
-                        pg_insert_request(&mut tx, project, request, *variant, "spool").await?;
-                        sqlx::query(sql::MARK_DELIVERING)
-                            .bind(serde_json::to_string(answer)?)
-                            .bind(project)
-                            .bind(&request.id)
-                            .bind(request.timestamp.to_string())
-                            .execute(&mut *tx)
-                            .await?;
-                        Outcome::Done
-                    }
-                    StoreOp::Finished {
-                        project,
-                        request,
-                        variant,
-                        status,
-                        answer,
-                        reason,
-                    } => {
-                        pg_insert_request(&mut tx, project, request, *variant, "spool").await?;
-                        let answer_json = answer.as_ref().map(serde_json::to_string).transpose()?;
-                        sqlx::query(sql::FINISH_REQUEST)
-                            .bind(status.as_str())
-                            .bind(answer_json)
-                            .bind(answer.as_ref().map(|a| a.responded_by.clone()))
-                            .bind(jiff::Timestamp::now().to_string())
-                            .bind(reason)
-                            .bind(project)
-                            .bind(&request.id)
-                            .bind(request.timestamp.to_string())
-                            .execute(&mut *tx)
-                            .await?;
-                        Outcome::Done
-                    }
-                    StoreOp::Event(event) => {
-                        let (event_id, existing) = pg_insert_event(&mut tx, event).await?;
-                        Outcome::Created { event_id, existing }
-                    }
-                    StoreOp::CreateRemote { request, event } => {
-                        // The request's id is its event's: insert the event first.
-                        let (event_id, existing) = pg_insert_event(&mut tx, event).await?;
-                        if !existing {
-                            let id = event_id.to_string();
-                            let mut r = (**request).clone();
-                            r.id = id.clone();
-
-                            pg_insert_request(
-                                &mut tx,
-                                REMOTE_PROJECT,
-                                &r,
-                                Variant::Canonical,
-                                "http",
-                            )
-                            .await?;
-                            pg_announce(&mut tx, &self.replica, "created", &id).await?;
-                        }
-                        Outcome::Created { event_id, existing }
-                    }
-                    StoreOp::Settle {
-                        id,
-                        status,
-                        answer,
-                        reason,
-                    } => {
-                        let answer_json = answer.as_ref().map(serde_json::to_string).transpose()?;
-                        let done = sqlx::query(sql::SETTLE)
-                            .bind(status.as_str())
-                            .bind(answer_json)
-                            .bind(answer.as_ref().map(|a| a.responded_by.clone()))
-                            .bind(jiff::Timestamp::now().to_string())
-                            .bind(reason)
-                            .bind(id)
-                            .execute(&mut *tx)
-                            .await?;
-                        let won = done.rows_affected() == 1;
-                        if won {
-                            pg_announce(&mut tx, &self.replica, "settled", id).await?;
-                        }
-                        Outcome::Settled(won)
-                    }
-                };
-                outcomes.push(outcome);
-            }
-            tx.commit().await?;
-            Ok(outcomes)
-        }
+        let mut tx = pool.begin().await?;
+        let outcomes = pg_writer::apply(&mut tx, ops, &self.replica).await?;
+        tx.commit().await?;
+        Ok(outcomes)
     }
 
     /// Follows the changes other replicas make (PostgreSQL only; `None` on SQLite).
@@ -663,30 +498,32 @@ impl Store {
         let me = self.replica.clone();
         tokio::spawn(async move {
             loop {
-                let change = match listener.try_recv().await {
+                let changes = match listener.try_recv().await {
                     Ok(Some(n)) => {
-                        let Ok(v) = serde_json::from_str::<serde_json::Value>(n.payload()) else {
+                        let Ok(notice) = serde_json::from_str::<pg_writer::Notice>(n.payload())
+                        else {
+                            tracing::debug!("not a hitl change notice: {}", n.payload());
                             continue;
                         };
-                        if v["r"].as_str() == Some(&*me) {
+                        if notice.r == *me {
                             continue;
                         }
-                        let id = v["id"].as_str().unwrap_or_default().to_string();
-                        match v["k"].as_str() {
-                            Some("created") => ReplicaChange::Created(id),
-                            Some("settled") => ReplicaChange::Settled(id),
+                        let change: fn(String) -> ReplicaChange = match notice.k.as_str() {
+                            "created" => ReplicaChange::Created,
+                            "settled" => ReplicaChange::Settled,
                             _ => continue,
-                        }
+                        };
+                        notice.ids.into_iter().map(change).collect()
                     }
                     // The connection dropped and was re-made: something may be missed.
-                    Ok(None) => ReplicaChange::Resync,
+                    Ok(None) => vec![ReplicaChange::Resync],
                     Err(e) => {
                         tracing::warn!("following other replicas: {e}; retrying");
                         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-                        ReplicaChange::Resync
+                        vec![ReplicaChange::Resync]
                     }
                 };
-                if tx.send(change).is_err() {
+                if changes.into_iter().any(|c| tx.send(c).is_err()) {
                     return;
                 }
             }

@@ -40,3 +40,43 @@ pub const SETTLE: &str = "UPDATE requests SET status = $1, answer_json = $2, res
 
 /// Tells other replicas of a change, on commit (PostgreSQL). Binds: channel, payload.
 pub const NOTIFY: &str = "SELECT pg_notify($1, $2)";
+
+// PostgreSQL only: many rows a statement (`pg_writer.rs`).
+
+/// Takes `$1` ids from the events' sequence, so a batch's requests can be written
+/// with their ids in place.
+pub const PG_RESERVE_EVENT_IDS: &str =
+    "SELECT nextval(pg_get_serial_sequence('events', 'id')) FROM generate_series(1, $1)";
+
+/// Stores events (given ids) unless their idempotency key is known; returns the ids
+/// stored. Binds one array per column, as [`INSERT_EVENT`] with the id first.
+pub const PG_INSERT_EVENTS: &str = "INSERT INTO events (id, source_app, session_id,
+        hook_event_type, payload_json, extra_json, timestamp_ms, hitl_json, idempotency_key)
+    SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[],
+        $6::text[], $7::int8[], $8::text[], $9::text[])
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING id";
+
+/// The events stored under idempotency keys, as (id, key). Binds: keys.
+pub const PG_EVENTS_BY_KEYS: &str =
+    "SELECT id, idempotency_key FROM events WHERE idempotency_key = ANY($1::text[])";
+
+/// Records requests once each. Binds one array per column of [`INSERT_REQUEST`].
+pub const PG_INSERT_REQUESTS: &str = "INSERT INTO requests (key, project, id, asked_at,
+        asked_ms, variant, agent_id, agent_name, kind, priority, content, request_json,
+        origin, deadline_ms)
+    SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[],
+        $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
+        $12::text[], $13::text[], $14::int8[])
+    ON CONFLICT (project, id, asked_at) DO NOTHING";
+
+/// Ends requests made over HTTP that are still pending, as [`SETTLE`] does one;
+/// returns the ids it ended. Binds arrays: id, status, answer_json, responded_by,
+/// finished_at, reason (no id twice).
+pub const PG_SETTLE_MANY: &str = "UPDATE requests SET status = v.status,
+        answer_json = v.answer_json, responded_by = v.responded_by,
+        finished_at = v.finished_at, reason = v.reason
+    FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+        AS v (id, status, answer_json, responded_by, finished_at, reason)
+    WHERE requests.origin = 'http' AND requests.id = v.id AND requests.status = 'pending'
+    RETURNING requests.id";

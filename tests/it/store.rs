@@ -399,3 +399,107 @@ async fn remote_requests_events_idempotency_and_settles_on_both_backends() {
         store.ping().await.unwrap();
     }
 }
+
+/// Batches as a busy server makes them: runs of creates (PostgreSQL writes a run in a
+/// few multi-row statements) with repeated and missing idempotency keys, then runs of
+/// settles with a repeated and an unknown id. Each op must mean what it means alone.
+#[tokio::test]
+async fn batched_creates_and_settles_mean_what_they_mean_one_by_one() {
+    for (store, _guard, _dir) in stores().await {
+        let name = store.backend_name();
+        let create = |key: Option<&str>, content: &str| StoreOp::CreateRemote {
+            request: Box::new(request("", content, 1_700_000_000)),
+            event: Box::new(event(key, true)),
+        };
+        let first = store.apply(&[create(Some("k0"), "zero")]).await.unwrap();
+        let Outcome::Created { event_id: k0, .. } = first[0] else {
+            panic!("{name}: {first:?}")
+        };
+        let out = store
+            .apply(&[
+                create(Some("a"), "a"),
+                create(Some("b"), "b"),
+                create(None, "n1"),
+                create(None, "n2"),
+                create(Some("a"), "a again"),
+                create(Some("k0"), "zero again"),
+                create(Some("c"), "c"),
+            ])
+            .await
+            .unwrap();
+        let ids: Vec<(i64, bool)> = out
+            .iter()
+            .map(|o| match o {
+                Outcome::Created { event_id, existing } => (*event_id, *existing),
+                other => panic!("{name}: {other:?}"),
+            })
+            .collect();
+        let new: Vec<i64> = [0, 1, 2, 3, 6].iter().map(|&i| ids[i].0).collect();
+        assert!(
+            [0, 1, 2, 3, 6].iter().all(|&i| !ids[i].1),
+            "{name}: {ids:?}"
+        );
+        let distinct: std::collections::HashSet<i64> = new.iter().copied().collect();
+        assert_eq!(distinct.len(), 5, "{name}: {ids:?}");
+        assert!(!distinct.contains(&k0), "{name}");
+        assert_eq!(
+            ids[4],
+            (ids[0].0, true),
+            "{name}: a repeated key names the first"
+        );
+        assert_eq!(
+            ids[5],
+            (k0, true),
+            "{name}: a key from an earlier batch too"
+        );
+
+        // Each request is stored under its event's id, with its own text.
+        let pending = store.pending_remote().await.unwrap();
+        assert_eq!(pending.len(), 6, "{name}");
+        for (i, content) in [(0, "a"), (1, "b"), (2, "n1"), (3, "n2"), (6, "c")] {
+            let id = ids[i].0.to_string();
+            let found = store.find_request(&id).await.unwrap().unwrap();
+            assert_eq!(found.request.id, id, "{name}");
+            assert_eq!(found.request.content, content, "{name}");
+            assert_eq!(found.status, Status::Pending, "{name}");
+        }
+
+        let settle = |id: i64, by: &str| StoreOp::Settle {
+            id: id.to_string(),
+            status: Status::Cancelled,
+            answer: None,
+            reason: Some(format!("by {by}")),
+        };
+        let mut ops: Vec<StoreOp> = new.iter().map(|&id| settle(id, "first")).collect();
+        ops.insert(2, settle(new[0], "second"));
+        ops.push(settle(k0, "first"));
+        ops.push(settle(424_242_424, "nobody"));
+        let out = store.apply(&ops).await.unwrap();
+        let won: Vec<bool> = out
+            .iter()
+            .map(|o| match o {
+                Outcome::Settled(w) => *w,
+                other => panic!("{name}: {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            won,
+            vec![true, true, false, true, true, true, true, false],
+            "{name}"
+        );
+        let a = store
+            .find_request(&new[0].to_string())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            a.reason.as_deref(),
+            Some("by first"),
+            "{name}: the first settle wins"
+        );
+        assert!(
+            store.pending_remote_ids().await.unwrap().is_empty(),
+            "{name}"
+        );
+    }
+}
