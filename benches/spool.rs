@@ -88,8 +88,13 @@ fn main() {
 
     let shm = PathBuf::from("/dev/shm");
     if run("ask") {
-        let asks = stats(&ask_processes(&shm, if quick { 100 } else { 500 }));
+        let n = if quick { 100 } else { 500 };
+        let asks = stats(&ask_processes(&shm, n));
+        // The same binary doing nothing: what starting a process costs on the machine
+        // at this moment, which moves from day to day more than `hitl ask` does.
+        let bare = stats(&version_processes(n));
         println!("whole `hitl ask` process on tmpfs (spawn to exit):");
+        row("  baseline: hitl --version", &bare, "");
         row(
             "  hitl ask",
             &asks,
@@ -391,6 +396,22 @@ fn ask_processes(parent: &Path, n: usize) -> Vec<f64> {
         .collect();
     stop(listener);
     times
+}
+
+/// `n` runs of `hitl --version`, spawn to exit.
+fn version_processes(n: usize) -> Vec<f64> {
+    (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            let out = Command::new(HITL)
+                .arg("--version")
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            start.elapsed().as_secs_f64() * 1000.0
+        })
+        .collect()
 }
 
 /// `n` `hitl ask` processes wait together (most without inotify: the user's 128
