@@ -11,7 +11,7 @@ use tokio::{
     task::JoinHandle,
 };
 
-use crate::store::{Outcome, Store, StoreOp};
+use crate::store::{Outcome, Store, StoreOp, sqlite_writer::SqliteWriter};
 
 /// A write, and who to tell once it is committed.
 #[derive(Debug)]
@@ -53,32 +53,96 @@ impl Batch {
     }
 
     /// Tells everyone waiting how it went, and empties the batch.
-    fn finish(&mut self, committed: Option<Vec<Outcome>>, began: std::time::Instant) {
+    fn finish(&mut self, committed: Vec<Option<Outcome>>, began: std::time::Instant) {
         tracing::debug!(
             ops = self.ops.len(),
             micros = began.elapsed().as_micros() as u64,
             "history batch"
         );
         for (i, ack) in self.acks.drain(..) {
-            let _ = ack.send(committed.as_ref().and_then(|o| o.get(i).cloned()));
+            let _ = ack.send(committed.get(i).cloned().flatten());
         }
         self.ops.clear();
     }
 }
 
-fn failed(attempt: u64, n: usize, e: &anyhow::Error) {
+fn failed(attempt: u64, e: &anyhow::Error) {
     if attempt < ATTEMPTS {
         tracing::warn!("writing history failed (attempt {attempt}): {e:#}");
     } else {
         tracing::error!(
-            "writing history failed, {n} records not written (the spool keeps its questions; \
-             requests made over HTTP were not accepted): {e:#}"
+            "writing history failed, a record not written (the spool keeps its questions; \
+             a request made over HTTP was not accepted): {e:#}"
         );
     }
 }
 
-/// Tries per batch: another process may hold the write lock for a moment.
+fn split(n: usize, e: &anyhow::Error) {
+    tracing::warn!("writing a batch of {n} failed ({e:#}); writing them one at a time");
+}
+
+/// Tries per op: another process may hold the write lock for a moment.
 const ATTEMPTS: u64 = 5;
+
+// A batch is one transaction, so one op the database refuses (text PostgreSQL cannot
+// hold, say) would take the others down with it. When a batch fails, its ops are
+// written one at a time, each with its own tries: the bad one fails alone.
+
+/// Writes `ops` on SQLite's writer; what each did, `None` where it failed.
+fn write_blocking(writer: &SqliteWriter, ops: &[StoreOp]) -> Vec<Option<Outcome>> {
+    if ops.len() > 1 {
+        match writer.apply_blocking(ops) {
+            Ok(outcomes) => return outcomes.into_iter().map(Some).collect(),
+            Err(e) => split(ops.len(), &e),
+        }
+    }
+    ops.iter()
+        .map(|op| {
+            for attempt in 1..=ATTEMPTS {
+                match writer.apply_blocking(std::slice::from_ref(op)) {
+                    Ok(mut outcome) => return outcome.pop(),
+                    Err(e) => {
+                        failed(attempt, &e);
+                        if attempt < ATTEMPTS {
+                            std::thread::sleep(Duration::from_millis(100 * attempt));
+                        }
+                    }
+                }
+            }
+            None
+        })
+        .collect()
+}
+
+/// Writes `ops` through the store (PostgreSQL); what each did, `None` where it failed.
+async fn write(store: &Store, ops: &[StoreOp]) -> Vec<Option<Outcome>> {
+    if ops.len() > 1 {
+        match store.apply(ops).await {
+            Ok(outcomes) => return outcomes.into_iter().map(Some).collect(),
+            Err(e) => split(ops.len(), &e),
+        }
+    }
+    let mut outcomes = Vec::with_capacity(ops.len());
+    for op in ops {
+        let mut outcome = None;
+        for attempt in 1..=ATTEMPTS {
+            match store.apply(std::slice::from_ref(op)).await {
+                Ok(mut o) => {
+                    outcome = o.pop();
+                    break;
+                }
+                Err(e) => {
+                    failed(attempt, &e);
+                    if attempt < ATTEMPTS {
+                        tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+                    }
+                }
+            }
+        }
+        outcomes.push(outcome);
+    }
+    outcomes
+}
 
 /// Starts the writer. Drop every sender, then await the handle, to flush on shutdown.
 ///
@@ -93,21 +157,7 @@ pub fn spawn_store_writer(store: Store) -> (mpsc::UnboundedSender<StoreMsg>, Joi
             while let Some(first) = rx.blocking_recv() {
                 batch.fill(first, &mut rx);
                 let began = std::time::Instant::now();
-                let mut committed = None;
-                for attempt in 1..=ATTEMPTS {
-                    match writer.apply_blocking(&batch.ops) {
-                        Ok(outcomes) => {
-                            committed = Some(outcomes);
-                            break;
-                        }
-                        Err(e) => {
-                            failed(attempt, batch.ops.len(), &e);
-                            if attempt < ATTEMPTS {
-                                std::thread::sleep(Duration::from_millis(100 * attempt));
-                            }
-                        }
-                    }
-                }
+                let committed = write_blocking(&writer, &batch.ops);
                 batch.finish(committed, began);
             }
             runtime.block_on(store.close());
@@ -119,21 +169,7 @@ pub fn spawn_store_writer(store: Store) -> (mpsc::UnboundedSender<StoreMsg>, Joi
         while let Some(first) = rx.recv().await {
             batch.fill(first, &mut rx);
             let began = std::time::Instant::now();
-            let mut committed = None;
-            for attempt in 1..=ATTEMPTS {
-                match store.apply(&batch.ops).await {
-                    Ok(outcomes) => {
-                        committed = Some(outcomes);
-                        break;
-                    }
-                    Err(e) => {
-                        failed(attempt, batch.ops.len(), &e);
-                        if attempt < ATTEMPTS {
-                            tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
-                        }
-                    }
-                }
-            }
+            let committed = write(&store, &batch.ops).await;
             batch.finish(committed, began);
         }
         store.close().await;

@@ -476,6 +476,11 @@ impl Store {
             Backend::Sqlite(_, writer) => return writer.apply(ops.to_vec()).await,
             Backend::Postgres(pool) => pool,
         };
+        if let [op] = ops
+            && let Some(outcome) = pg_writer::apply_alone(pool, op, &self.replica).await?
+        {
+            return Ok(vec![outcome]);
+        }
         let mut tx = pool.begin().await?;
         let outcomes = pg_writer::apply(&mut tx, ops, &self.replica).await?;
         tx.commit().await?;

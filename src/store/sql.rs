@@ -80,3 +80,40 @@ pub const PG_SETTLE_MANY: &str = "UPDATE requests SET status = v.status,
         AS v (id, status, answer_json, responded_by, finished_at, reason)
     WHERE requests.origin = 'http' AND requests.id = v.id AND requests.status = 'pending'
     RETURNING requests.id";
+
+/// A lone request made over HTTP in one statement (no transaction around it): its
+/// event, the request under the event's id, and the notice to other replicas. No row
+/// back when the idempotency key was known. The request's JSON comes in two halves,
+/// `$19` and `$20`, for the id to go between. Binds: the event's columns as
+/// [`INSERT_EVENT`]; key, project, asked_at, asked_ms, variant, agent_id, agent_name,
+/// kind, priority, content, JSON before the id, JSON after it, deadline_ms; channel,
+/// replica.
+pub const PG_CREATE_ALONE: &str = "WITH ev AS (
+        INSERT INTO events (source_app, session_id, hook_event_type, payload_json,
+            extra_json, timestamp_ms, hitl_json, idempotency_key)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        ON CONFLICT (idempotency_key) DO NOTHING
+        RETURNING id
+    ), req AS (
+        INSERT INTO requests (key, project, id, asked_at, asked_ms, variant, agent_id,
+            agent_name, kind, priority, content, request_json, origin, deadline_ms)
+        SELECT $9, $10, CAST(ev.id AS TEXT), $11, $12, $13, $14, $15, $16, $17, $18,
+            $19 || CAST(ev.id AS TEXT) || $20, 'http', $21
+        FROM ev
+        RETURNING id
+    )
+    SELECT ev.id, (SELECT count(pg_notify($22, json_build_object('r', $23::text,
+            'k', 'created', 'ids', json_build_array(req.id))::text)) FROM req) AS told
+    FROM ev";
+
+/// A lone settle in one statement, with its notice when it won; the id back if it
+/// did. Binds: as [`SETTLE`], then channel, replica.
+pub const PG_SETTLE_ALONE: &str = "WITH s AS (
+        UPDATE requests SET status = $1, answer_json = $2, responded_by = $3,
+            finished_at = $4, reason = $5
+        WHERE origin = 'http' AND id = $6 AND status = 'pending'
+        RETURNING id
+    )
+    SELECT s.id, pg_notify($7, json_build_object('r', $8::text, 'k', 'settled',
+            'ids', json_build_array(s.id))::text)::text AS told
+    FROM s";

@@ -197,3 +197,118 @@ fn killing_a_replica_under_load_loses_nothing() {
         );
     }
 }
+
+/// PostgreSQL refuses some text (NUL characters) and may refuse a row (here a trigger
+/// the test installs): the first is stored anyway, and a refused request fails alone,
+/// never taking down the others written in the same batch.
+#[test]
+fn a_request_postgresql_refuses_fails_alone() {
+    let (db, _guard) = pg_schema_url();
+    let p = Project::new();
+    let (server, a) = serve(&p, &db);
+    let token = p.token();
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        use sqlx::{Connection, Executor};
+        let mut c = sqlx::PgConnection::connect(&db).await.unwrap();
+        c.execute(
+            "CREATE FUNCTION refuse_poison() RETURNS trigger AS $$
+             BEGIN
+                 IF NEW.content = 'poison' THEN RAISE EXCEPTION 'refused by the test'; END IF;
+                 IF NEW.content = 'slow' THEN PERFORM pg_sleep(0.5); END IF;
+                 RETURN NEW;
+             END $$ LANGUAGE plpgsql;
+             CREATE TRIGGER refuse_poison BEFORE INSERT ON requests
+                 FOR EACH ROW EXECUTE FUNCTION refuse_poison();",
+        )
+        .await
+        .unwrap();
+    });
+    let http = Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+
+    // NUL in the text and in the event's fields: stored, answered, delivered.
+    let r = http
+        .post(format!("{a}/api/v1/requests"))
+        .json(&json!({ "content": "a\u{0}b", "agent_id": "nul" }))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let id = r.json::<Value>().unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = http
+        .post(format!("{a}/events"))
+        .json(
+            &json!({ "source_app": "a\u{0}", "session_id": "s", "hook_event_type": "Stop",
+                       "payload": { "k": "\u{0}" } }),
+        )
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{r:?}");
+    let r = http
+        .post(format!("{a}/api/v1/requests/{id}/respond"))
+        .bearer_auth(&token)
+        .json(&json!({ "response": "x\u{0}y" }))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "{:?}", r.text());
+
+    // Forty at once, one of them refused by the database. A slow one first holds the
+    // writer, so the forty pile up behind it and go in one batch.
+    let slow = {
+        let (http, a) = (http.clone(), a.clone());
+        std::thread::spawn(move || {
+            http.post(format!("{a}/api/v1/requests"))
+                .json(&json!({ "content": "slow" }))
+                .send()
+                .unwrap()
+                .status()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(150));
+    let barrier = Arc::new(std::sync::Barrier::new(41));
+    let askers: Vec<_> = (0..41)
+        .map(|i| {
+            let (http, a, barrier) = (http.clone(), a.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let content = if i == 20 {
+                    "poison".to_string()
+                } else {
+                    format!("fine {i}")
+                };
+                barrier.wait();
+                let r = http
+                    .post(format!("{a}/api/v1/requests"))
+                    .json(&json!({ "content": content }))
+                    .send()
+                    .unwrap();
+                (content, r.status())
+            })
+        })
+        .collect();
+    for asker in askers {
+        let (content, status) = asker.join().unwrap();
+        if content == "poison" {
+            assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{content}");
+        } else {
+            assert_eq!(status, StatusCode::CREATED, "{content}");
+        }
+    }
+    assert_eq!(slow.join().unwrap(), StatusCode::CREATED);
+    assert!(
+        server.log().contains("one at a time"),
+        "the refused request was not in a batch with others: {}",
+        server.log()
+    );
+    let pending: Value = http
+        .get(format!("{a}/api/v1/requests?status=pending"))
+        .bearer_auth(&token)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(pending.as_array().unwrap().len(), 41, "{pending}");
+}

@@ -501,5 +501,47 @@ async fn batched_creates_and_settles_mean_what_they_mean_one_by_one() {
             store.pending_remote_ids().await.unwrap().is_empty(),
             "{name}"
         );
+
+        // Batches of one (PostgreSQL writes these as one statement each).
+        let zero = store.find_request(&k0.to_string()).await.unwrap().unwrap();
+        assert_eq!(
+            (zero.request.id, zero.request.content.as_str()),
+            (k0.to_string(), "zero"),
+            "{name}"
+        );
+        let again = store.apply(&[create(Some("a"), "a thrice")]).await.unwrap();
+        assert_eq!(
+            again,
+            vec![Outcome::Created {
+                event_id: new[0],
+                existing: true
+            }],
+            "{name}"
+        );
+        let late = store.apply(&[settle(new[0], "late")]).await.unwrap();
+        assert_eq!(late, vec![Outcome::Settled(false)], "{name}");
+        let fresh = store.apply(&[create(None, "alone")]).await.unwrap();
+        let Outcome::Created {
+            event_id: alone,
+            existing: false,
+        } = fresh[0]
+        else {
+            panic!("{name}: {fresh:?}")
+        };
+        let found = store
+            .find_request(&alone.to_string())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(found.request.id, alone.to_string(), "{name}");
+        assert_eq!(found.request.content, "alone", "{name}");
+        let won = store.apply(&[settle(alone, "first")]).await.unwrap();
+        assert_eq!(won, vec![Outcome::Settled(true)], "{name}");
+        let found = store
+            .find_request(&alone.to_string())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(found.status, Status::Cancelled, "{name}");
     }
 }
