@@ -7,7 +7,9 @@
 //! (`UNNEST` over arrays), and a run of settles as one `UPDATE … FROM UNNEST`,
 //! whatever their number. A run stops where an idempotency key or id repeats, so each
 //! statement sees every row once and the ops keep the meaning they have one by one.
-//! Spool history ops, rare next to these, go one statement each.
+//! Spool history ops, rare next to these, go one statement each. A batch of one
+//! request or one settle, the common case when the server is not busy, is a single
+//! statement with no transaction around it ([`apply_alone`]).
 
 use std::{borrow::Cow, collections::HashSet};
 
