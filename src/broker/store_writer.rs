@@ -4,7 +4,7 @@
 //! that pile up while a transaction commits go into the next one, so a burst of a
 //! thousand answers costs a few commits, not a thousand.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::{
     sync::{mpsc, oneshot},
@@ -53,7 +53,7 @@ impl Batch {
     }
 
     /// Tells everyone waiting how it went, and empties the batch.
-    fn finish(&mut self, committed: Vec<Option<Outcome>>, began: std::time::Instant) {
+    fn finish(&mut self, committed: Vec<Option<Outcome>>, began: Instant) {
         tracing::debug!(
             ops = self.ops.len(),
             micros = began.elapsed().as_micros() as u64,
@@ -66,17 +66,6 @@ impl Batch {
     }
 }
 
-fn failed(attempt: u64, e: &anyhow::Error) {
-    if attempt < ATTEMPTS {
-        tracing::warn!("writing history failed (attempt {attempt}): {e:#}");
-    } else {
-        tracing::error!(
-            "writing history failed, a record not written (the spool keeps its questions; \
-             a request made over HTTP was not accepted): {e:#}"
-        );
-    }
-}
-
 fn split(n: usize, e: &anyhow::Error) {
     tracing::warn!("writing a batch of {n} failed ({e:#}); writing them one at a time");
 }
@@ -84,9 +73,42 @@ fn split(n: usize, e: &anyhow::Error) {
 /// Tries per op: another process may hold the write lock for a moment.
 const ATTEMPTS: u64 = 5;
 
-// A batch is one transaction, so one op the database refuses (text PostgreSQL cannot
-// hold, say) would take the others down with it. When a batch fails, its ops are
-// written one at a time, each with its own tries: the bad one fails alone.
+/// All the pauses between tries of one batch's ops fit in this: a database that
+/// refuses everything (a full disk) costs a batch about a second, not a second an op.
+const RETRY_BUDGET: Duration = Duration::from_millis(1500);
+
+/// When to try an op again.
+struct Retries {
+    deadline: Instant,
+}
+
+impl Retries {
+    fn new() -> Retries {
+        Retries {
+            deadline: Instant::now() + RETRY_BUDGET,
+        }
+    }
+
+    /// After failed try `attempt` of an op: the pause before the next, or `None`
+    /// to give the op up.
+    fn after(&self, attempt: u64, e: &anyhow::Error) -> Option<Duration> {
+        let pause = Duration::from_millis(100 * attempt);
+        if attempt < ATTEMPTS && Instant::now() + pause <= self.deadline {
+            tracing::warn!("writing history failed (attempt {attempt}): {e:#}");
+            Some(pause)
+        } else {
+            tracing::error!(
+                "writing history failed, a record not written (the spool keeps its \
+                 questions; a request made over HTTP was not accepted): {e:#}"
+            );
+            None
+        }
+    }
+}
+
+// A batch is one transaction, so one op the database refuses (a row a trigger or a
+// constraint rejects, say) would take the others down with it. When a batch fails,
+// its ops are written one at a time, each with its own tries: the bad one fails alone.
 
 /// Writes `ops` on SQLite's writer; what each did, `None` where it failed.
 fn write_blocking(writer: &SqliteWriter, ops: &[StoreOp]) -> Vec<Option<Outcome>> {
@@ -96,20 +118,17 @@ fn write_blocking(writer: &SqliteWriter, ops: &[StoreOp]) -> Vec<Option<Outcome>
             Err(e) => split(ops.len(), &e),
         }
     }
+    let retries = Retries::new();
     ops.iter()
         .map(|op| {
-            for attempt in 1..=ATTEMPTS {
+            let mut attempt = 1;
+            loop {
                 match writer.apply_blocking(std::slice::from_ref(op)) {
                     Ok(mut outcome) => return outcome.pop(),
-                    Err(e) => {
-                        failed(attempt, &e);
-                        if attempt < ATTEMPTS {
-                            std::thread::sleep(Duration::from_millis(100 * attempt));
-                        }
-                    }
+                    Err(e) => std::thread::sleep(retries.after(attempt, &e)?),
                 }
+                attempt += 1;
             }
-            None
         })
         .collect()
 }
@@ -122,23 +141,20 @@ async fn write(store: &Store, ops: &[StoreOp]) -> Vec<Option<Outcome>> {
             Err(e) => split(ops.len(), &e),
         }
     }
+    let retries = Retries::new();
     let mut outcomes = Vec::with_capacity(ops.len());
     for op in ops {
-        let mut outcome = None;
-        for attempt in 1..=ATTEMPTS {
+        let mut attempt = 1;
+        let outcome = loop {
             match store.apply(std::slice::from_ref(op)).await {
-                Ok(mut o) => {
-                    outcome = o.pop();
-                    break;
-                }
-                Err(e) => {
-                    failed(attempt, &e);
-                    if attempt < ATTEMPTS {
-                        tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
-                    }
-                }
+                Ok(mut o) => break o.pop(),
+                Err(e) => match retries.after(attempt, &e) {
+                    Some(pause) => tokio::time::sleep(pause).await,
+                    None => break None,
+                },
             }
-        }
+            attempt += 1;
+        };
         outcomes.push(outcome);
     }
     outcomes
@@ -156,7 +172,7 @@ pub fn spawn_store_writer(store: Store) -> (mpsc::UnboundedSender<StoreMsg>, Joi
             let mut batch = Batch::default();
             while let Some(first) = rx.blocking_recv() {
                 batch.fill(first, &mut rx);
-                let began = std::time::Instant::now();
+                let began = Instant::now();
                 let committed = write_blocking(&writer, &batch.ops);
                 batch.finish(committed, began);
             }
@@ -168,7 +184,7 @@ pub fn spawn_store_writer(store: Store) -> (mpsc::UnboundedSender<StoreMsg>, Joi
         let mut batch = Batch::default();
         while let Some(first) = rx.recv().await {
             batch.fill(first, &mut rx);
-            let began = std::time::Instant::now();
+            let began = Instant::now();
             let committed = write(&store, &batch.ops).await;
             batch.finish(committed, began);
         }
