@@ -481,8 +481,8 @@ async fn settle(
         outcomes.push(Outcome::Settled(won));
         return Ok(());
     }
-    let (mut ids, mut statuses, mut answers, mut by, mut at, mut reasons) =
-        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut ids, mut statuses, mut answers, mut by, mut reasons) =
+        (vec![], vec![], vec![], vec![], vec![]);
     for &op in run {
         let StoreOp::Settle {
             id,
@@ -497,7 +497,6 @@ async fn settle(
         statuses.push(status.as_str());
         answers.push(answer_json(answer)?);
         by.push(answer.as_ref().map(|a| owned_text(&a.responded_by)));
-        at.push(now.clone());
         reasons.push(reason.as_deref().map(owned_text));
     }
     let won: HashSet<String> = sqlx::query_scalar(sql::PG_SETTLE_MANY)
@@ -505,8 +504,8 @@ async fn settle(
         .bind(&statuses)
         .bind(&answers)
         .bind(&by)
-        .bind(&at)
         .bind(&reasons)
+        .bind(&now)
         .fetch_all(&mut **tx)
         .await
         .context("settling requests")?

@@ -72,12 +72,12 @@ pub const PG_INSERT_REQUESTS: &str = "INSERT INTO requests (key, project, id, as
 
 /// Ends requests made over HTTP that are still pending, as [`SETTLE`] does one;
 /// returns the ids it ended. Binds arrays: id, status, answer_json, responded_by,
-/// finished_at, reason (no id twice).
+/// reason (no id twice); then finished_at, one for all.
 pub const PG_SETTLE_MANY: &str = "UPDATE requests SET status = v.status,
         answer_json = v.answer_json, responded_by = v.responded_by,
-        finished_at = v.finished_at, reason = v.reason
-    FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
-        AS v (id, status, answer_json, responded_by, finished_at, reason)
+        finished_at = $6, reason = v.reason
+    FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+        AS v (id, status, answer_json, responded_by, reason)
     WHERE requests.origin = 'http' AND requests.id = v.id AND requests.status = 'pending'
     RETURNING requests.id";
 
