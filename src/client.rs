@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{
+    api::{CreateRequest, RequestView, RespondBody, Responded},
     config::Paths,
-    protocol::{Answer, Reply, Request},
+    protocol::{Answer, Reply, Request, Status},
 };
 
 /// Longest single long poll; the loop asks again until the request ends.
@@ -92,18 +93,7 @@ impl Client {
 
     /// Creates a request; returns its id. `idempotency_key` makes a retry safe.
     pub async fn create(&self, request: &Request, idempotency_key: &str) -> Result<String> {
-        let body = json!({
-            "content": request.content,
-            "type": request.kind.as_str(),
-            "options": request.options,
-            "timeout": request.timeout.unwrap_or(0),
-            "priority": request.priority,
-            "context": request.context,
-            "agent_id": request.agent_id,
-            "agent_name": request.agent_name,
-            "working_dir": request.working_dir,
-            "idempotency_key": idempotency_key,
-        });
+        let body = CreateRequest::from_request(request, idempotency_key);
         let url = format!("{}/api/v1/requests", self.base);
         let (status, v) = self.send(self.http.post(url).json(&body), "asking").await?;
         if !status.is_success() {
@@ -132,12 +122,9 @@ impl Client {
             match status {
                 StatusCode::ACCEPTED => continue,
                 s if s.is_success() => {
-                    return match v.get("answer") {
-                        Some(a) => Ok(Some(
-                            serde_json::from_value(a.clone()).context("reading the answer")?,
-                        )),
-                        None => Ok(None),
-                    };
+                    let view: RequestView =
+                        serde_json::from_value(v).context("reading the answer")?;
+                    return Ok(view.answer);
                 }
                 s => {
                     return Err(anyhow!(Client::refused(s, &v)))
@@ -148,7 +135,7 @@ impl Client {
     }
 
     /// The request `id` and its status, as the server has it.
-    pub async fn get(&self, id: &str) -> Result<Option<(Request, String)>> {
+    pub async fn get(&self, id: &str) -> Result<Option<(Request, Status)>> {
         let url = format!("{}/api/v1/requests/{id}", self.base);
         let (status, v) = self
             .send(self.http.get(url), "looking the request up")
@@ -160,27 +147,27 @@ impl Client {
             return Err(anyhow!(Client::refused(status, &v)))
                 .with_context(|| format!("looking request {id} up on {}", self.base));
         }
-        let request =
-            serde_json::from_value(v["request"].clone()).context("reading the request")?;
-        let status = v["status"].as_str().unwrap_or("pending").to_string();
-        Ok(Some((request, status)))
+        let view: RequestView = serde_json::from_value(v).context("reading the request")?;
+        Ok(Some((view.request, view.status)))
+    }
+
+    /// Every pending request the server holds, in answering order.
+    pub async fn pending(&self) -> Result<Vec<RequestView>> {
+        let url = format!("{}/api/v1/requests?status=pending", self.base);
+        let (status, v) = self
+            .send(self.http.get(url), "listing pending requests")
+            .await?;
+        if !status.is_success() {
+            return Err(anyhow!(Client::refused(status, &v)))
+                .with_context(|| format!("listing pending requests on {}", self.base));
+        }
+        serde_json::from_value(v).context("reading the pending requests")
     }
 
     /// Answers request `id` with `reply`, as `by`. A refusal (already answered, timed
     /// out, wrong field) comes back as a [`Refused`] error.
     pub async fn respond(&self, request: &Request, reply: &Reply, by: &str) -> Result<Answer> {
-        let mut body = match reply {
-            Reply::Text(t) if request.kind == crate::protocol::Kind::Select => {
-                json!({ "choice": t })
-            }
-            Reply::Text(t) => json!({ "response": t }),
-            Reply::Choices(c) => json!({ "choices": c }),
-            Reply::Approval { approved, comment } => {
-                json!({ "approved": approved, "permission": approved, "comment": comment })
-            }
-            Reply::Cancel { reason } => json!({ "cancelled": true, "comment": reason }),
-        };
-        body["respondedBy"] = json!(by);
+        let body = RespondBody::from_reply(request.kind, reply, by);
         let url = format!("{}/api/v1/requests/{}/respond", self.base, request.id);
         let (status, v) = self
             .send(self.http.post(url).json(&body), "answering")
@@ -188,6 +175,8 @@ impl Client {
         if !status.is_success() {
             return Err(anyhow!(Client::refused(status, &v)));
         }
-        serde_json::from_value(v["answer"].clone()).context("reading the answer the server wrote")
+        let done: Responded =
+            serde_json::from_value(v).context("reading the answer the server wrote")?;
+        Ok(done.answer)
     }
 }

@@ -69,6 +69,8 @@ pub struct Settings {
     pub ask: AskSettings,
     /// `[listen]`: the broker.
     pub listen: ListenSettings,
+    /// `[spool]`: the `.helpers/` files.
+    pub spool: SpoolSettings,
     /// `[http]`: the HTTP API of `hitl listen` and `hitl serve`.
     pub http: HttpSettings,
 }
@@ -128,8 +130,17 @@ pub struct AskSettings {
 pub struct ListenSettings {
     /// Question files bigger than this are rejected.
     pub max_question_bytes: u64,
-    /// fsync answers and their folder before telling anyone (off only for benchmarks
-    /// of the pure protocol cost; a crash can then lose an answer).
+}
+
+/// `[spool]` settings.
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct SpoolSettings {
+    /// fsync questions, answers and their folders before telling anyone. Off by
+    /// default: a spool file only matters while its asker can read it, a killed
+    /// process leaves the page cache intact, and a power loss takes the asker with it.
+    /// What the human said is recorded in the history store before its answer file is
+    /// written, so a crash cannot lose it either way.
     pub fsync: bool,
 }
 
@@ -146,7 +157,6 @@ impl Default for ListenSettings {
     fn default() -> ListenSettings {
         ListenSettings {
             max_question_bytes: crate::spool::questions::DEFAULT_MAX_QUESTION_BYTES,
-            fsync: true,
         }
     }
 }
@@ -164,8 +174,13 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 [listen]
 # Question files bigger than this many bytes are moved to .helpers/rejected/.
 # max_question_bytes = 1048576
-# fsync answers before the asker sees them, so a crash cannot take one back.
-# fsync = true
+
+[spool]
+# fsync question and answer files before the other side sees them. Off: renames stay
+# atomic, a killed process loses nothing (the page cache outlives it), and answers are
+# recorded in history before their file is written; on costs a few ms per question on
+# a disk and only matters for a power loss, which takes the asker down too.
+# fsync = false
 
 [http]
 # Where `hitl listen` serves the HTTP API ("off" for nowhere); a taken port falls back

@@ -8,10 +8,13 @@
 #![warn(missing_docs)]
 
 pub mod agents;
+pub mod api;
 pub mod broker;
 pub mod client;
 pub mod cmd;
 pub mod config;
+pub mod daemon;
+pub mod process;
 pub mod protocol;
 pub mod replica;
 pub mod server;

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 
 use crate::{
     broker::BrokerHandle,
-    protocol::Status,
+    protocol::{Origin, Status},
     store::{ReplicaChange, Store},
 };
 
@@ -62,10 +62,10 @@ pub fn spawn(store: Store, broker: BrokerHandle) -> JoinHandle<()> {
 
 async fn admit(store: &Store, broker: &BrokerHandle, id: &str) -> anyhow::Result<()> {
     if let Some(r) = store.find_request(id).await?
-        && r.origin == "http"
+        && r.origin == Origin::Http
         && r.status == Status::Pending
+        && let Some(event_id) = r.event_id()
     {
-        let event_id = id.parse().unwrap_or_default();
         broker.admit_stored(r.request, event_id);
     }
     Ok(())
@@ -76,21 +76,23 @@ async fn admit(store: &Store, broker: &BrokerHandle, id: &str) -> anyhow::Result
 /// next resync brings it here otherwise).
 async fn admit_settled(store: &Store, broker: &BrokerHandle, id: &str) -> anyhow::Result<()> {
     if let Some(r) = store.find_request(id).await?
-        && r.origin == "http"
+        && r.origin == Origin::Http
         && r.status == Status::Pending
     {
         let age = jiff::Timestamp::now().duration_since(r.request.timestamp);
         if age < jiff::SignedDuration::try_from(RESYNC_EVERY)? {
             return Ok(());
         }
-        broker.admit_stored(r.request, id.parse().unwrap_or_default());
+        if let Some(event_id) = r.event_id() {
+            broker.admit_stored(r.request, event_id);
+        }
     }
     Ok(())
 }
 
 async fn drop_ended(store: &Store, broker: &BrokerHandle, id: &str) -> anyhow::Result<()> {
     if let Some(r) = store.find_request(id).await?
-        && r.origin == "http"
+        && r.origin == Origin::Http
         && r.status != Status::Pending
     {
         broker.ended_elsewhere(id.to_string(), r.status, r.answer, r.reason);
@@ -102,7 +104,7 @@ async fn resync(store: &Store, broker: &BrokerHandle) -> anyhow::Result<()> {
     // The store first: a request made here after this read is in the queue but not in
     // `pending`, and `drop_ended` sees it is still pending and leaves it.
     let pending: HashSet<String> = store.pending_remote_ids().await?.into_iter().collect();
-    let queued: HashSet<String> = broker.remote_ids().await.into_iter().collect();
+    let queued: HashSet<String> = broker.stored_ids().await.into_iter().collect();
     for id in queued.difference(&pending) {
         drop_ended(store, broker, id).await?;
     }

@@ -12,7 +12,8 @@ pub use registry::{
     AgentRecord, AgentStatus, list_agents, note_question, record_heartbeat, record_question, sweep,
 };
 
-use procfs::process::Process;
+use crate::process::stat;
+pub use crate::process::{ProcessRef, is_alive, start_time, this_process};
 
 /// Process names that are AI agents.
 const AGENT_NAMES: &[&str] = &[
@@ -30,15 +31,6 @@ const AGENT_NAMES: &[&str] = &[
     "cline",
 ];
 
-/// A process, identified so that a reused pid is not mistaken for it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcessRef {
-    /// Its pid.
-    pub pid: u32,
-    /// Its start time in clock ticks since boot.
-    pub start_time: u64,
-}
-
 /// The identity of an asking agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
@@ -48,34 +40,6 @@ pub struct Identity {
     pub name: String,
     /// The agent's process, when the identity comes from one.
     pub process: Option<ProcessRef>,
-}
-
-/// Reads a process's start time and state; `None` when it does not exist.
-fn stat(pid: u32) -> Option<procfs::process::Stat> {
-    Process::new(pid as i32).ok()?.stat().ok()
-}
-
-/// The start time of `pid`, if it is running.
-pub fn start_time(pid: u32) -> Option<u64> {
-    stat(pid).map(|s| s.starttime)
-}
-
-/// This process, as a [`ProcessRef`].
-pub fn this_process() -> ProcessRef {
-    let pid = std::process::id();
-    ProcessRef {
-        pid,
-        start_time: start_time(pid).unwrap_or(0),
-    }
-}
-
-/// True while `pid` runs and, when `start` is given, is still the same process.
-/// Zombies count as dead: they will never read an answer.
-pub fn is_alive(pid: u32, start: Option<u64>) -> bool {
-    match stat(pid) {
-        Some(s) => s.state != 'Z' && s.state != 'X' && start.is_none_or(|t| t == s.starttime),
-        None => false,
-    }
 }
 
 fn sanitize(s: &str) -> String {

@@ -100,7 +100,7 @@ pub async fn run(opts: AnswerOptions) -> Result<()> {
     crate::protocol::validate_id(&opts.id)
         .with_context(|| format!("{:?} is not a question id", opts.id))?;
     let server_env = std::env::var("HITL_SERVER").ok().filter(|s| !s.is_empty());
-    let spool = match (super::ask::find_project(opts.dir.as_ref()), &server_env) {
+    let spool = match (Spool::locate(opts.dir.as_deref()), &server_env) {
         (Ok(s), _) => s,
         // No project here, but a server to ask.
         (Err(_), Some(server)) if opts.dir.is_none() => {
@@ -117,12 +117,9 @@ pub async fn run(opts: AnswerOptions) -> Result<()> {
     let Some((question_path, q)) = find_question(&spool, &opts.id) else {
         // Not a file in the spool: it may be a request made over HTTP, held by the
         // project's listener or by the server in HITL_SERVER.
-        let server = server_env.clone().or_else(|| {
-            super::inspect::listener_of(&spool)?
-                .get("http")?
-                .as_str()
-                .map(str::to_string)
-        });
+        let server = server_env
+            .clone()
+            .or_else(|| crate::spool::ListenerInfo::running(&spool)?.http);
         if let Some(server) = server
             && answer_remote(&server, &opts).await?.is_some()
         {
@@ -223,7 +220,7 @@ async fn answer_remote(base: &str, opts: &AnswerOptions) -> Result<Option<()>> {
     let Some((request, status)) = client.get(&opts.id).await? else {
         return Ok(None);
     };
-    if status != "pending" {
+    if status != Status::Pending {
         bail!("question {} is already {status} (on {base})", opts.id);
     }
     let reply = match &opts.with {

@@ -20,7 +20,7 @@ use crate::{
     config::{self, Paths},
     protocol::{Answer, Asker, Kind, Priority, Request, VERSION},
     spool::{
-        Spool,
+        ListenerInfo, Spool,
         questions::read_answer,
         wait::{AnswerWait, WaitOutcome},
         write_atomic,
@@ -74,33 +74,6 @@ pub struct AskOptions {
     /// project's spool; the token comes from HITL_TOKEN or the user's token file.
     #[arg(long, env = "HITL_SERVER", value_name = "URL")]
     pub server: Option<String>,
-}
-
-/// Finds the project for a command: `--dir`, else the nearest `.helpers/` above the
-/// current folder.
-pub fn find_project(dir: Option<&PathBuf>) -> Result<Spool> {
-    match dir {
-        Some(d) => {
-            let spool = Spool::new(d);
-            if !spool.exists() {
-                bail!(
-                    "{} is not initialised for hitl (no .helpers/ folder); run: hitl init {}",
-                    d.display(),
-                    d.display()
-                );
-            }
-            Ok(spool)
-        }
-        None => {
-            let cwd = std::env::current_dir().context("reading the current folder")?;
-            Spool::find(&cwd).with_context(|| {
-                format!(
-                    "no .helpers/ folder in {} or above it; run `hitl init` in the project, or pass --dir",
-                    cwd.display()
-                )
-            })
-        }
-    }
 }
 
 fn build_request(
@@ -161,7 +134,7 @@ pub fn run(opts: AskOptions) -> Result<u8> {
     if let Some(server) = opts.server.clone().filter(|s| !s.is_empty()) {
         return run_remote(&opts, &server);
     }
-    let spool = find_project(opts.dir.as_ref())?;
+    let spool = Spool::locate(opts.dir.as_deref())?;
     let paths = Paths::from_env();
     let settings = config::load(&paths, Some(&spool))?;
     let (request, who) = build_request(&opts, Some(&spool), &settings)?;
@@ -175,7 +148,7 @@ pub fn run(opts: AskOptions) -> Result<u8> {
         .with_context(|| format!("watching {}", spool.answers().display()))?;
     let mut bytes = serde_json::to_vec_pretty(&request)?;
     bytes.push(b'\n');
-    write_atomic(&spool.tmp(), &question_path, &bytes, true)
+    write_atomic(&spool.tmp(), &question_path, &bytes, settings.spool.fsync)
         .with_context(|| format!("writing the question to {}", question_path.display()))?;
     // The registry update runs while the broker takes the question: it costs less
     // than the broker's turn, and far less than a thread to overlap it with the wait.
@@ -191,7 +164,7 @@ pub fn run(opts: AskOptions) -> Result<u8> {
             ticks += 1;
             // Only a question that waits is worth a look at whether anyone listens; a
             // pid file left by a killed listener does not count, the process does.
-            if ticks == 1 && super::inspect::listener_of(&spool).is_none() {
+            if ticks == 1 && ListenerInfo::running(&spool).is_none() {
                 eprintln!(
                     "hitl: no listener is running for {}; the question waits until one \
                      starts (hitl listen) or someone runs: hitl answer {} TEXT",
@@ -247,7 +220,7 @@ pub fn run(opts: AskOptions) -> Result<u8> {
 /// Ctrl-C the question is cancelled. Unreachable server: exit 3.
 fn run_remote(opts: &AskOptions, server: &str) -> Result<u8> {
     let spool = match &opts.dir {
-        Some(_) => Some(find_project(opts.dir.as_ref())?),
+        Some(_) => Some(Spool::locate(opts.dir.as_deref())?),
         None => std::env::current_dir().ok().and_then(|d| Spool::find(&d)),
     };
     let paths = Paths::from_env();

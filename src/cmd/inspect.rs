@@ -1,6 +1,6 @@
 //! `hitl pending`, `hitl agents`, `hitl history`, `hitl status`: read-only views that
-//! work from any terminal, with or without a listener, straight from the spool and the
-//! history database.
+//! work from any terminal, with or without a listener: the spool and the history
+//! database, plus what the project's listener holds that came another way (over HTTP).
 
 use std::{collections::HashSet, path::PathBuf};
 
@@ -10,9 +10,11 @@ use serde_json::json;
 
 use crate::{
     agents,
+    api::RequestView,
     config::Paths,
+    protocol::{Origin, Request, Variant},
     spool::{
-        Spool,
+        ListenerInfo, Spool,
         questions::{DEFAULT_MAX_QUESTION_BYTES, pending_questions},
     },
     store::{HistoryQuery, Store},
@@ -41,18 +43,90 @@ fn one_line(s: &str, max: usize) -> String {
     }
 }
 
-/// `hitl pending`: the questions waiting in the project, in answering order.
+/// One pending request as the CLI lists it: a spool file of this project, or a
+/// request the project's listener holds that came another way (HTTP, …).
+struct Listed {
+    request: Request,
+    origin: Origin,
+    /// The spool question's file and format.
+    file: Option<(PathBuf, Variant)>,
+}
+
+/// Everything pending in the project, in answering order: its spool questions, and
+/// the requests its listener holds that came another way. A listener that does not
+/// answer leaves the spool's list, with a warning.
+fn everything_pending(spool: &Spool) -> Vec<Listed> {
+    let mut list: Vec<Listed> = pending_questions(spool, DEFAULT_MAX_QUESTION_BYTES)
+        .into_iter()
+        .map(|(path, q)| Listed {
+            request: q.request,
+            origin: Origin::Spool,
+            file: Some((path, q.variant)),
+        })
+        .collect();
+    list.extend(
+        held_by_listener(spool)
+            .into_iter()
+            .filter(|v| v.origin != Origin::Spool)
+            .map(|v| Listed {
+                request: v.request,
+                origin: v.origin,
+                file: None,
+            }),
+    );
+    list.sort_by(|a, b| {
+        b.request
+            .priority
+            .cmp(&a.request.priority)
+            .then(a.request.timestamp.cmp(&b.request.timestamp))
+    });
+    list
+}
+
+/// The pending requests of the listener serving `spool`, over its HTTP API.
+fn held_by_listener(spool: &Spool) -> Vec<RequestView> {
+    let Some(url) = ListenerInfo::running(spool).and_then(|l| l.http) else {
+        return Vec::new();
+    };
+    let listed = (|| {
+        let client = crate::client::Client::new(&url)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async {
+            tokio::time::timeout(LISTENER_WAIT, client.pending())
+                .await
+                .map_err(|_| anyhow::anyhow!("no answer within {LISTENER_WAIT:?}"))?
+        })
+    })();
+    listed.unwrap_or_else(|e| {
+        eprintln!(
+            "hitl: warning: the listener at {url} did not list its requests ({e:#}); \
+             showing the spool's questions only"
+        );
+        Vec::new()
+    })
+}
+
+/// How long the CLI's views wait for the listener.
+const LISTENER_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// `hitl pending`: what waits in the project (its spool and its listener), in
+/// answering order.
 pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
-    let spool = super::ask::find_project(dir)?;
-    let list = pending_questions(&spool, DEFAULT_MAX_QUESTION_BYTES);
+    let spool = Spool::locate(dir.map(PathBuf::as_path))?;
+    let list = everything_pending(&spool);
     if as_json {
         let items: Vec<_> = list
             .iter()
-            .map(|(path, q)| {
-                let mut v = serde_json::to_value(&q.request).unwrap_or_default();
-                v["project"] = json!(spool.project());
-                v["file"] = json!(path);
-                v["variant"] = json!(q.variant.as_str());
+            .map(|l| {
+                let mut v = serde_json::to_value(&l.request).unwrap_or_default();
+                v["origin"] = json!(l.origin);
+                if let Some((path, variant)) = &l.file {
+                    v["project"] = json!(spool.project());
+                    v["file"] = json!(path);
+                    v["variant"] = json!(variant.as_str());
+                }
                 v
             })
             .collect();
@@ -64,16 +138,17 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
         return Ok(());
     }
     println!(
-        "{:<34} {:<8} {:<11} {:<20} {:>5}  QUESTION",
-        "ID", "PRIORITY", "TYPE", "AGENT", "AGE"
+        "{:<34} {:<8} {:<11} {:<6} {:<20} {:>5}  QUESTION",
+        "ID", "PRIORITY", "TYPE", "ORIGIN", "AGENT", "AGE"
     );
-    for (_, q) in &list {
-        let r = &q.request;
+    for l in &list {
+        let r = &l.request;
         println!(
-            "{:<34} {:<8} {:<11} {:<20} {:>5}  {}",
-            r.id,
+            "{:<34} {:<8} {:<11} {:<6} {:<20} {:>5}  {}",
+            one_line(&r.id, 34),
             r.priority,
             r.kind,
+            l.origin,
             one_line(&r.agent_name, 20),
             age(r.timestamp),
             one_line(&r.content, 60)
@@ -82,34 +157,104 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
     Ok(())
 }
 
-/// `hitl agents`: the agent registry with live status.
+/// An agent asking another way than the spool (over HTTP, …), from what the
+/// listener holds: waiting, by definition.
+#[derive(Debug, serde::Serialize)]
+struct RemoteAgent {
+    agent_id: String,
+    name: String,
+    status: agents::AgentStatus,
+    origin: Origin,
+    pending: usize,
+    last_seen: Timestamp,
+}
+
+/// The agents with requests pending at the listener other than spool files.
+fn remote_agents(list: &[Listed]) -> Vec<RemoteAgent> {
+    let mut out: Vec<RemoteAgent> = Vec::new();
+    for l in list.iter().filter(|l| l.origin != Origin::Spool) {
+        let r = &l.request;
+        match out
+            .iter_mut()
+            .find(|a| a.agent_id == r.agent_id && a.origin == l.origin)
+        {
+            Some(a) => {
+                a.pending += 1;
+                a.last_seen = a.last_seen.max(r.timestamp);
+            }
+            None => out.push(RemoteAgent {
+                agent_id: r.agent_id.clone(),
+                name: r.agent_name.clone(),
+                status: agents::AgentStatus::Waiting,
+                origin: l.origin,
+                pending: 1,
+                last_seen: r.timestamp,
+            }),
+        }
+    }
+    out
+}
+
+/// `hitl agents`: the agent registry with live status, and the agents asking the
+/// project's listener another way.
 pub fn agents(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
-    let spool = super::ask::find_project(dir)?;
-    let waiting: HashSet<String> = pending_questions(&spool, DEFAULT_MAX_QUESTION_BYTES)
-        .into_iter()
-        .map(|(_, q)| q.request.agent_id)
+    let spool = Spool::locate(dir.map(PathBuf::as_path))?;
+    let pending = everything_pending(&spool);
+    let waiting: HashSet<String> = pending
+        .iter()
+        .filter(|l| l.origin == Origin::Spool)
+        .map(|l| l.request.agent_id.clone())
         .collect();
     let list = agents::list_agents(&spool, &waiting);
+    let remote = remote_agents(&pending);
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        let mut items: Vec<serde_json::Value> = list
+            .iter()
+            .map(|a| {
+                let mut v = serde_json::to_value(a).unwrap_or_default();
+                v["origin"] = json!(Origin::Spool);
+                v
+            })
+            .collect();
+        items.extend(remote.iter().map(|a| json!(a)));
+        println!("{}", serde_json::to_string_pretty(&items)?);
         return Ok(());
     }
-    if list.is_empty() {
+    if list.is_empty() && remote.is_empty() {
         println!("No agents have asked in {} yet.", spool.project().display());
         return Ok(());
     }
     println!(
-        "{:<36} {:<20} {:<8} {:>8} {:>9} {:>9}",
-        "AGENT", "NAME", "STATUS", "PID", "QUESTIONS", "LAST SEEN"
+        "{:<36} {:<20} {:<8} {:<6} {:>8} {:>9} {:>9}",
+        "AGENT", "NAME", "STATUS", "ORIGIN", "PID", "QUESTIONS", "LAST SEEN"
     );
+    let status_name = |s: agents::AgentStatus| {
+        serde_json::to_value(s)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    };
     for a in list {
         println!(
-            "{:<36} {:<20} {:<8} {:>8} {:>9} {:>9}",
+            "{:<36} {:<20} {:<8} {:<6} {:>8} {:>9} {:>9}",
             one_line(&a.agent_id, 36),
             one_line(&a.name, 20),
-            serde_json::to_value(a.status)?.as_str().unwrap_or(""),
+            status_name(a.status),
+            Origin::Spool,
             a.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
             a.questions_asked,
+            age(a.last_seen)
+        );
+    }
+    for a in remote {
+        println!(
+            "{:<36} {:<20} {:<8} {:<6} {:>8} {:>9} {:>9}",
+            one_line(&a.agent_id, 36),
+            one_line(&a.name, 20),
+            status_name(a.status),
+            a.origin,
+            "-",
+            a.pending,
             age(a.last_seen)
         );
     }
@@ -166,26 +311,22 @@ pub async fn history(
     Ok(())
 }
 
-/// Whether a listener serves `spool`, from `.listener.json` checked against the
-/// process table (pid and start time).
-pub fn listener_of(spool: &Spool) -> Option<serde_json::Value> {
-    let bytes = std::fs::read(spool.listener_info_file()).ok()?;
-    let info: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    let pid = info.get("pid")?.as_u64()? as u32;
-    let start = info.get("start_time").and_then(|s| s.as_u64());
-    agents::is_alive(pid, start).then_some(info)
-}
-
 /// `hitl status`: is a listener running, how much is waiting, where history lives.
 pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
-    let spool = super::ask::find_project(dir)?;
-    let pending = pending_questions(&spool, DEFAULT_MAX_QUESTION_BYTES);
+    let spool = Spool::locate(dir.map(PathBuf::as_path))?;
+    let pending = everything_pending(&spool);
     let waiting: HashSet<String> = pending
         .iter()
-        .map(|(_, q)| q.request.agent_id.clone())
+        .filter(|l| l.origin == Origin::Spool)
+        .map(|l| l.request.agent_id.clone())
         .collect();
     let agents = agents::list_agents(&spool, &waiting);
-    let listener = listener_of(&spool);
+    let remote = remote_agents(&pending);
+    let listener = ListenerInfo::running(&spool);
+    let mut by_origin: std::collections::BTreeMap<&str, usize> = Default::default();
+    for l in &pending {
+        *by_origin.entry(l.origin.as_str()).or_default() += 1;
+    }
     let db = crate::store::redact_url(&Paths::from_env().db_url());
     if as_json {
         let v = json!({
@@ -193,7 +334,8 @@ pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
             "project": spool.project(),
             "listener": listener,
             "pending": pending.len(),
-            "agents": agents.len(),
+            "pending_by_origin": by_origin,
+            "agents": agents.len() + remote.len(),
             "history": db,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -201,9 +343,9 @@ pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
     }
     println!("project:  {}", spool.project().display());
     match &listener {
-        Some(info) => match info["http"].as_str() {
-            Some(url) => println!("listener: running (pid {}), HTTP API on {url}", info["pid"]),
-            None => println!("listener: running (pid {})", info["pid"]),
+        Some(info) => match &info.http {
+            Some(url) => println!("listener: running (pid {}), HTTP API on {url}", info.pid),
+            None => println!("listener: running (pid {})", info.pid),
         },
         None if spool.listener_pid_file().exists() => {
             println!(
@@ -212,14 +354,19 @@ pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
         }
         None => println!("listener: not running (start one with `hitl listen`)"),
     }
-    println!("pending:  {}", pending.len());
+    let origins: Vec<String> = by_origin.iter().map(|(o, n)| format!("{n} {o}")).collect();
+    match origins.len() {
+        0 | 1 => println!("pending:  {}", pending.len()),
+        _ => println!("pending:  {} ({})", pending.len(), origins.join(", ")),
+    }
     println!(
         "agents:   {} ({} waiting)",
-        agents.len(),
+        agents.len() + remote.len(),
         agents
             .iter()
             .filter(|a| a.status == agents::AgentStatus::Waiting)
             .count()
+            + remote.len()
     );
     println!("history:  {db}");
     Ok(())

@@ -15,19 +15,11 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 use nix::fcntl::{Flock, FlockArg};
-use tokio::sync::{mpsc, oneshot};
 
 use crate::{
-    agents,
-    broker::{Broker, BrokerOptions, spawn_store_writer},
     config::{self, Paths},
-    server,
-    spool::{
-        Spool,
-        watch::{SpoolEvent, SpoolWatcher},
-        write_atomic,
-    },
-    store::Store,
+    daemon::{self, DaemonOptions},
+    spool::{ListenerInfo, Spool},
     ui,
 };
 
@@ -111,23 +103,6 @@ fn lock_project(spool: &Spool) -> Result<ProjectLock> {
     })
 }
 
-fn write_listener_info(spool: &Spool, projects: &[PathBuf], http: Option<&str>) -> Result<()> {
-    let me = agents::this_process();
-    let info = serde_json::json!({
-        "version": crate::protocol::VERSION,
-        "pid": me.pid,
-        "start_time": me.start_time,
-        "started_at": jiff::Timestamp::now(),
-        "projects": projects,
-        "http": http,
-        "socket": null,
-    });
-    let mut bytes = serde_json::to_vec_pretty(&info)?;
-    bytes.push(b'\n');
-    write_atomic(&spool.tmp(), &spool.listener_info_file(), &bytes, false)
-        .with_context(|| format!("writing {}", spool.listener_info_file().display()))
-}
-
 /// Unblocks SIGINT, SIGTERM and SIGHUP for this thread and the threads it starts
 /// later. A blocked mask is inherited from the parent process, and a listener that
 /// cannot see SIGTERM cannot stop cleanly. Call before building the runtime.
@@ -142,28 +117,6 @@ pub fn unblock_stop_signals() -> Result<()> {
     }
     ours.thread_unblock()?;
     Ok(())
-}
-
-/// How often the spools are read when inotify is not available.
-const POLL_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// Asks the broker to read every spool again, every [`POLL_EVERY`].
-fn spawn_poller(events: mpsc::UnboundedSender<SpoolEvent>) {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(POLL_EVERY);
-        while events.send(SpoolEvent::Rescan).is_ok() {
-            tick.tick().await;
-        }
-    });
-}
-
-fn watch_spools(spools: &[Spool], tx: mpsc::UnboundedSender<SpoolEvent>) -> Result<SpoolWatcher> {
-    let mut watcher = SpoolWatcher::new(tx)?;
-    for s in spools {
-        watcher.watch(&s.questions())?;
-        watcher.watch(&s.answers())?;
-    }
-    Ok(watcher)
 }
 
 /// Runs the listener until SIGINT or SIGTERM.
@@ -199,85 +152,38 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
 
     let db_url = opts.db.clone().unwrap_or_else(|| paths.db_url());
-    let store = Store::open(&db_url).await?;
-    let reader = store.clone();
-    let undelivered = store.undelivered().await?;
-    let remote_pending = store.pending_remote().await?;
-    let (store_tx, store_task) = spawn_store_writer(store);
-
-    let (events_tx, events_rx) = mpsc::unbounded_channel();
-    let remote: Vec<String> = spools
-        .iter()
-        .filter(|s| crate::spool::is_network_fs(s.root()))
-        .map(|s| s.project().display().to_string())
-        .collect();
-    let watcher = match watch_spools(&spools, events_tx.clone()) {
-        Ok(w) if remote.is_empty() => Some(w),
-        Ok(w) => {
-            // inotify sees only this machine's writes on a network file system.
-            eprintln!(
-                "hitl: {} on a network file system: also reading the spool every {} ms",
-                remote.join(", "),
-                POLL_EVERY.as_millis()
-            );
-            spawn_poller(events_tx);
-            Some(w)
-        }
-        Err(e) => {
-            // inotify refused (the user's 128 instances are taken, or the watch table is
-            // full): read the spools on a timer instead. Slower, never silent.
-            eprintln!(
-                "hitl: warning: {e:#}; polling the spool every {} ms instead",
-                POLL_EVERY.as_millis()
-            );
-            spawn_poller(events_tx);
-            None
-        }
-    };
-
-    let (broker, handle) = Broker::new(
-        spools.clone(),
-        BrokerOptions {
-            max_question_bytes: settings.listen.max_question_bytes,
-            durable: settings.listen.fsync,
-        },
-        store_tx,
-        undelivered,
-        remote_pending,
-    );
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let mut broker_task = tokio::spawn(broker.run(events_rx, async {
-        let _ = stop_rx.await;
-    }));
-
-    // Requests made over HTTP by other brokers sharing the store join this queue.
-    let replica_task = crate::replica::spawn(reader.clone(), handle.clone());
     let http = match (opts.no_http, &opts.http) {
         (true, _) => None,
         (false, Some(addr)) => Some((addr.clone(), false)),
         (false, None) if settings.http.listen_addr == "off" => None,
         (false, None) => Some((settings.http.listen_addr.clone(), true)),
     };
-    let http = match http {
-        None => None,
-        Some((addr, fallback)) => Some(
-            server::start(
-                &addr,
-                fallback,
-                handle.clone(),
-                reader,
-                &settings.http,
-                &paths.config_dir,
-                spools.clone(),
-            )
-            .await?,
-        ),
+    let responder: daemon::Responder = match (&opts.auto_answer, opts.ui) {
+        (Some(text), _) => {
+            eprintln!(
+                "hitl: WARNING: --auto-answer is on: every question is answered {text:?} \
+                 (yes/no: yes, select: first option, approvals: approved) without a human"
+            );
+            let text = text.clone();
+            Box::new(move |h| tokio::spawn(ui::auto::run(h, text)))
+        }
+        (None, UiKind::Terminal) => Box::new(|h| tokio::spawn(ui::terminal::run(h))),
+        (None, UiKind::None) => Box::new(|_| tokio::spawn(std::future::pending::<()>())),
     };
-    let http_url = http.as_ref().map(|h| format!("http://{}", h.local));
+    let mut daemon = daemon::start(DaemonOptions {
+        spools: spools.clone(),
+        db_url: db_url.clone(),
+        settings,
+        http,
+        config_dir: paths.config_dir.clone(),
+        responders: vec![responder],
+    })
+    .await?;
+    let http_url = daemon.http_addr.map(|a| format!("http://{a}"));
 
     let projects: Vec<PathBuf> = spools.iter().map(|s| s.project().to_path_buf()).collect();
     for s in &spools {
-        write_listener_info(s, &projects, http_url.as_deref())?;
+        ListenerInfo::new(&projects, http_url.as_deref()).write(s)?;
     }
     let names: Vec<String> = projects.iter().map(|p| p.display().to_string()).collect();
     eprintln!(
@@ -288,41 +194,16 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     if let Some(url) = &http_url {
         eprintln!("hitl: HTTP API on {url}");
     }
-    let responder = match (&opts.auto_answer, opts.ui) {
-        (Some(text), _) => {
-            eprintln!(
-                "hitl: WARNING: --auto-answer is on: every question is answered {text:?} \
-                 (yes/no: yes, select: first option, approvals: approved) without a human"
-            );
-            tokio::spawn(ui::auto::run(handle.clone(), text.clone()))
-        }
-        (None, UiKind::Terminal) => tokio::spawn(ui::terminal::run(handle.clone())),
-        (None, UiKind::None) => tokio::spawn(std::future::pending::<()>()),
-    };
     eprintln!("hitl: ready");
 
     tokio::select! {
         _ = stop_signals.recv() => {}
         // The broker only ends when told to; ending on its own is a bug (a panic).
         // Stop loudly so a supervisor restarts us: the spool keeps every question.
-        r = &mut broker_task => {
-            bail!("the broker stopped unexpectedly ({}); pending questions stay in the spool",
-                match r { Ok(()) => "no error".to_string(), Err(e) => e.to_string() });
-        }
+        r = daemon.crashed() => return r,
     }
     eprintln!("hitl: stopping; pending questions stay queued for the next start");
-    if let Some(http) = http {
-        http.stop().await;
-    }
-    replica_task.abort();
-    let _ = stop_tx.send(());
-    let _ = broker_task.await;
-    responder.abort();
-    drop(handle);
-    drop(watcher);
-    // Connections still open hold a handle (and so the writer's channel) for a moment
-    // longer; everything sent has been written by then.
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), store_task).await;
+    daemon.stop().await;
     drop(locks);
     Ok(())
 }

@@ -3,14 +3,11 @@
 //! store (`--db postgres://…`) several of these may share one database.
 
 use anyhow::Result;
-use tokio::sync::{mpsc, oneshot};
 
 use super::listen::StopSignals;
 use crate::{
-    broker::{Broker, BrokerOptions, spawn_store_writer},
     config::{self, Paths},
-    server,
-    store::Store,
+    daemon::{self, DaemonOptions},
 };
 
 /// The flags of `hitl serve` (their doc comments are its help text).
@@ -30,40 +27,16 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
     let paths = Paths::from_env();
     let settings = config::load(&paths, None)?;
     let db_url = opts.db.clone().unwrap_or_else(|| paths.db_url());
-    let store = Store::open(&db_url).await?;
-    let reader = store.clone();
-    let remote_pending = store.pending_remote().await?;
-    let (store_tx, store_task) = spawn_store_writer(store);
-    let (broker, handle) = Broker::new(
-        Vec::new(),
-        BrokerOptions {
-            max_question_bytes: settings.listen.max_question_bytes,
-            durable: settings.listen.fsync,
-        },
-        store_tx,
-        Vec::new(),
-        remote_pending,
-    );
-    // No spools: the broker's event channel stays open and quiet.
-    let (_events_tx, events_rx) = mpsc::unbounded_channel();
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let mut broker_task = tokio::spawn(broker.run(events_rx, async {
-        let _ = stop_rx.await;
-    }));
-
-    // Requests made or ended by other replicas sharing the store.
-    let replica_task = crate::replica::spawn(reader.clone(), handle.clone());
-    let http = server::start(
-        &opts.http,
-        false,
-        handle.clone(),
-        reader,
-        &settings.http,
-        &paths.config_dir,
-        Vec::new(),
-    )
+    let mut daemon = daemon::start(DaemonOptions {
+        spools: Vec::new(),
+        db_url: db_url.clone(),
+        settings,
+        http: Some((opts.http.clone(), false)),
+        config_dir: paths.config_dir.clone(),
+        responders: Vec::new(),
+    })
     .await?;
-    let local = http.local;
+    let local = daemon.http_addr.expect("serve always serves HTTP");
     if !local.ip().is_loopback() {
         eprintln!("hitl: serving on {local}, not loopback: every route needs the token");
     }
@@ -74,18 +47,9 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
     eprintln!("hitl: ready");
     tokio::select! {
         _ = stop_signals.recv() => {}
-        r = &mut broker_task => {
-            anyhow::bail!("the broker stopped unexpectedly ({r:?}); pending requests stay in the store");
-        }
+        r = daemon.crashed() => return r,
     }
     eprintln!("hitl: stopping; pending requests stay in the store for the next start");
-    http.stop().await;
-    replica_task.abort();
-    let _ = stop_tx.send(());
-    let _ = broker_task.await;
-    drop(handle);
-    // Connections still open hold a handle (and so the writer's channel) for a moment
-    // longer; everything sent has been written by then.
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), store_task).await;
+    daemon.stop().await;
     Ok(())
 }

@@ -7,12 +7,14 @@
 //! scripts and a bad one must never take the broker down.
 
 mod id;
+mod origin;
 mod request;
 mod status;
 mod time;
 mod variant;
 
 pub use id::{IdError, is_valid_id, validate_id};
+pub use origin::Origin;
 pub use request::{Answer, AnswerStatus, Asker, Kind, Priority, Reply, Request};
 pub use status::Status;
 pub use time::{now, parse_timestamp};

@@ -305,6 +305,43 @@ pub enum Reply {
     },
 }
 
+impl Reply {
+    /// Whether this reply answers `r`, or why not: the kind decides (text takes any
+    /// text, yes/no takes "yes" or "no", a select one of its options, a multiselect
+    /// some of them, an approval a decision). A cancel fits everything. Every
+    /// responder's reply is checked here by the broker, whatever UI made it.
+    pub fn fits(&self, r: &Request) -> Result<(), String> {
+        let kind = r.kind;
+        let is_option = |t: &str| r.options.is_empty() || r.options.iter().any(|o| o == t);
+        match (self, kind) {
+            (Reply::Cancel { .. }, _) => Ok(()),
+            (Reply::Text(_), Kind::Text) => Ok(()),
+            (Reply::Text(t), Kind::Yesno) if t == "yes" || t == "no" => Ok(()),
+            (Reply::Text(t), Kind::Yesno) => Err(format!("{t:?} is not yes or no")),
+            (Reply::Text(t), Kind::Select) if is_option(t) => Ok(()),
+            (Reply::Text(t), Kind::Select) => {
+                Err(format!("{t:?} is not one of the options {:?}", r.options))
+            }
+            (Reply::Choices(c), Kind::Multiselect) => match c.iter().find(|c| !is_option(c)) {
+                Some(bad) => Err(format!("{bad:?} is not one of the options {:?}", r.options)),
+                None => Ok(()),
+            },
+            (Reply::Approval { .. }, k) if k.is_approval() => Ok(()),
+            (_, k) => Err(format!(
+                "a {} question takes {}",
+                k.as_str(),
+                match k {
+                    Kind::Text => "text",
+                    Kind::Yesno => "yes or no",
+                    Kind::Select => "one of its options",
+                    Kind::Multiselect => "some of its options",
+                    Kind::Approval | Kind::Permission => "approve or deny",
+                }
+            )),
+        }
+    }
+}
+
 /// How a question ended, as written in its answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -1,19 +1,43 @@
-//! Pushing an answer to the agent's own WebSocket (`responseWebSocketUrl`, seed 004).
+//! The way back for requests made over HTTP, and the `/stream` feed of every change.
 //!
-//! Only to loopback or to hosts the user allowed (`[http] delivery_hosts`): a request
-//! must not be able to make the broker connect anywhere it names. When the push is
-//! refused or fails, the agent still has its answer by polling
-//! `GET /events/:id/response`; the respond call reports which happened.
+//! [`Deliverer`] follows the broker's changes, so an answer from any responder (the
+//! terminal, `--auto-answer`, `hitl answer`, HTTP, another UI), a timeout and a
+//! cancel all reach the agent the same way: pushed to its own WebSocket
+//! (`responseWebSocketUrl`, seed 004) as the bare response object, the same one
+//! `GET /events/:id/response` returns in `data`. No route delivers on its own.
+//!
+//! Pushes go only to loopback or to hosts the user allowed (`[http] delivery_hosts`):
+//! a request must not be able to make the broker connect anywhere it names. When the
+//! push is refused or fails, the agent still has its answer by polling; a respond call
+//! reports which happened. Of brokers sharing a store, the one that ended a request
+//! pushes it; the others only update their own streams.
 
 use std::{
+    collections::HashMap,
     net::IpAddr,
-    sync::atomic::{AtomicU64, Ordering},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
     time::Duration,
 };
 
 use futures_util::SinkExt;
 use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::{
+    sync::{broadcast, broadcast::error::RecvError, oneshot},
+    task::JoinHandle,
+};
 use tokio_tungstenite::tungstenite::Message;
+
+use super::{hitl, respond};
+use crate::{
+    broker::{BrokerHandle, Change, Finished, PendingRequest},
+    config::HttpSettings,
+    protocol::{Origin, Status},
+    store::Store,
+};
 
 /// How long a push may take before the agent is left to poll.
 const PUSH_TIMEOUT: Duration = Duration::from_secs(2);
@@ -64,6 +88,209 @@ impl DeliveryCounters {
             self.failed.fetch_add(1, Ordering::Relaxed);
         }
     }
+}
+
+/// Follows the broker and delivers: see the module doc. Shared by the daemon (which
+/// starts it before the broker runs) and the HTTP routes (which read its outcomes,
+/// counters and feed).
+pub struct Deliverer {
+    allowed_hosts: Vec<String>,
+    /// Delivery counts, for the metrics.
+    pub(super) counters: DeliveryCounters,
+    /// Respond calls waiting to hear how their answer was delivered, by broker seq.
+    waiting: Mutex<HashMap<u64, oneshot::Sender<DeliveryStatus>>>,
+    /// Events as they are stored or change, for `/stream`.
+    pub(super) events: broadcast::Sender<Value>,
+}
+
+/// How long a respond call waits to hear how its answer was delivered.
+const OUTCOME_WAIT: Duration = Duration::from_secs(3);
+
+impl Deliverer {
+    /// A deliverer with the `[http]` settings' allowed push hosts.
+    pub fn new(settings: &HttpSettings) -> Arc<Deliverer> {
+        Arc::new(Deliverer {
+            allowed_hosts: settings.delivery_hosts.clone(),
+            counters: DeliveryCounters::default(),
+            waiting: Mutex::new(HashMap::new()),
+            events: broadcast::channel(1024).0,
+        })
+    }
+
+    /// Subscribes to `broker` now (call it before the broker runs, so no change is
+    /// missed) and delivers until the broker stops. `store` supplies the stored events
+    /// that `/stream` shows, read only while someone watches.
+    pub fn spawn(self: &Arc<Self>, broker: BrokerHandle, store: Store) -> JoinHandle<()> {
+        let mut changes = broker.subscribe();
+        let me = self.clone();
+        tokio::spawn(async move {
+            loop {
+                match changes.recv().await {
+                    Ok(Change::Queued(p)) => me.queued(&p),
+                    Ok(Change::Finished(f)) => me.finished(f, &store).await,
+                    Err(RecvError::Lagged(n)) => tracing::warn!(
+                        "the way back missed {n} changes: those agents get their answers by polling"
+                    ),
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        })
+    }
+
+    /// Registers a respond call for request `seq`: told how its answer was delivered.
+    pub(super) fn expect(&self, seq: u64) -> oneshot::Receiver<DeliveryStatus> {
+        let (tx, rx) = oneshot::channel();
+        self.lock().insert(seq, tx);
+        rx
+    }
+
+    /// Forgets a respond call whose answer was refused.
+    pub(super) fn forget(&self, seq: u64) {
+        self.lock().remove(&seq);
+    }
+
+    /// Waits for the outcome [`Deliverer::expect`] promised; a push that takes longer
+    /// than that is reported as left to polling.
+    pub(super) async fn outcome(rx: oneshot::Receiver<DeliveryStatus>) -> DeliveryStatus {
+        match tokio::time::timeout(OUTCOME_WAIT, rx).await {
+            Ok(Ok(s)) => s,
+            _ => DeliveryStatus::PendingPoll,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<DeliveryStatus>>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn told(&self, seq: u64, status: DeliveryStatus, push_failed: bool) {
+        self.counters.count(status, push_failed);
+        if let Some(tx) = self.lock().remove(&seq) {
+            let _ = tx.send(status);
+        }
+    }
+
+    /// Spool questions join `/stream` as they are queued (requests made over HTTP are
+    /// announced by the route that stored their event).
+    fn queued(&self, p: &PendingRequest) {
+        if p.origin == Origin::Spool && self.events.receiver_count() > 0 {
+            let _ = self.events.send(spool_event(p, Status::Pending, None));
+        }
+    }
+
+    async fn finished(self: &Arc<Self>, f: Arc<Finished>, store: &Store) {
+        self.update_stream(&f, store).await;
+        let p = &f.pending;
+        if !f.here {
+            // Another broker sharing the store ended it, and delivers it.
+            return;
+        }
+        let url = p
+            .request
+            .metadata
+            .get("response_websocket_url")
+            .and_then(Value::as_str)
+            .filter(|u| !u.is_empty() && p.origin == Origin::Http);
+        let Some(url) = url else {
+            let status = match p.origin {
+                // The answer file is the delivery.
+                Origin::Spool => DeliveryStatus::Delivered,
+                _ => DeliveryStatus::NoWebsocket,
+            };
+            self.told(p.seq, status, false);
+            return;
+        };
+        if let Some(why) = refusal(url, &self.allowed_hosts) {
+            tracing::warn!(
+                "answer to request {} not pushed: {why}; the agent can poll",
+                p.request.id
+            );
+            self.told(p.seq, DeliveryStatus::PendingPoll, true);
+            return;
+        }
+        let payload = push_payload(&f);
+        let (url, me, f) = (url.to_string(), self.clone(), f.clone());
+        // Each push on its own task: a slow agent must not hold up the others.
+        tokio::spawn(async move {
+            let status = match push(&url, &payload).await {
+                Ok(()) => DeliveryStatus::Delivered,
+                Err(why) => {
+                    tracing::warn!(
+                        "answer to request {} not pushed: {why}; the agent can poll",
+                        f.id()
+                    );
+                    DeliveryStatus::PendingPoll
+                }
+            };
+            me.told(f.seq(), status, status == DeliveryStatus::PendingPoll);
+        });
+    }
+
+    /// Tells `/stream` how a request ended.
+    async fn update_stream(&self, f: &Finished, store: &Store) {
+        if self.events.receiver_count() == 0 {
+            return;
+        }
+        let p = &f.pending;
+        let v = match p.event_id {
+            Some(event_id) => match store.event(event_id).await {
+                Ok(Some(e)) => {
+                    let mut v = respond::event_json(&e);
+                    // The store may not have the end yet on another broker's notice;
+                    // say what we know.
+                    v["humanInTheLoopStatus"] =
+                        hitl::status_object(f.status, f.answer.as_ref(), f.reason.as_deref());
+                    if let Some(a) = f.answer.as_ref().filter(|_| f.status != Status::Timeout) {
+                        v["humanInTheLoopStatus"]["response"] =
+                            hitl::response_data(&p.request, Some(event_id), a);
+                    }
+                    v
+                }
+                _ => return,
+            },
+            None => spool_event(p, f.status, Some(f)),
+        };
+        let _ = self.events.send(v);
+    }
+}
+
+/// What is pushed to the agent: the bare response object, as seed 004's clients read
+/// it (`message["response"]`, `["permission"]`, `["choice"]`, …). A request that
+/// ended without an answer says how (`status`) and why (`error`).
+pub fn push_payload(f: &Finished) -> Value {
+    let p = &f.pending;
+    match &f.answer {
+        Some(a) => hitl::response_data(&p.request, p.event_id, a),
+        None => json!({
+            "status": f.status.as_str(),
+            "eventId": p.event_id,
+            "error": f.reason.clone().unwrap_or_else(|| f.status.as_str().to_string()),
+        }),
+    }
+}
+
+/// A spool question shown in seed 004's event shape (it has no stored event).
+pub fn spool_event(p: &PendingRequest, status: Status, f: Option<&Finished>) -> Value {
+    let answer = f.and_then(|f| f.answer.as_ref());
+    let reason = f.and_then(|f| f.reason.as_deref());
+    let mut v = json!({
+        "id": p.request.id,
+        "source_app": p.request.agent_name,
+        "session_id": p.request.agent_id,
+        "hook_event_type": "HumanInTheLoop",
+        "payload": {},
+        "origin": p.origin,
+        "timestamp": p.request.timestamp.as_millisecond(),
+        "humanInTheLoop": {
+            "question": p.request.content,
+            "type": hitl::seed_type(&p.request),
+            "choices": p.request.options,
+        },
+        "humanInTheLoopStatus": hitl::status_object(status, answer, reason),
+    });
+    if let Some(a) = answer.filter(|_| status != Status::Timeout) {
+        v["humanInTheLoopStatus"]["response"] = hitl::response_data(&p.request, None, a);
+    }
+    v
 }
 
 /// Why a push target is not allowed, or `None` if it is.

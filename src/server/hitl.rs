@@ -9,7 +9,10 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::protocol::{Answer, AnswerStatus, Kind, Priority, Reply, Request, Status};
+use crate::{
+    api::RespondBody,
+    protocol::{Answer, AnswerStatus, Kind, Priority, Reply, Request, Status},
+};
 
 /// The `humanInTheLoop` object of `POST /events`.
 #[derive(Debug, Clone, Deserialize)]
@@ -130,40 +133,6 @@ pub fn seed_type(r: &Request) -> String {
             k => k.as_str().into(),
         },
     }
-}
-
-/// A responder's body: seed 004's fields plus `answer` and `choices` for the native
-/// kinds. Unknown fields are ignored, as seed clients send extra ones.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RespondBody {
-    /// Who answers (default: the authenticated caller's name).
-    #[serde(default, alias = "responded_by")]
-    pub responded_by: Option<String>,
-    /// Text for questions.
-    #[serde(default)]
-    pub response: Option<String>,
-    /// Text (native alias of `response`).
-    #[serde(default)]
-    pub answer: Option<String>,
-    /// True when the human cancels.
-    #[serde(default)]
-    pub cancelled: Option<bool>,
-    /// Allow or deny a permission.
-    #[serde(default)]
-    pub permission: Option<bool>,
-    /// The chosen option of a choice.
-    #[serde(default)]
-    pub choice: Option<String>,
-    /// The chosen options of a multiselect.
-    #[serde(default)]
-    pub choices: Option<Vec<String>>,
-    /// Approve or deny an approval.
-    #[serde(default)]
-    pub approved: Option<bool>,
-    /// A comment, or the reason for a cancel.
-    #[serde(default)]
-    pub comment: Option<String>,
 }
 
 /// Turns a responder's body into a reply for `r`, or says which field `r` needs.

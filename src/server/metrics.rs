@@ -34,7 +34,7 @@ pub async fn healthz(State(state): State<Arc<AppState>>) -> impl IntoResponse {
 
 async fn hitl_metrics(state: &AppState) -> Value {
     let s = state.broker.stats().await;
-    let d = &state.delivery;
+    let d = &state.deliverer.counters;
     let avg = if s.total_responses > 0 {
         s.response_time_ms_sum as f64 / s.total_responses as f64
     } else {

@@ -21,10 +21,10 @@ mod stream;
 use std::{net::SocketAddr, sync::Arc, time::Instant};
 
 use anyhow::{Context, Result};
-use tokio::{net::TcpListener, sync::broadcast};
+use tokio::net::TcpListener;
 
 pub use auth::load_or_create_token;
-pub use deliver::DeliveryStatus;
+pub use deliver::{Deliverer, DeliveryStatus};
 
 use crate::{broker::BrokerHandle, config::HttpSettings, spool::Spool, store::Store};
 
@@ -45,22 +45,38 @@ pub struct AppState {
     /// The projects served, for the agents list.
     pub spools: Vec<Spool>,
     limiter: limits::RateLimiter,
-    delivery: deliver::DeliveryCounters,
-    /// Events as they are stored or change, for `/stream`.
-    events: broadcast::Sender<serde_json::Value>,
+    /// The way back for requests made over HTTP, and the `/stream` feed.
+    deliverer: Arc<Deliverer>,
     started: Instant,
+}
+
+/// What a server serves: the broker, the store it reads, the way back, and the
+/// projects whose agents it lists.
+pub struct Backends {
+    /// The broker.
+    pub broker: BrokerHandle,
+    /// The store, for reads.
+    pub store: Store,
+    /// The way back for requests made over HTTP, and the `/stream` feed.
+    pub deliverer: Arc<Deliverer>,
+    /// The projects served.
+    pub spools: Vec<Spool>,
 }
 
 impl AppState {
     /// The shared state of one server.
     pub fn new(
-        broker: BrokerHandle,
-        store: Store,
+        backends: Backends,
         token: String,
         settings: HttpSettings,
         local_addr: SocketAddr,
-        spools: Vec<Spool>,
     ) -> Arc<AppState> {
+        let Backends {
+            broker,
+            store,
+            deliverer,
+            spools,
+        } = backends;
         Arc::new(AppState {
             broker,
             store,
@@ -70,8 +86,7 @@ impl AppState {
             local_addr,
             spools,
             limiter: limits::RateLimiter::default(),
-            delivery: deliver::DeliveryCounters::default(),
-            events: broadcast::channel(1024).0,
+            deliverer,
             started: Instant::now(),
         })
     }
@@ -124,16 +139,14 @@ pub struct Running {
 pub async fn start(
     addr: &str,
     fallback: bool,
-    broker: BrokerHandle,
-    store: Store,
+    backends: Backends,
     settings: &HttpSettings,
     config_dir: &std::path::Path,
-    spools: Vec<Spool>,
 ) -> Result<Running> {
     let listener = bind(addr, fallback).await?;
     let local = listener.local_addr()?;
     let token = load_or_create_token(config_dir).context("making the API token")?;
-    let state = AppState::new(broker, store, token, settings.clone(), local, spools);
+    let state = AppState::new(backends, token, settings.clone(), local);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(serve(listener, state, async {
         let _ = stopped.await;
@@ -150,9 +163,4 @@ impl Running {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), &mut task).await;
         task.abort();
     }
-}
-
-/// The OpenAPI document of every route, as `/api/v1/openapi.json` serves it.
-pub fn openapi() -> serde_json::Value {
-    routes::openapi()
 }

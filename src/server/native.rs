@@ -16,54 +16,16 @@ use tokio::sync::broadcast::error::RecvError;
 use super::{
     AppState,
     error::{ApiError, JsonBody},
-    hitl::{self, RespondBody},
+    hitl,
     respond::{self, Lookup},
     seed,
 };
 use crate::{
+    api::{self, CreateRequest, RequestView, RespondBody},
     broker::{Change, PendingRequest},
-    protocol::{Answer, Kind, Priority, Request, Status},
+    protocol::{Answer, Kind, Origin, Request, Status},
     store::{HistoryQuery, NewEvent, StoredRequest},
 };
-
-/// The body of `POST /api/v1/requests`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CreateRequest {
-    /// What to ask.
-    #[serde(alias = "question")]
-    pub content: String,
-    /// text, yesno, select, multiselect, approval, permission (or a seed 004 type).
-    #[serde(rename = "type", default)]
-    pub kind: Option<String>,
-    /// The choices of select and multiselect.
-    #[serde(default, alias = "choices")]
-    pub options: Vec<String>,
-    /// Seconds to wait; 0 for ever (default 300).
-    #[serde(default)]
-    pub timeout: Option<u64>,
-    /// normal, high or urgent.
-    #[serde(default)]
-    pub priority: Option<Priority>,
-    /// Context for the human.
-    #[serde(default)]
-    pub context: Value,
-    /// The asking agent's id.
-    #[serde(default)]
-    pub agent_id: Option<String>,
-    /// Its name for people.
-    #[serde(default)]
-    pub agent_name: Option<String>,
-    /// Where the agent works.
-    #[serde(default)]
-    pub working_dir: Option<String>,
-    /// A repeat with the same key returns the first request.
-    #[serde(default)]
-    pub idempotency_key: Option<String>,
-    /// Free-form labels.
-    #[serde(default)]
-    pub metadata: Map<String, Value>,
-}
 
 /// How a request stands, as the native API shows it.
 fn request_view(
@@ -71,29 +33,21 @@ fn request_view(
     status: Status,
     answer: Option<&Answer>,
     reason: Option<&str>,
-    origin: &str,
+    origin: Origin,
 ) -> Value {
-    let mut v = json!({
-        "id": r.id,
-        "status": status.as_str(),
-        "origin": origin,
-        "request": r,
-    });
-    if let Some(a) = answer {
-        v["answer"] = json!(a);
-    }
-    if let Some(w) = reason {
-        v["reason"] = json!(w);
-    }
-    v
+    json!(RequestView {
+        id: r.id.clone(),
+        status,
+        origin,
+        request: r.clone(),
+        answer: answer.cloned(),
+        reason: reason.map(str::to_string),
+        project: None,
+    })
 }
 
 fn pending_view(p: &PendingRequest) -> Value {
-    let origin = match p.origin {
-        crate::broker::Origin::Spool => "spool",
-        crate::broker::Origin::Http { .. } => "http",
-    };
-    let mut v = request_view(&p.request, Status::Pending, None, None, origin);
+    let mut v = request_view(&p.request, Status::Pending, None, None, p.origin);
     if !p.project.as_os_str().is_empty() {
         v["project"] = json!(p.project);
     }
@@ -106,7 +60,7 @@ fn stored_view(r: &StoredRequest) -> Value {
         r.status,
         r.answer.as_ref(),
         r.reason.as_deref(),
-        &r.origin,
+        r.origin,
     )
 }
 
@@ -177,7 +131,7 @@ pub async fn create(
     };
     let submitted = state
         .broker
-        .submit(request, event)
+        .ask(request, Origin::Http, event)
         .await
         .map_err(|e| ApiError::unavailable(e.to_string()))?;
     if submitted.existing || submitted.pending.is_none() {
@@ -286,12 +240,7 @@ pub async fn respond_request(
     JsonBody(body): JsonBody<RespondBody>,
 ) -> Result<Json<Value>, ApiError> {
     let done = respond::respond(&state, &id, &body, "http").await?;
-    Ok(Json(json!({
-        "success": true,
-        "id": id,
-        "answer": done.answer,
-        "deliveryStatus": done.delivery.as_str(),
-    })))
+    Ok(Json(responded(id, done)))
 }
 
 /// The body of `POST /api/v1/requests/:id/cancel`.
@@ -323,12 +272,16 @@ pub async fn cancel(
         ..RespondBody::default()
     };
     let done = respond::respond(&state, &id, &respond_body, "http").await?;
-    Ok(Json(json!({
-        "success": true,
-        "id": id,
-        "answer": done.answer,
-        "deliveryStatus": done.delivery.as_str(),
-    })))
+    Ok(Json(responded(id, done)))
+}
+
+fn responded(id: String, done: respond::Responded) -> Value {
+    json!(api::Responded {
+        success: true,
+        id,
+        answer: done.answer,
+        delivery_status: done.delivery.as_str().to_string(),
+    })
 }
 
 /// `?timeout=` of the long poll.
@@ -368,20 +321,15 @@ pub async fn wait(
                 );
                 return Ok(r);
             }
-            Ok(Ok(Change::Finished {
-                seq,
-                status,
-                answer,
-                reason,
-                ..
-            })) if seq == pending.seq => {
-                if let Some(a) = answer {
+            Ok(Ok(Change::Finished(f))) if f.seq() == pending.seq => {
+                let (status, reason) = (f.status, f.reason.clone());
+                if let Some(a) = &f.answer {
                     return Ok(Json(request_view(
                         &pending.request,
                         status,
-                        Some(&a),
+                        Some(a),
                         reason.as_deref(),
-                        "http",
+                        pending.origin,
                     ))
                     .into_response());
                 }
@@ -398,7 +346,7 @@ pub async fn wait(
                         status,
                         None,
                         reason.as_deref(),
-                        "http",
+                        pending.origin,
                     ))
                     .into_response()),
                 };

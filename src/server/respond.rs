@@ -1,9 +1,9 @@
 //! Answering and looking up a request by id, shared by the seed and native routes.
 //!
-//! Any pending request can be answered here, wherever it came from: the file spool
-//! (the answer file is written) or HTTP (the answer is committed to the store and the
-//! agent's WebSocket, if it gave one, is pushed to). A request that has already ended
-//! is refused with 409 (answered) or 410 (timed out, cancelled, withdrawn), saying why.
+//! Any pending request can be answered here, wherever it came from; the answer goes
+//! back the way the request came, like every responder's (see [`super::deliver`]),
+//! and the call reports how it was delivered. A request that has already ended is
+//! refused with 409 (answered) or 410 (timed out, cancelled, withdrawn), saying why.
 
 use std::sync::Arc;
 
@@ -12,13 +12,14 @@ use serde_json::{Value, json};
 
 use super::{
     AppState,
-    deliver::{self, DeliveryStatus},
+    deliver::{Deliverer, DeliveryStatus},
     error::ApiError,
-    hitl::{self, RespondBody},
+    hitl,
 };
 use crate::{
-    broker::{Origin, PendingRequest, RespondError},
-    protocol::{Answer, Status},
+    api::RespondBody,
+    broker::{PendingRequest, RespondError},
+    protocol::{Answer, Origin, Status},
     store::{StoredEvent, StoredRequest},
 };
 
@@ -101,13 +102,15 @@ pub async fn respond(
 ) -> Result<Responded, ApiError> {
     let pending = match lookup(state, id).await? {
         Some(Lookup::Pending(p)) => p,
-        Some(Lookup::Ended(r)) if r.status == Status::Pending && r.origin == "http" => {
+        Some(Lookup::Ended(r))
+            if r.status == Status::Pending
+                && r.origin == Origin::Http
+                && let Some(event_id) = r.event_id() =>
+        {
             // Made by another broker sharing the store and not queued here yet (its
             // notice is on the way): queue it now. Commands are taken in order, so
             // the lookup after the admission finds it.
-            state
-                .broker
-                .admit_stored(r.request.clone(), id.parse().unwrap_or_default());
+            state.broker.admit_stored(r.request.clone(), event_id);
             match state.broker.find(id).await {
                 Some(p) => p,
                 None => return Err(ended_error(&r)),
@@ -123,7 +126,12 @@ pub async fn respond(
         ))
     })?;
     let by = body.responded_by.clone().unwrap_or_else(|| by.to_string());
-    let answer = match state.broker.respond(pending.seq, reply, &by).await {
+    let delivered = state.deliverer.expect(pending.seq);
+    let answered = state.broker.respond(pending.seq, reply, &by).await;
+    if answered.is_err() {
+        state.deliverer.forget(pending.seq);
+    }
+    let answer = match answered {
         Ok(a) => a,
         Err(RespondError::NotFound(_)) => {
             // It ended between the lookup and the answer.
@@ -144,59 +152,12 @@ pub async fn respond(
         Err(e @ RespondError::Invalid(_)) => return Err(ApiError::bad_request(e.to_string())),
         Err(e) => return Err(ApiError::unavailable(e.to_string())),
     };
-    let delivery = deliver_answer(state, &pending, &answer).await;
+    let delivery = Deliverer::outcome(delivered).await;
     Ok(Responded {
         pending,
         answer,
         delivery,
     })
-}
-
-/// Pushes the answer to the agent's WebSocket when it gave one. Spool answers are
-/// delivered by their file.
-async fn deliver_answer(state: &AppState, p: &PendingRequest, a: &Answer) -> DeliveryStatus {
-    let event_id = match p.origin {
-        Origin::Spool => {
-            state.delivery.count(DeliveryStatus::Delivered, false);
-            return DeliveryStatus::Delivered;
-        }
-        Origin::Http { event_id } => event_id,
-    };
-    let Some(url) = p
-        .request
-        .metadata
-        .get("response_websocket_url")
-        .and_then(Value::as_str)
-        .filter(|u| !u.is_empty())
-    else {
-        state.delivery.count(DeliveryStatus::NoWebsocket, false);
-        return DeliveryStatus::NoWebsocket;
-    };
-    let outcome = match deliver::refusal(url, &state.settings.delivery_hosts) {
-        Some(why) => Err(why),
-        None => {
-            let payload = json!({
-                "type": "hitl_response",
-                "eventId": event_id,
-                "response": hitl::response_data(&p.request, Some(event_id), a),
-            });
-            deliver::push(url, &payload).await
-        }
-    };
-    let status = match outcome {
-        Ok(()) => DeliveryStatus::Delivered,
-        Err(why) => {
-            tracing::warn!(
-                "answer to request {} not pushed: {why}; the agent can poll",
-                p.request.id
-            );
-            DeliveryStatus::PendingPoll
-        }
-    };
-    state
-        .delivery
-        .count(status, status == DeliveryStatus::PendingPoll);
-    status
 }
 
 /// Seed 004's HookEvent for a stored event.

@@ -16,11 +16,12 @@ use serde_json::{Map, Value, json};
 use super::{
     AppState,
     error::{ApiError, JsonBody},
-    hitl::{self, HitlSpec, RespondBody},
+    hitl::{self, HitlSpec},
     respond::{self, Lookup},
 };
 use crate::{
-    protocol::Status,
+    api::RespondBody,
+    protocol::{Origin, Status},
     store::{NewEvent, StoredEvent, StoredRequest},
 };
 
@@ -120,7 +121,7 @@ pub async fn create_event(
             request: None,
         };
         let v = respond::event_json(&stored);
-        let _ = state.events.send(v.clone());
+        let _ = state.deliverer.events.send(v.clone());
         return Ok((StatusCode::CREATED, Json(v)).into_response());
     };
     let spec: HitlSpec = serde_json::from_value(hitl_value)
@@ -129,7 +130,7 @@ pub async fn create_event(
         hitl::request_from_spec(&spec, &source_app, &session_id).map_err(ApiError::bad_request)?;
     let submitted = state
         .broker
-        .submit(request, event.clone())
+        .ask(request, Origin::Http, event.clone())
         .await
         .map_err(|e| ApiError::unavailable(e.to_string()))?;
     let stored = match state
@@ -145,7 +146,7 @@ pub async fn create_event(
     if submitted.existing {
         return Ok((StatusCode::OK, Json(v)).into_response());
     }
-    let _ = state.events.send(v.clone());
+    let _ = state.deliverer.events.send(v.clone());
     Ok((StatusCode::CREATED, Json(v)).into_response())
 }
 
@@ -160,8 +161,8 @@ pub async fn respond_event(
     JsonBody(body): JsonBody<RespondBody>,
 ) -> Result<Json<Value>, ApiError> {
     let done = respond::respond(&state, &id, &body, "http").await?;
-    let event = match done.pending.origin {
-        crate::broker::Origin::Http { event_id } => {
+    let event = match done.pending.event_id {
+        Some(event_id) => {
             state
                 .store
                 .event(event_id)
@@ -177,7 +178,7 @@ pub async fn respond_event(
                     v
                 })
         }
-        crate::broker::Origin::Spool => None,
+        None => None,
     };
     let event = event.unwrap_or_else(|| {
         json!({
@@ -189,7 +190,6 @@ pub async fn respond_event(
             "humanInTheLoopStatus": hitl::status_object(done.answer.status.into(), Some(&done.answer), None),
         })
     });
-    let _ = state.events.send(event.clone());
     Ok(Json(json!({
         "success": true,
         "event": event,
@@ -247,10 +247,7 @@ pub async fn event_response(
 ) -> Result<Response, ApiError> {
     match respond::lookup(&state, &id).await? {
         Some(Lookup::Pending(_)) => Ok(no_response_yet("pending")),
-        Some(Lookup::Ended(r)) => {
-            let event_id = (r.origin == "http").then(|| id.parse().ok()).flatten();
-            Ok(ended_response(&r, event_id))
-        }
+        Some(Lookup::Ended(r)) => Ok(ended_response(&r, r.event_id())),
         None => {
             if let Ok(n) = id.parse::<i64>()
                 && state

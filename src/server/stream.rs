@@ -49,7 +49,7 @@ pub async fn seed_stream(
     ws: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
     check_origin(&headers, &state)?;
-    let mut events = state.events.subscribe();
+    let mut events = state.deliverer.events.subscribe();
     let mut recent = state
         .store
         .recent_events(300)
@@ -96,9 +96,10 @@ pub async fn changes_stream(
                 change = changes.recv() => {
                     let v = match change {
                         Ok(Change::Queued(p)) => json!({ "type": "queued", "request": p }),
-                        Ok(Change::Finished { id, status, responded_by, answer, reason, .. }) => json!({
-                            "type": "finished", "id": id, "status": status.as_str(),
-                            "responded_by": responded_by, "answer": answer, "reason": reason,
+                        Ok(Change::Finished(f)) => json!({
+                            "type": "finished", "id": f.id(), "origin": f.pending.origin,
+                            "status": f.status.as_str(), "responded_by": f.responded_by(),
+                            "answer": f.answer, "reason": f.reason,
                         }),
                         Err(RecvError::Lagged(n)) => json!({ "type": "lagged", "missed": n }),
                         Err(RecvError::Closed) => return,

@@ -71,7 +71,7 @@ pub fn clear_stale_temp(tmp_dir: &Path) -> usize {
             .split('.')
             .next()
             .and_then(|pid| pid.parse::<u32>().ok())
-            .is_some_and(|pid| !crate::agents::is_alive(pid, None));
+            .is_some_and(|pid| !crate::process::is_alive(pid, None));
         let old = e
             .metadata()
             .and_then(|m| m.modified())

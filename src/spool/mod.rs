@@ -7,6 +7,7 @@
 //! This module knows file formats only through [`crate::protocol`]; it keeps no queue.
 
 mod atomic;
+mod listener;
 pub mod questions;
 mod read;
 pub mod wait;
@@ -21,6 +22,7 @@ use std::{
 use anyhow::{Context, Result};
 
 pub use atomic::{Created, clear_stale_temp, create_exclusive, sync_dir, write_atomic};
+pub use listener::ListenerInfo;
 pub use read::{Refusal, read_untrusted};
 
 /// Name of the spool folder inside a project.
@@ -48,6 +50,34 @@ impl Spool {
             .ancestors()
             .find(|dir| dir.join(HELPERS).is_dir())
             .map(Spool::new)
+    }
+
+    /// The project a command works on: `dir` when given (it must be initialised),
+    /// else the nearest `.helpers/` at or above the current folder.
+    pub fn locate(dir: Option<&Path>) -> Result<Spool> {
+        match dir {
+            Some(d) => {
+                let spool = Spool::new(d);
+                if !spool.exists() {
+                    anyhow::bail!(
+                        "{} is not initialised for hitl (no .helpers/ folder); run: hitl init {}",
+                        d.display(),
+                        d.display()
+                    );
+                }
+                Ok(spool)
+            }
+            None => {
+                let cwd = std::env::current_dir().context("reading the current folder")?;
+                Spool::find(&cwd).with_context(|| {
+                    format!(
+                        "no .helpers/ folder in {} or above it; run `hitl init` in the project, \
+                         or pass --dir",
+                        cwd.display()
+                    )
+                })
+            }
+        }
     }
 
     /// The project folder.

@@ -173,6 +173,7 @@ pub fn reject(
     path: &Path,
     reason: &str,
     bytes: Option<&[u8]>,
+    durable: bool,
 ) -> io::Result<PathBuf> {
     let name = path
         .file_name()
@@ -196,7 +197,12 @@ pub fn reject(
         let dest = spool
             .answers()
             .join(variant.answer_file_name(&id, &agent_id));
-        let _ = create_exclusive(&spool.tmp(), &dest, &variant.render_answer(&answer), true);
+        let _ = create_exclusive(
+            &spool.tmp(),
+            &dest,
+            &variant.render_answer(&answer),
+            durable,
+        );
     }
     Ok(dest)
 }

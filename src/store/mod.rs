@@ -18,6 +18,9 @@
 mod pg_writer;
 mod sql;
 pub mod sqlite_writer;
+mod writer;
+
+pub use writer::{StoreMsg, spawn_store_writer};
 
 use std::{path::PathBuf, str::FromStr, sync::Arc, time::Duration};
 
@@ -31,7 +34,7 @@ use sqlx::{
     },
 };
 
-use crate::protocol::{Answer, Request, Status, Variant};
+use crate::protocol::{Answer, Origin, Request, Status, Variant};
 
 /// One write to history.
 #[derive(Debug, Clone)]
@@ -152,8 +155,8 @@ pub struct StoredEvent {
 pub struct StoredRequest {
     /// The request.
     pub request: Request,
-    /// `spool` or `http`.
-    pub origin: String,
+    /// How it was asked.
+    pub origin: Origin,
     /// Where it stands.
     pub status: Status,
     /// The answer, once there is one.
@@ -162,6 +165,16 @@ pub struct StoredRequest {
     pub reason: Option<String>,
     /// When it ended.
     pub finished_at: Option<String>,
+}
+
+impl StoredRequest {
+    /// The id of the agent event that carried a request made over HTTP (its id is
+    /// that number as text); `None` for every other origin.
+    pub fn event_id(&self) -> Option<i64> {
+        (self.origin == Origin::Http)
+            .then(|| self.request.id.parse().ok())
+            .flatten()
+    }
 }
 
 /// The distinct values the dashboard's filters offer.
@@ -293,7 +306,7 @@ where
     let answer: Option<String> = r.try_get("answer_json").ok()?;
     Some(StoredRequest {
         request,
-        origin: r.try_get::<Option<String>, _>("origin").ok()??,
+        origin: Origin::parse(&r.try_get::<Option<String>, _>("origin").ok()??)?,
         status: Status::parse(&status?).unwrap_or(Status::Pending),
         answer: answer.and_then(|a| serde_json::from_str(&a).ok()),
         reason: r.try_get("reason").ok()?,
@@ -536,9 +549,9 @@ impl Store {
         Ok(Some(rx))
     }
 
-    /// Requests made over HTTP that are still pending, oldest first: a starting broker
-    /// queues them again.
-    pub async fn pending_remote(&self) -> Result<Vec<Request>> {
+    /// Requests made over HTTP that are still pending, oldest first, with the id of
+    /// the event that carried each: a starting broker queues them again.
+    pub async fn pending_remote(&self) -> Result<Vec<(Request, i64)>> {
         with_pool!(self, |pool| {
             let rows = sqlx::query(
                 "SELECT request_json FROM requests
@@ -548,7 +561,12 @@ impl Store {
             .await?;
             Ok(rows
                 .into_iter()
-                .filter_map(|r| serde_json::from_str(&r.get::<String, _>("request_json")).ok())
+                .filter_map(|r| {
+                    let request: Request =
+                        serde_json::from_str(&r.get::<String, _>("request_json")).ok()?;
+                    let event_id = request.id.parse().ok()?;
+                    Some((request, event_id))
+                })
                 .collect())
         })
     }

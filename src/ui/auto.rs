@@ -26,7 +26,7 @@ pub async fn run(handle: BrokerHandle, text: String) {
     loop {
         match changes.recv().await {
             Ok(Change::Queued(p)) => answer(&handle, &p, &text),
-            Ok(Change::Finished { .. }) => {}
+            Ok(Change::Finished(_)) => {}
             Err(RecvError::Lagged(_)) => {
                 for p in handle.pending().await {
                     answer(&handle, &p, &text);

@@ -141,9 +141,9 @@ pub async fn run(handle: BrokerHandle) {
                     }
                 }
                 change = changes.recv() => match change {
-                    Ok(Change::Finished { seq, status, responded_by, .. }) if seq == head.seq => {
-                        let by = responded_by.map(|b| format!(" by {b}")).unwrap_or_default();
-                        let _ = writeln!(out, "\n({status}{by}; next question)");
+                    Ok(Change::Finished(f)) if f.seq() == head.seq => {
+                        let by = f.responded_by().map(|b| format!(" by {b}")).unwrap_or_default();
+                        let _ = writeln!(out, "\n({}{by}; next question)", f.status);
                         break;
                     }
                     Err(RecvError::Closed) => return,

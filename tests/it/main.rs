@@ -12,3 +12,4 @@ mod roundtrip;
 mod seeds;
 mod store;
 mod support;
+mod wayback;

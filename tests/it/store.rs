@@ -335,13 +335,14 @@ async fn remote_requests_events_idempotency_and_settles_on_both_backends() {
         let pending = store.pending_remote().await.unwrap();
         assert_eq!(pending.len(), 1, "{name}");
         assert_eq!(
-            pending[0].id, id,
+            pending[0].0.id, id,
             "{name}: the request takes its event's id"
         );
-        assert_eq!(pending[0].content, "Why?");
+        assert_eq!(pending[0].1.to_string(), id, "{name}: with its event id");
+        assert_eq!(pending[0].0.content, "Why?");
 
         // The first settle wins; the second changes nothing.
-        let answer = Answer::from_reply(&pending[0], Reply::Text("because".into()), "alice");
+        let answer = Answer::from_reply(&pending[0].0, Reply::Text("because".into()), "alice");
         let settle = |by: &str| StoreOp::Settle {
             id: id.clone(),
             status: Status::Answered,

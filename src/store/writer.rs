@@ -11,7 +11,7 @@ use tokio::{
     task::JoinHandle,
 };
 
-use crate::store::{Outcome, Store, StoreOp, sqlite_writer::SqliteWriter};
+use super::{Outcome, Store, StoreOp, sqlite_writer::SqliteWriter};
 
 /// A write, and who to tell once it is committed.
 #[derive(Debug)]

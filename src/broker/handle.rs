@@ -1,0 +1,243 @@
+//! [`BrokerHandle`]: how transports, responders and UIs talk to the broker task.
+//!
+//! Every call is a message to the one task that owns the queue, so no caller ever
+//! sees the queue half-changed. Transports ask through [`BrokerHandle::ask`] (the
+//! spool's questions arrive as files instead); responders answer through
+//! [`BrokerHandle::respond`]; everyone follows [`BrokerHandle::subscribe`].
+
+use std::sync::Arc;
+
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use super::{AskError, BrokerStats, Change, PendingRequest, RespondError};
+use crate::{
+    protocol::{Answer, Origin, Reply, Request, Status},
+    store::{NewEvent, Outcome, StoreMsg, StoreOp},
+};
+
+pub(super) enum Command {
+    Respond {
+        seq: u64,
+        reply: Reply,
+        by: String,
+        done: super::Reply,
+    },
+    Pending {
+        done: oneshot::Sender<Vec<Arc<PendingRequest>>>,
+    },
+    /// Queue a request already committed to the store.
+    Admit {
+        request: Box<Request>,
+        origin: Origin,
+        event_id: i64,
+        done: oneshot::Sender<Option<Arc<PendingRequest>>>,
+    },
+    Find {
+        id: String,
+        done: oneshot::Sender<Option<Arc<PendingRequest>>>,
+    },
+    Stats {
+        done: oneshot::Sender<BrokerStats>,
+    },
+    /// A stored request was ended by another broker sharing the store.
+    EndedElsewhere {
+        id: String,
+        status: Status,
+        answer: Option<Box<Answer>>,
+        reason: Option<String>,
+    },
+    /// The ids of the queued stored requests that no answer is in flight for.
+    StoredIds {
+        done: oneshot::Sender<Vec<String>>,
+    },
+}
+
+/// A request accepted by [`BrokerHandle::ask`].
+#[derive(Debug, Clone)]
+pub struct Asked {
+    /// The event's id, also the request's (as text).
+    pub event_id: i64,
+    /// True when the idempotency key named an earlier event: nothing new was made.
+    pub existing: bool,
+    /// The request as queued (absent for a repeat, or if it ended at once).
+    pub pending: Option<Arc<PendingRequest>>,
+}
+
+/// How responders and UIs talk to the broker. Cheap to clone.
+#[derive(Clone)]
+pub struct BrokerHandle {
+    commands: mpsc::UnboundedSender<Command>,
+    changes: broadcast::Sender<Change>,
+    store: mpsc::UnboundedSender<StoreMsg>,
+}
+
+impl BrokerHandle {
+    pub(super) fn new(
+        commands: mpsc::UnboundedSender<Command>,
+        changes: broadcast::Sender<Change>,
+        store: mpsc::UnboundedSender<StoreMsg>,
+    ) -> BrokerHandle {
+        BrokerHandle {
+            commands,
+            changes,
+            store,
+        }
+    }
+
+    /// Sends a command that answers on a oneshot, and waits for it.
+    async fn call<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Option<T> {
+        let (done, rx) = oneshot::channel();
+        self.commands.send(make(done)).ok()?;
+        rx.await.ok()
+    }
+
+    /// Answers pending request `seq` with `reply`, as `by`. A reply that does not fit
+    /// the request's kind is refused ([`RespondError::Invalid`]) and leaves it pending.
+    pub async fn respond(&self, seq: u64, reply: Reply, by: &str) -> Result<Answer, RespondError> {
+        let by = by.to_string();
+        self.call(|done| Command::Respond {
+            seq,
+            reply,
+            by,
+            done: Some(done),
+        })
+        .await
+        .ok_or(RespondError::Stopped)?
+    }
+
+    /// Answers pending request `seq` without waiting to hear how it went: for
+    /// responders that answer everything and have nobody to tell (`--auto-answer`).
+    /// A refusal (someone answered first) is simply dropped.
+    pub fn respond_detached(&self, seq: u64, reply: Reply, by: &str) {
+        let _ = self.commands.send(Command::Respond {
+            seq,
+            reply,
+            by: by.to_string(),
+            done: None,
+        });
+    }
+
+    /// The pending requests in answering order.
+    pub async fn pending(&self) -> Vec<Arc<PendingRequest>> {
+        self.call(|done| Command::Pending { done })
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Follows changes from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.changes.subscribe()
+    }
+
+    /// The pending request with this id (a stored one first), if any.
+    pub async fn find(&self, id: &str) -> Option<Arc<PendingRequest>> {
+        let id = id.to_string();
+        self.call(|done| Command::Find { id, done }).await.flatten()
+    }
+
+    /// Counters since the start.
+    pub async fn stats(&self) -> BrokerStats {
+        self.call(|done| Command::Stats { done })
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Queues a request made over HTTP that is already in the store (another broker
+    /// sharing it made it). Known ids are ignored.
+    pub fn admit_stored(&self, request: Request, event_id: i64) {
+        let (done, _) = oneshot::channel();
+        let _ = self.commands.send(Command::Admit {
+            request: Box::new(request),
+            origin: Origin::Http,
+            event_id,
+            done,
+        });
+    }
+
+    /// Takes out of the queue a stored request that another broker sharing the store
+    /// has ended; its waiters here get the answer.
+    pub fn ended_elsewhere(
+        &self,
+        id: String,
+        status: Status,
+        answer: Option<Answer>,
+        reason: Option<String>,
+    ) {
+        let _ = self.commands.send(Command::EndedElsewhere {
+            id,
+            status,
+            answer: answer.map(Box::new),
+            reason,
+        });
+    }
+
+    /// The ids of the queued stored requests with no answer in flight.
+    pub async fn stored_ids(&self) -> Vec<String> {
+        self.call(|done| Command::StoredIds { done })
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Writes through the store writer and waits for the commit.
+    async fn store_committed(&self, op: StoreOp) -> Option<Outcome> {
+        let (ack, rx) = oneshot::channel();
+        self.store.send(StoreMsg { op, ack: Some(ack) }).ok()?;
+        rx.await.ok().flatten()
+    }
+
+    /// Asks: the way in for every transport whose requests live in the store (HTTP
+    /// today; hooks, MCP, tasks and mailboxes next). The request is committed with the
+    /// agent event that carried it before it is queued, and both before this returns,
+    /// so an acknowledged request survives `kill -9`. A repeat of an idempotency key
+    /// returns the first request's id and makes nothing new. The answer goes back the
+    /// way `origin` says; spool questions are asked by writing their file.
+    pub async fn ask(
+        &self,
+        request: Request,
+        origin: Origin,
+        event: NewEvent,
+    ) -> Result<Asked, AskError> {
+        if !origin.is_stored() {
+            return Err(AskError::NotStored);
+        }
+        let op = StoreOp::CreateRemote {
+            request: Box::new(request.clone()),
+            event: Box::new(event),
+        };
+        let Some(Outcome::Created { event_id, existing }) = self.store_committed(op).await else {
+            return Err(AskError::Store);
+        };
+        if existing {
+            return Ok(Asked {
+                event_id,
+                existing,
+                pending: None,
+            });
+        }
+        let mut request = request;
+        request.id = event_id.to_string();
+        let pending = self
+            .call(|done| Command::Admit {
+                request: Box::new(request),
+                origin,
+                event_id,
+                done,
+            })
+            .await
+            .ok_or(AskError::Stopped)?;
+        Ok(Asked {
+            event_id,
+            existing,
+            pending,
+        })
+    }
+
+    /// Records an agent event without a request; returns its id (the first one's
+    /// for a repeated idempotency key).
+    pub async fn record_event(&self, event: NewEvent) -> Result<i64, AskError> {
+        match self.store_committed(StoreOp::Event(Box::new(event))).await {
+            Some(Outcome::Created { event_id, .. }) => Ok(event_id),
+            _ => Err(AskError::Store),
+        }
+    }
+}

@@ -1,0 +1,692 @@
+//! The file side of the broker: question files in each project's `.helpers/`, read
+//! as they appear, and their answer files, the spool's way back.
+//!
+//! A question is queued once its file parses (a file still being written gets
+//! [`PARTIAL_GRACE`] to become whole; a bad one is moved to `rejected/` and its asker
+//! told where possible). Its answer is recorded in history as *delivering* and only
+//! then written with an exclusive create, so of racing responders exactly one wins
+//! and a broker killed in between delivers the same answer at its next start. The
+//! `journal/` hard link keeps a question's text until history has its end.
+
+use std::{
+    collections::{HashMap, HashSet},
+    path::{Path, PathBuf},
+    time::Instant,
+};
+
+use jiff::Timestamp;
+use tokio::sync::oneshot;
+
+use super::{
+    Answer, Broker, PARTIAL_GRACE, PendingRequest, Place, RespondError, Status, StoreMsg, StoreOp,
+    TIMEOUT_GRACE, WriteResult, Written,
+};
+use crate::{
+    agents,
+    protocol::{Origin, ParsedQuestion, Request, Variant},
+    spool::{
+        Created, Spool,
+        questions::{self, Loaded},
+        watch::SpoolEvent,
+    },
+    store::Undelivered,
+};
+
+/// Where a spool question lives.
+pub(super) struct SpoolPlace {
+    /// Its spool's index.
+    pub(super) spool: usize,
+    pub(super) question_path: PathBuf,
+    /// The question's link in `journal/`, removed once history has its end.
+    journal_path: Option<PathBuf>,
+    pub(super) answer_path: PathBuf,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Folder {
+    Questions,
+    Answers,
+}
+
+/// The broker's file-side state.
+pub(super) struct Files {
+    pub(super) spools: Vec<Spool>,
+    folders: HashMap<PathBuf, (usize, Folder)>,
+    by_question: HashMap<PathBuf, u64>,
+    by_answer: HashMap<PathBuf, u64>,
+    /// Question files that do not parse yet, with when we give up on them.
+    partial: HashMap<PathBuf, Instant>,
+    /// Question files found already answered (their asker has not picked the answer up
+    /// yet), with their modification time: the periodic rescan skips them while they
+    /// stay as they are, instead of reading and recording them every time.
+    settled: HashMap<PathBuf, std::time::SystemTime>,
+    /// Answers recorded as being delivered when the last broker died: delivered again,
+    /// not asked again. Keyed by (project, id, asked_at).
+    undelivered: HashMap<(String, String, String), Undelivered>,
+    /// Which spools' queue snapshots need rewriting.
+    pub(super) snapshot_dirty: Vec<bool>,
+}
+
+impl Files {
+    pub(super) fn new(spools: Vec<Spool>, undelivered: Vec<Undelivered>) -> Files {
+        let mut folders = HashMap::new();
+        for (i, s) in spools.iter().enumerate() {
+            folders.insert(s.questions(), (i, Folder::Questions));
+            folders.insert(s.answers(), (i, Folder::Answers));
+        }
+        Files {
+            snapshot_dirty: vec![true; spools.len()],
+            spools,
+            folders,
+            by_question: HashMap::new(),
+            by_answer: HashMap::new(),
+            partial: HashMap::new(),
+            settled: HashMap::new(),
+            undelivered: undelivered
+                .into_iter()
+                .map(|u| (u.key.clone(), u))
+                .collect(),
+        }
+    }
+
+    fn folder_of(&self, path: &Path) -> Option<(usize, Folder)> {
+        self.folders.get(path.parent()?).copied()
+    }
+}
+
+impl Broker {
+    pub(super) fn on_spool_event(&mut self, ev: SpoolEvent) {
+        match ev {
+            SpoolEvent::Rescan => self.rescan(),
+            SpoolEvent::Changed { path, closed } => match self.files.folder_of(&path) {
+                Some((spool, Folder::Questions)) => self.question_changed(spool, path, closed),
+                Some((_, Folder::Answers)) => self.answer_appeared(&path),
+                None => {}
+            },
+            SpoolEvent::Removed { path } => match self.files.folder_of(&path) {
+                Some((_, Folder::Questions)) => self.question_removed(&path),
+                Some((_, Folder::Answers)) | None => {}
+            },
+        }
+    }
+
+    fn question_changed(&mut self, spool: usize, path: PathBuf, closed: bool) {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            return;
+        };
+        if !questions::is_question_name(name) || self.files.by_question.contains_key(&path) {
+            return;
+        }
+        match questions::load_question(&path, self.opts.max_question_bytes) {
+            Loaded::Question(q) => {
+                self.files.partial.remove(&path);
+                self.admit_file(spool, path, *q);
+            }
+            Loaded::Gone => {
+                self.files.partial.remove(&path);
+            }
+            Loaded::Partial(e) => {
+                if closed {
+                    // The writer closed the file and it is still not whole JSON.
+                    self.files.partial.remove(&path);
+                    self.reject(spool, &path, &e.to_string(), None);
+                } else {
+                    self.files
+                        .partial
+                        .entry(path)
+                        .or_insert_with(|| Instant::now() + PARTIAL_GRACE);
+                }
+            }
+            Loaded::Bad(reason, bytes) => {
+                self.files.partial.remove(&path);
+                self.reject(spool, &path, &reason, bytes.as_deref());
+            }
+        }
+    }
+
+    fn admit_file(&mut self, spool: usize, path: PathBuf, q: ParsedQuestion) {
+        let s = self.files.spools[spool].clone();
+        let answer_path = questions::answer_path(&s, &q);
+        if let Some(&other) = self.files.by_answer.get(&answer_path) {
+            let other_path = self.entries[&other]
+                .spool()
+                .map(|p| p.question_path.display().to_string())
+                .unwrap_or_default();
+            let reason = format!(
+                "id {:?} is already pending in {other_path}; ids must be unique",
+                q.request.id
+            );
+            self.reject(spool, &path, &reason, None);
+            return;
+        }
+        let project = s.project().display().to_string();
+        if answer_path.exists() {
+            let existing = questions::read_answer(&answer_path);
+            let stale = q.variant == Variant::ClaudeHelpers
+                && existing
+                    .as_ref()
+                    .is_none_or(|a| a.timestamp < q.request.timestamp);
+            if !stale {
+                // Answered while no broker ran, or by another responder: record it.
+                let status = existing
+                    .as_ref()
+                    .map_or(Status::Answered, |a| a.status.into());
+                self.record(StoreOp::Finished {
+                    project,
+                    request: Box::new(q.request),
+                    variant: q.variant,
+                    status,
+                    answer: existing.map(Box::new),
+                    reason: None,
+                });
+                if let Some(mtime) = modified(&path) {
+                    self.files.settled.insert(path, mtime);
+                }
+                return;
+            }
+        }
+        self.record(StoreOp::Asked {
+            project: project.clone(),
+            request: Box::new(q.request.clone()),
+            variant: q.variant,
+        });
+        if q.variant != Variant::Canonical {
+            // The seed scripts do not keep the registry; the broker does it for them.
+            let (s, r) = (s.clone(), q.request.clone());
+            tokio::task::spawn_blocking(move || agents::note_question(&s, &r));
+        }
+        let journal_path = s.journal().join(format!(
+            "{}.{}.json",
+            questions::stem(&path).unwrap_or("q"),
+            q.request.timestamp.as_millisecond()
+        ));
+        let journal_path = match std::fs::hard_link(&path, &journal_path) {
+            Ok(()) => Some(journal_path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Some(journal_path),
+            Err(e) => {
+                tracing::warn!("journaling {}: {e}", path.display());
+                None
+            }
+        };
+        let deadline = q
+            .request
+            .deadline()
+            .and_then(|d| d.checked_add(TIMEOUT_GRACE).ok());
+        let key = (
+            project,
+            q.request.id.clone(),
+            q.request.timestamp.to_string(),
+        );
+        let place = Place::Spool(SpoolPlace {
+            spool,
+            question_path: path.clone(),
+            journal_path,
+            answer_path: answer_path.clone(),
+        });
+        let pending = self.enqueue(
+            s.project().to_path_buf(),
+            Origin::Spool,
+            None,
+            q,
+            place,
+            deadline,
+        );
+        self.files.by_question.insert(path, pending.seq);
+        self.files.by_answer.insert(answer_path, pending.seq);
+        self.files.snapshot_dirty[spool] = true;
+        if let Some(u) = self.files.undelivered.remove(&key) {
+            // Chosen before the last broker died, never delivered: deliver it now.
+            self.start_answer(pending.seq, u.answer, true, None);
+            return;
+        }
+        self.announce_queued(pending);
+    }
+
+    /// Delivers an answer by its file. History records it as `delivering` first (so a
+    /// broker that dies before the file is written delivers the same answer at its
+    /// next start instead of asking the human again, and what the human said survives
+    /// a crash whether or not the spool is fsynced); then the file is written on the
+    /// blocking pool. [`Broker::answer_file_written`] finishes the job. `recorded`
+    /// skips the history write for answers already there.
+    pub(super) fn write_answer_file(
+        &mut self,
+        seq: u64,
+        answer: Answer,
+        recorded: bool,
+        done: super::Reply,
+    ) {
+        let Some(entry) = self.entries.get(&seq) else {
+            return;
+        };
+        let Some(place) = entry.spool() else {
+            return;
+        };
+        let spool = self.files.spools[place.spool].clone();
+        let question = place.question_path.clone();
+        // A copy for the writer thread, made only now: 10,000 pending requests should
+        // not cost two copies each.
+        let parsed = ParsedQuestion {
+            request: entry.pending.request.clone(),
+            variant: entry.pending.variant,
+        };
+        let durable = self.opts.durable;
+        let tx = self.written_tx.clone();
+        let committed = (!recorded).then(|| {
+            let (ack, committed) = oneshot::channel();
+            let op = StoreOp::Delivering {
+                project: entry.pending.project.display().to_string(),
+                request: Box::new(parsed.request.clone()),
+                variant: parsed.variant,
+                answer: Box::new(answer.clone()),
+            };
+            let _ = self.store.send(StoreMsg { op, ack: Some(ack) });
+            committed
+        });
+        tokio::spawn(async move {
+            if let Some(committed) = committed
+                && committed.await.ok().flatten().is_none()
+            {
+                // The asker is waiting: deliver anyway. The start-up reconciliation
+                // records any answer file history missed.
+                tracing::warn!(
+                    "history did not record the answer to {} before delivery",
+                    parsed.request.id
+                );
+            }
+            let written = tokio::task::spawn_blocking(move || {
+                let created = questions::deliver(&spool, &question, &parsed, &answer, durable);
+                (created, answer)
+            })
+            .await;
+            // Err: the runtime is shutting down; the next start re-delivers.
+            if let Ok((created, answer)) = written {
+                let _ = tx.send(Written {
+                    seq,
+                    answer,
+                    result: WriteResult::File(created),
+                    done,
+                });
+            }
+        });
+    }
+
+    /// How an answer file's exclusive create went: written (the request ends), lost to
+    /// another responder (it ends with theirs), or failed (still pending).
+    pub(super) fn answer_file_written(
+        &mut self,
+        seq: u64,
+        answer: Answer,
+        created: std::io::Result<Created>,
+    ) -> Result<Answer, RespondError> {
+        match created {
+            Ok(Created::Created) => {
+                self.finish(seq, answer.status.into(), Some(answer.clone()), None);
+                Ok(answer)
+            }
+            Ok(Created::AlreadyExists) => {
+                let existing = self
+                    .entries
+                    .get(&seq)
+                    .and_then(|e| e.spool())
+                    .and_then(|p| questions::read_answer(&p.answer_path));
+                match existing {
+                    Some(a) => {
+                        let by = a.responded_by.clone();
+                        self.finish(seq, a.status.into(), Some(a), None);
+                        Err(RespondError::AlreadyAnswered(by))
+                    }
+                    None => {
+                        // Answered and picked up meanwhile, or withdrawn: either way
+                        // nobody waits any more. History keeps a recorded answer.
+                        let why = "the question was gone before the answer was written";
+                        self.finish(seq, Status::Withdrawn, None, Some(why.into()));
+                        Err(RespondError::Gone)
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::error!("writing the answer to request {seq} failed: {e}");
+                self.answer_failed(seq);
+                Err(RespondError::Io(e.to_string()))
+            }
+        }
+    }
+
+    /// An answer file appeared: a responder outside this broker (`hitl answer`, another
+    /// broker) answered, unless it is our own write finishing.
+    fn answer_appeared(&mut self, path: &Path) {
+        let Some(&seq) = self.files.by_answer.get(path) else {
+            return;
+        };
+        if self.entries.get(&seq).is_some_and(|e| e.answering) {
+            return;
+        }
+        let existing = questions::read_answer(path);
+        let status = existing
+            .as_ref()
+            .map_or(Status::Answered, |a| a.status.into());
+        self.finish(seq, status, existing, None);
+    }
+
+    fn question_removed(&mut self, path: &Path) {
+        self.files.partial.remove(path);
+        let Some(&seq) = self.files.by_question.get(path) else {
+            return;
+        };
+        let entry = &self.entries[&seq];
+        if entry.answering {
+            return;
+        }
+        if let Some(answer_path) = entry
+            .spool()
+            .map(|p| p.answer_path.clone())
+            .filter(|p| p.exists())
+        {
+            self.answer_appeared(&answer_path);
+            return;
+        }
+        self.remove_seed_marker(seq);
+        self.finish(
+            seq,
+            Status::Withdrawn,
+            None,
+            Some("the asker withdrew the question".into()),
+        );
+    }
+
+    /// Removes a spool question's file (and seed 000's queue marker) because its
+    /// asker is gone; nothing for other origins.
+    pub(super) fn withdraw_question_file(&mut self, seq: u64) {
+        if let Some(p) = self.entries.get(&seq).and_then(|e| e.spool()) {
+            let _ = std::fs::remove_file(&p.question_path);
+        }
+        self.remove_seed_marker(seq);
+    }
+
+    fn remove_seed_marker(&self, seq: u64) {
+        if let Some(e) = self.entries.get(&seq)
+            && e.pending.variant == Variant::Seed000
+            && let Some(p) = e.spool()
+        {
+            let marker = self.files.spools[p.spool]
+                .queue()
+                .join(format!("{}.queue", e.pending.request.id));
+            let _ = std::fs::remove_file(marker);
+        }
+    }
+
+    /// A spool question left the queue: forget its files and record how it ended.
+    pub(super) fn spool_ended(
+        &mut self,
+        pending: &PendingRequest,
+        place: SpoolPlace,
+        status: Status,
+        answer: Option<&Answer>,
+        reason: &Option<String>,
+    ) {
+        self.files.by_question.remove(&place.question_path);
+        self.files.by_answer.remove(&place.answer_path);
+        self.files.snapshot_dirty[place.spool] = true;
+        let op = StoreOp::Finished {
+            project: pending.project.display().to_string(),
+            request: Box::new(pending.request.clone()),
+            variant: pending.variant,
+            status,
+            answer: answer.cloned().map(Box::new),
+            reason: reason.clone(),
+        };
+        self.record_then_forget(op, place.journal_path);
+    }
+
+    /// Records `op` and, once it is committed, removes the question's journal link.
+    fn record_then_forget(&self, op: StoreOp, journal: Option<PathBuf>) {
+        let Some(journal) = journal else {
+            self.record(op);
+            return;
+        };
+        let (ack, committed) = oneshot::channel();
+        let _ = self.store.send(StoreMsg { op, ack: Some(ack) });
+        tokio::spawn(async move {
+            if committed.await.ok().flatten().is_some() {
+                let _ = tokio::fs::remove_file(journal).await;
+            }
+        });
+    }
+
+    fn reject(&mut self, spool: usize, path: &Path, reason: &str, bytes: Option<&[u8]>) {
+        let s = &self.files.spools[spool];
+        match questions::reject(s, path, reason, bytes, self.opts.durable) {
+            Ok(dest) => {
+                tracing::warn!(
+                    "rejected {}: {reason} (moved to {})",
+                    path.display(),
+                    dest.display()
+                );
+                let stem = questions::stem(path).unwrap_or("invalid");
+                let id = if crate::protocol::is_valid_id(stem) {
+                    stem
+                } else {
+                    "invalid"
+                };
+                let preview: String = bytes
+                    .map(|b| String::from_utf8_lossy(&b[..b.len().min(200)]).into_owned())
+                    .unwrap_or_default();
+                let request = Request {
+                    version: crate::protocol::VERSION,
+                    id: id.to_string(),
+                    agent_id: "unknown".into(),
+                    agent_name: "unknown".into(),
+                    working_dir: None,
+                    timestamp: Timestamp::now(),
+                    kind: crate::protocol::Kind::Text,
+                    content: preview,
+                    options: Vec::new(),
+                    priority: crate::protocol::Priority::Normal,
+                    timeout: None,
+                    context: serde_json::Value::Null,
+                    metadata: serde_json::Map::new(),
+                    asker: None,
+                };
+                self.stats.total_errors += 1;
+                self.record(StoreOp::Finished {
+                    project: s.project().display().to_string(),
+                    request: Box::new(request),
+                    variant: Variant::Canonical,
+                    status: Status::Rejected,
+                    answer: None,
+                    reason: Some(format!("{reason} (file kept as {})", dest.display())),
+                });
+            }
+            Err(e) => tracing::error!("could not move bad file {} aside: {e}", path.display()),
+        }
+    }
+
+    /// Reads every spool again: after start and whenever the kernel dropped events.
+    pub(super) fn rescan(&mut self) {
+        for spool in 0..self.files.spools.len() {
+            let paths = match questions::question_paths(&self.files.spools[spool]) {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::error!(
+                        "reading {}: {e}",
+                        self.files.spools[spool].questions().display()
+                    );
+                    continue;
+                }
+            };
+            let present: HashSet<&PathBuf> = paths.iter().collect();
+            let gone: Vec<PathBuf> = self
+                .files
+                .by_question
+                .keys()
+                .filter(|p| {
+                    self.files.folder_of(p).is_some_and(|(s, _)| s == spool) && !present.contains(p)
+                })
+                .cloned()
+                .collect();
+            for p in gone {
+                self.question_removed(&p);
+            }
+            let folder = self.files.spools[spool].questions();
+            self.files
+                .settled
+                .retain(|p, _| p.parent() != Some(folder.as_path()) || present.contains(p));
+            for p in paths.clone() {
+                if self
+                    .files
+                    .settled
+                    .get(&p)
+                    .is_some_and(|t| modified(&p) == Some(*t))
+                {
+                    continue;
+                }
+                self.question_changed(spool, p, false);
+            }
+        }
+        let answered: Vec<PathBuf> = self
+            .files
+            .by_answer
+            .keys()
+            .filter(|p| p.exists())
+            .cloned()
+            .collect();
+        for p in answered {
+            self.answer_appeared(&p);
+        }
+    }
+
+    /// Replays the journal: questions a previous broker took whose end history never
+    /// recorded (it was killed). Each is recorded as asked; one whose question file is
+    /// still there is queued again by the rescan that follows; one whose asker already
+    /// has its answer is recorded from the answer file; one that is simply gone was
+    /// withdrawn while no broker ran.
+    pub(super) fn replay_journal(&mut self) {
+        for spool in 0..self.files.spools.len() {
+            let s = self.files.spools[spool].clone();
+            let Ok(entries) = std::fs::read_dir(s.journal()) else {
+                continue;
+            };
+            let asked: HashSet<(u64, u64)> = questions::question_paths(&s)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|p| file_id(p))
+                .collect();
+            for e in entries.filter_map(Result::ok) {
+                let link = e.path();
+                let Loaded::Question(q) =
+                    questions::load_question(&link, self.opts.max_question_bytes)
+                else {
+                    let _ = std::fs::remove_file(&link);
+                    continue;
+                };
+                let q = *q;
+                let project = s.project().display().to_string();
+                self.record(StoreOp::Asked {
+                    project: project.clone(),
+                    request: Box::new(q.request.clone()),
+                    variant: q.variant,
+                });
+                if file_id(&link).is_some_and(|id| asked.contains(&id)) {
+                    // The rescan queues it again and links it anew; this link goes.
+                    let _ = std::fs::remove_file(&link);
+                    continue;
+                }
+                let answer = questions::read_answer(&questions::answer_path(&s, &q))
+                    .filter(|a| a.id == q.request.id);
+                let (status, reason) = match &answer {
+                    Some(a) => (Status::from(a.status), None),
+                    None => (
+                        Status::Withdrawn,
+                        Some("the asker withdrew the question while no broker ran".to_string()),
+                    ),
+                };
+                let op = StoreOp::Finished {
+                    project,
+                    request: Box::new(q.request),
+                    variant: q.variant,
+                    status,
+                    answer: answer.map(Box::new),
+                    reason,
+                };
+                self.record_then_forget(op, Some(link));
+            }
+        }
+    }
+
+    /// Answers recorded as `delivering` whose question is gone from the spool were
+    /// delivered and picked up before the last broker died: record them as finished.
+    pub(super) fn settle_undelivered(&mut self) {
+        for (_, u) in std::mem::take(&mut self.files.undelivered) {
+            self.record(StoreOp::Finished {
+                project: u.key.0,
+                request: Box::new(u.request),
+                variant: u.variant,
+                status: u.answer.status.into(),
+                answer: Some(Box::new(u.answer)),
+                reason: None,
+            });
+        }
+    }
+
+    pub(super) fn retry_partials(&mut self, now: Instant) {
+        if self.files.partial.is_empty() {
+            return;
+        }
+        let paths: Vec<(PathBuf, Instant)> = self
+            .files
+            .partial
+            .iter()
+            .map(|(p, t)| (p.clone(), *t))
+            .collect();
+        for (path, give_up) in paths {
+            let Some((spool, _)) = self.files.folder_of(&path) else {
+                self.files.partial.remove(&path);
+                continue;
+            };
+            // Past the grace period the file counts as closed: reject it if still bad.
+            self.question_changed(spool, path, now >= give_up);
+        }
+    }
+
+    /// Keeps the registry current and clears old answer tombstones.
+    pub(super) fn sweep_agents(&self) {
+        for (i, spool) in self.files.spools.iter().enumerate() {
+            let here = || {
+                self.entries
+                    .values()
+                    .filter_map(|e| e.spool().filter(|p| p.spool == i).map(|p| (e, p)))
+            };
+            let live: HashSet<String> = here()
+                .filter_map(|(_, p)| {
+                    p.answer_path
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                })
+                .collect();
+            let waiting: HashSet<String> = here()
+                .map(|(e, _)| e.pending.request.agent_id.clone())
+                .collect();
+            let spool = spool.clone();
+            tokio::task::spawn_blocking(move || {
+                agents::sweep(&spool, &waiting);
+                questions::clear_old_answers(&spool, &live);
+                crate::spool::clear_stale_temp(&spool.tmp());
+            });
+        }
+    }
+}
+
+/// A file's modification time, if it exists.
+fn modified(path: &Path) -> Option<std::time::SystemTime> {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+}
+
+/// A file's identity (device, inode): a hard link has its original's.
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}

@@ -1,0 +1,238 @@
+//! The daemon as a library function: a broker over some project spools and a store,
+//! the ways back to askers, the replica sync, the HTTP API and any number of
+//! responders. `hitl listen` and `hitl serve` are thin commands over [`start`], and
+//! tests start one in-process.
+//!
+//! Start-up order matters for "nothing lost": open the store, start watching the
+//! spools, *then* let the broker read them (its first rescan), so a question written
+//! at any moment is seen by the watch, the scan, or both. The ways back subscribe
+//! before the broker runs, so no change is missed.
+
+use std::{net::SocketAddr, path::PathBuf};
+
+use anyhow::{Result, bail};
+use tokio::{
+    sync::{mpsc, oneshot},
+    task::JoinHandle,
+};
+
+use crate::{
+    broker::{Broker, BrokerHandle, BrokerOptions},
+    config::Settings,
+    server,
+    spool::{
+        Spool,
+        watch::{SpoolEvent, SpoolWatcher},
+    },
+    store::{Store, spawn_store_writer},
+};
+
+/// A responder: started with the broker's handle once the broker runs (the terminal
+/// prompt, `--auto-answer`; the dashboard, TUI, dialogs and webhooks next). It runs
+/// until the daemon stops, which aborts it.
+pub type Responder = Box<dyn FnOnce(BrokerHandle) -> JoinHandle<()> + Send>;
+
+/// What to run.
+pub struct DaemonOptions {
+    /// Project spools to serve (none for `hitl serve`).
+    pub spools: Vec<Spool>,
+    /// The store: `sqlite://PATH` or `postgres://…`.
+    pub db_url: String,
+    /// Layered settings.
+    pub settings: Settings,
+    /// Serve HTTP here: the address, and whether a taken port gives way to a free one.
+    pub http: Option<(String, bool)>,
+    /// Where the API token lives.
+    pub config_dir: PathBuf,
+    /// Responders to start.
+    pub responders: Vec<Responder>,
+}
+
+/// A running daemon, from [`start`].
+pub struct Daemon {
+    /// The broker's handle.
+    pub handle: BrokerHandle,
+    /// Where HTTP is served, if it is.
+    pub http_addr: Option<SocketAddr>,
+    broker_task: JoinHandle<()>,
+    stop_broker: oneshot::Sender<()>,
+    http: Option<server::Running>,
+    tasks: Vec<JoinHandle<()>>,
+    store_task: JoinHandle<()>,
+    _watcher: Option<SpoolWatcher>,
+    /// Keeps the broker's event channel open (and quiet, without spools).
+    _events: mpsc::UnboundedSender<SpoolEvent>,
+}
+
+/// How often the spools are read when inotify is not available.
+const POLL_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Starts everything; returns once the broker runs and HTTP (if any) is bound.
+pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
+    let DaemonOptions {
+        spools,
+        db_url,
+        settings,
+        http,
+        config_dir,
+        responders,
+    } = opts;
+    let store = Store::open(&db_url).await?;
+    let reader = store.clone();
+    let undelivered = store.undelivered().await?;
+    let stored_pending = store.pending_remote().await?;
+    let (store_tx, store_task) = spawn_store_writer(store);
+
+    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let watcher = watch(&spools, events_tx.clone());
+    let (broker, handle) = Broker::new(
+        spools.clone(),
+        BrokerOptions {
+            max_question_bytes: settings.listen.max_question_bytes,
+            durable: settings.spool.fsync,
+        },
+        store_tx,
+        undelivered,
+        stored_pending,
+    );
+    // The ways back follow the broker's changes from its first one.
+    let deliverer = server::Deliverer::new(&settings.http);
+    let mut tasks = vec![deliverer.spawn(handle.clone(), reader.clone())];
+    let (stop_broker, stop_rx) = oneshot::channel::<()>();
+    let broker_task = tokio::spawn(broker.run(events_rx, async {
+        let _ = stop_rx.await;
+    }));
+    // Requests made or ended by other brokers sharing the store.
+    tasks.push(crate::replica::spawn(reader.clone(), handle.clone()));
+    let http = match http {
+        None => None,
+        Some((addr, fallback)) => Some(
+            server::start(
+                &addr,
+                fallback,
+                server::Backends {
+                    broker: handle.clone(),
+                    store: reader,
+                    deliverer,
+                    spools,
+                },
+                &settings.http,
+                &config_dir,
+            )
+            .await?,
+        ),
+    };
+    for r in responders {
+        tasks.push(r(handle.clone()));
+    }
+    Ok(Daemon {
+        http_addr: http.as_ref().map(|h| h.local),
+        handle,
+        broker_task,
+        stop_broker,
+        http,
+        tasks,
+        store_task,
+        _watcher: watcher,
+        _events: events_tx,
+    })
+}
+
+/// Watches every spool; when inotify is refused or sees only part of the writes (a
+/// network file system), reads the spools on a timer too. Slower, never silent.
+fn watch(spools: &[Spool], tx: mpsc::UnboundedSender<SpoolEvent>) -> Option<SpoolWatcher> {
+    if spools.is_empty() {
+        return None;
+    }
+    let remote: Vec<String> = spools
+        .iter()
+        .filter(|s| crate::spool::is_network_fs(s.root()))
+        .map(|s| s.project().display().to_string())
+        .collect();
+    let watched = (|| {
+        let mut watcher = SpoolWatcher::new(tx.clone())?;
+        for s in spools {
+            watcher.watch(&s.questions())?;
+            watcher.watch(&s.answers())?;
+        }
+        anyhow::Ok(watcher)
+    })();
+    match watched {
+        Ok(w) if remote.is_empty() => Some(w),
+        Ok(w) => {
+            // inotify sees only this machine's writes on a network file system.
+            eprintln!(
+                "hitl: {} on a network file system: also reading the spool every {} ms",
+                remote.join(", "),
+                POLL_EVERY.as_millis()
+            );
+            spawn_poller(tx);
+            Some(w)
+        }
+        Err(e) => {
+            // inotify refused (the user's 128 instances are taken, or the watch table is
+            // full): read the spools on a timer instead.
+            eprintln!(
+                "hitl: warning: {e:#}; polling the spool every {} ms instead",
+                POLL_EVERY.as_millis()
+            );
+            spawn_poller(tx);
+            None
+        }
+    }
+}
+
+/// Asks the broker to read every spool again, every [`POLL_EVERY`].
+fn spawn_poller(events: mpsc::UnboundedSender<SpoolEvent>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(POLL_EVERY);
+        while events.send(SpoolEvent::Rescan).is_ok() {
+            tick.tick().await;
+        }
+    });
+}
+
+impl Daemon {
+    /// Waits until the broker stops by itself, which is a bug (a panic): the caller
+    /// should stop loudly so a supervisor restarts it. Pending work stays queued.
+    pub async fn crashed(&mut self) -> Result<()> {
+        let r = (&mut self.broker_task).await;
+        bail!(
+            "the broker stopped unexpectedly ({}); pending requests stay queued",
+            match r {
+                Ok(()) => "no error".to_string(),
+                Err(e) => e.to_string(),
+            }
+        )
+    }
+
+    /// Stops taking work, stops the broker and flushes history. Pending requests stay
+    /// in the spool and the store for the next start.
+    pub async fn stop(self) {
+        let Daemon {
+            handle,
+            broker_task,
+            stop_broker,
+            http,
+            tasks,
+            store_task,
+            _watcher,
+            _events,
+            ..
+        } = self;
+        if let Some(http) = http {
+            http.stop().await;
+        }
+        let _ = stop_broker.send(());
+        let _ = broker_task.await;
+        for t in tasks {
+            t.abort();
+        }
+        drop(handle);
+        drop(_watcher);
+        drop(_events);
+        // Connections still open hold a handle (and so the writer's channel) for a
+        // moment longer; everything sent has been written by then.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), store_task).await;
+    }
+}

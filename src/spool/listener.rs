@@ -1,0 +1,60 @@
+//! `.helpers/.listener.json`: how to reach the listener serving a project. Written by
+//! `hitl listen` once it is ready, read by every command that wants the listener
+//! (`hitl ask`'s no-listener hint, `answer`, `pending`, `status`, `agents`).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Spool, write_atomic};
+
+/// What a running listener says about itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ListenerInfo {
+    /// The file format's version.
+    pub version: u32,
+    /// The listener's process id.
+    pub pid: u32,
+    /// Its start time (clock ticks after boot), so a reused pid is not mistaken for it.
+    pub start_time: Option<u64>,
+    /// When it started.
+    pub started_at: jiff::Timestamp,
+    /// Every project it serves.
+    pub projects: Vec<PathBuf>,
+    /// Its HTTP API (`http://127.0.0.1:4000`), if it serves one.
+    pub http: Option<String>,
+    /// Reserved for a local socket.
+    pub socket: Option<String>,
+}
+
+impl ListenerInfo {
+    /// This process, serving `projects`, with HTTP at `http`.
+    pub fn new(projects: &[PathBuf], http: Option<&str>) -> ListenerInfo {
+        let me = crate::process::this_process();
+        ListenerInfo {
+            version: crate::protocol::VERSION,
+            pid: me.pid,
+            start_time: Some(me.start_time),
+            started_at: jiff::Timestamp::now(),
+            projects: projects.to_vec(),
+            http: http.map(str::to_string),
+            socket: None,
+        }
+    }
+
+    /// Writes it into `spool` (atomically; not fsynced: it describes a live process).
+    pub fn write(&self, spool: &Spool) -> std::io::Result<()> {
+        let mut bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        bytes.push(b'\n');
+        write_atomic(&spool.tmp(), &spool.listener_info_file(), &bytes, false)
+    }
+
+    /// The listener serving `spool`, if one runs: its file, checked against the
+    /// process table (pid and start time), so a file left by a killed listener does
+    /// not count.
+    pub fn running(spool: &Spool) -> Option<ListenerInfo> {
+        let bytes = super::read_untrusted(&spool.listener_info_file(), 1 << 20).ok()?;
+        let info: ListenerInfo = serde_json::from_slice(&bytes).ok()?;
+        crate::process::is_alive(info.pid, info.start_time).then_some(info)
+    }
+}
