@@ -9,7 +9,8 @@
 mod registry;
 
 pub use registry::{
-    AgentRecord, AgentStatus, list_agents, note_question, record_heartbeat, record_question, sweep,
+    AGENT_PROCESS_KEY, AgentProcess, AgentRecord, AgentStatus, list_agents, note_question,
+    record_heartbeat, record_waiting, sweep,
 };
 
 use crate::process::stat;

@@ -191,8 +191,10 @@ fn update(spool: &Spool, id: &str, name: &str, f: impl FnOnce(&mut AgentRecord))
     write_record(spool, &rec)
 }
 
-/// Records that the agent `who` asked a question and is now waiting.
-pub fn record_question(spool: &Spool, who: &Identity, working_dir: Option<&str>) -> Result<()> {
+/// Records that the agent `who` is waiting on a question no broker has taken yet
+/// (`hitl ask` with no listener running). The broker counts the question when it
+/// takes it ([`note_question`]).
+pub fn record_waiting(spool: &Spool, who: &Identity, working_dir: Option<&str>) -> Result<()> {
     update(spool, &who.id, &who.name, |rec| {
         rec.name = who.name.clone();
         if let Some(p) = who.process {
@@ -202,7 +204,6 @@ pub fn record_question(spool: &Spool, who: &Identity, working_dir: Option<&str>)
         if let Some(d) = working_dir {
             rec.working_dir = Some(d.to_string());
         }
-        rec.questions_asked += 1;
         rec.status = AgentStatus::Waiting;
     })
 }
@@ -214,19 +215,43 @@ pub fn record_heartbeat(spool: &Spool, who: &Identity) -> Result<()> {
     })
 }
 
-/// Records a question from an agent that does not register itself (the seed scripts);
-/// the broker calls this.
+/// The metadata key under which `hitl ask` names the agent's own process (the
+/// long-lived ancestor it found), so the broker can register it.
+pub const AGENT_PROCESS_KEY: &str = "agent_process";
+
+/// Records a question the broker took: the registry is the broker's to keep, off the
+/// asker's path (a registry write costs an asker more than its whole round trip on
+/// some file systems). The agent's process comes from the request's metadata when
+/// `hitl ask` put it there.
 pub fn note_question(spool: &Spool, req: &Request) -> Result<()> {
     if !is_valid_id(&req.agent_id) {
         return Ok(());
     }
+    let process = req
+        .metadata
+        .get(AGENT_PROCESS_KEY)
+        .and_then(|v| serde_json::from_value::<AgentProcess>(v.clone()).ok());
     update(spool, &req.agent_id, &req.agent_name, |rec| {
-        if rec.working_dir.is_none() {
-            rec.working_dir = req.working_dir.clone();
+        rec.name = req.agent_name.clone();
+        if let Some(p) = process {
+            rec.pid = Some(p.pid);
+            rec.start_time = Some(p.start_time);
+        }
+        if let Some(d) = &req.working_dir {
+            rec.working_dir = Some(d.clone());
         }
         rec.questions_asked += 1;
         rec.status = AgentStatus::Waiting;
     })
+}
+
+/// An agent's process as `hitl ask` writes it into a question's metadata.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct AgentProcess {
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time in clock ticks since boot.
+    pub start_time: u64,
 }
 
 /// Every agent in the registry with its status derived now. `waiting` holds the ids of
@@ -334,12 +359,39 @@ mod tests {
         let spool = Spool::new(dir.path());
         spool.ensure_layout().unwrap();
         let who = super::super::identify();
-        record_question(&spool, &who, Some("/w")).unwrap();
-        record_question(&spool, &who, None).unwrap();
+        // Waiting with no broker: registered, nothing counted yet.
+        record_waiting(&spool, &who, Some("/w")).unwrap();
+        assert_eq!(list_agents(&spool, &HashSet::new())[0].questions_asked, 0);
+        // The broker counts each question it takes, with the agent's process.
+        let mut req = crate::protocol::Request {
+            version: 1,
+            id: "q1".into(),
+            agent_id: who.id.clone(),
+            agent_name: who.name.clone(),
+            working_dir: None,
+            timestamp: Timestamp::now(),
+            kind: crate::protocol::Kind::Text,
+            content: "?".into(),
+            options: Vec::new(),
+            priority: crate::protocol::Priority::Normal,
+            timeout: None,
+            context: Value::Null,
+            metadata: Map::new(),
+            asker: None,
+        };
+        let me = crate::process::this_process();
+        req.metadata.insert(
+            AGENT_PROCESS_KEY.into(),
+            json!({ "pid": me.pid, "start_time": me.start_time }),
+        );
+        note_question(&spool, &req).unwrap();
+        note_question(&spool, &req).unwrap();
         let mut waiting = HashSet::new();
         let list = list_agents(&spool, &waiting);
         assert_eq!(list.len(), 1);
         assert_eq!(list[0].questions_asked, 2);
+        assert_eq!(list[0].pid, Some(me.pid));
+        assert_eq!(list[0].working_dir.as_deref(), Some("/w"));
         assert_eq!(list[0].status, AgentStatus::Active);
         waiting.insert(who.id.clone());
         assert_eq!(

@@ -181,7 +181,12 @@ impl BrokerHandle {
     /// Writes through the store writer and waits for the commit.
     async fn store_committed(&self, op: StoreOp) -> Option<Outcome> {
         let (ack, rx) = oneshot::channel();
-        self.store.send(StoreMsg { op, ack: Some(ack) }).ok()?;
+        self.store
+            .send(StoreMsg {
+                op,
+                ack: Some(ack.into()),
+            })
+            .ok()?;
         rx.await.ok().flatten()
     }
 

@@ -256,6 +256,8 @@ pub struct Broker {
     written_rx: mpsc::UnboundedReceiver<Written>,
     commands_rx: mpsc::UnboundedReceiver<Command>,
     stats: BrokerStats,
+    /// History writes held back a moment (see [`Broker::write`]).
+    held: Vec<StoreOp>,
     /// The file side: spools, their indexes, partial files, the journal.
     files: spool::Files,
     /// The requests that live in the store.
@@ -290,6 +292,7 @@ impl Broker {
             written_rx,
             commands_rx,
             stats: BrokerStats::default(),
+            held: Vec::new(),
             files: spool::Files::new(spools, undelivered),
             stored: stored::Stored::new(stored_pending),
         };
@@ -332,6 +335,8 @@ impl Broker {
                     let now = Instant::now();
                     self.expire_timeouts();
                     self.retry_partials(now);
+                    self.flush_registry_notes();
+                    self.release_held();
                     if now.duration_since(last_liveness) >= LIVENESS_EVERY {
                         last_liveness = now;
                         self.check_askers();
@@ -351,6 +356,8 @@ impl Broker {
             }
         }
         self.flush_snapshots(false);
+        self.flush_registry_notes();
+        self.release_held();
     }
 
     /// What a start does before following events: the journal and the store's
@@ -483,8 +490,29 @@ impl Broker {
         }
     }
 
-    fn record(&self, op: StoreOp) {
-        let _ = self.store.send(op.into());
+    /// Sends a history write.
+    fn record(&mut self, op: StoreOp) {
+        let _ = self.write(op.into());
+    }
+
+    /// Sends a write to the store writer. A plain `Asked` record is held back until
+    /// the next write or tick: it is safe meanwhile (the question's `journal/` link
+    /// replays it after a crash), and a question answered at once then costs one
+    /// transaction, not two in a row on its asker's path.
+    fn write(&mut self, msg: StoreMsg) -> Result<(), StoreMsg> {
+        if msg.ack.is_none() && matches!(msg.op, StoreOp::Asked { .. }) {
+            self.held.push(msg.op);
+            return Ok(());
+        }
+        self.release_held();
+        self.store.send(msg).map_err(|e| e.0)
+    }
+
+    /// Sends the held-back writes, in order.
+    fn release_held(&mut self) {
+        for op in self.held.drain(..) {
+            let _ = self.store.send(op.into());
+        }
     }
 
     /// Starts delivering an answer the way its request came; [`Broker::on_written`]

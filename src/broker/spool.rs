@@ -15,7 +15,6 @@ use std::{
 };
 
 use jiff::Timestamp;
-use tokio::sync::oneshot;
 
 use super::{
     Answer, Broker, PARTIAL_GRACE, PendingRequest, Place, RespondError, Status, StoreMsg, StoreOp,
@@ -29,7 +28,7 @@ use crate::{
         questions::{self, Loaded},
         watch::SpoolEvent,
     },
-    store::Undelivered,
+    store::{Ack, Undelivered},
 };
 
 /// Where a spool question lives.
@@ -65,6 +64,8 @@ pub(super) struct Files {
     undelivered: HashMap<(String, String, String), Undelivered>,
     /// Which spools' queue snapshots need rewriting.
     pub(super) snapshot_dirty: Vec<bool>,
+    /// Questions taken since the last tick, for the agent registry.
+    registry_notes: Vec<(usize, Request)>,
 }
 
 impl Files {
@@ -82,6 +83,7 @@ impl Files {
             by_answer: HashMap::new(),
             partial: HashMap::new(),
             settled: HashMap::new(),
+            registry_notes: Vec::new(),
             undelivered: undelivered
                 .into_iter()
                 .map(|u| (u.key.clone(), u))
@@ -190,11 +192,9 @@ impl Broker {
             request: Box::new(q.request.clone()),
             variant: q.variant,
         });
-        if q.variant != Variant::Canonical {
-            // The seed scripts do not keep the registry; the broker does it for them.
-            let (s, r) = (s.clone(), q.request.clone());
-            tokio::task::spawn_blocking(move || agents::note_question(&s, &r));
-        }
+        // The registry is the broker's to keep, off the asker's path: noted with the
+        // next tick's batch.
+        self.files.registry_notes.push((spool, q.request.clone()));
         let journal_path = s.journal().join(format!(
             "{}.{}.json",
             questions::stem(&path).unwrap_or("q"),
@@ -245,9 +245,11 @@ impl Broker {
     /// Delivers an answer by its file. History records it as `delivering` first (so a
     /// broker that dies before the file is written delivers the same answer at its
     /// next start instead of asking the human again, and what the human said survives
-    /// a crash whether or not the spool is fsynced); then the file is written on the
-    /// blocking pool. [`Broker::answer_file_written`] finishes the job. `recorded`
-    /// skips the history write for answers already there.
+    /// a crash whether or not the spool is fsynced), and the store writer writes the
+    /// file the moment that commits: the asker waits on that file, and another
+    /// thread's wake-up in between would be most of its wait.
+    /// [`Broker::answer_file_written`] finishes the job. `recorded` skips the history
+    /// write for answers already there (the file is then written on the blocking pool).
     pub(super) fn write_answer_file(
         &mut self,
         seq: u64,
@@ -263,29 +265,22 @@ impl Broker {
         };
         let spool = self.files.spools[place.spool].clone();
         let question = place.question_path.clone();
-        // A copy for the writer thread, made only now: 10,000 pending requests should
-        // not cost two copies each.
+        // A copy for the writer, made only now: 10,000 pending requests should not
+        // cost two copies each.
         let parsed = ParsedQuestion {
             request: entry.pending.request.clone(),
             variant: entry.pending.variant,
         };
         let durable = self.opts.durable;
         let tx = self.written_tx.clone();
-        let committed = (!recorded).then(|| {
-            let (ack, committed) = oneshot::channel();
-            let op = StoreOp::Delivering {
-                project: entry.pending.project.display().to_string(),
-                request: Box::new(parsed.request.clone()),
-                variant: parsed.variant,
-                answer: Box::new(answer.clone()),
-            };
-            let _ = self.store.send(StoreMsg { op, ack: Some(ack) });
-            committed
+        let op = (!recorded).then(|| StoreOp::Delivering {
+            project: entry.pending.project.display().to_string(),
+            request: Box::new(parsed.request.clone()),
+            variant: parsed.variant,
+            answer: Box::new(answer.clone()),
         });
-        tokio::spawn(async move {
-            if let Some(committed) = committed
-                && committed.await.ok().flatten().is_none()
-            {
+        let deliver = move |committed: bool| {
+            if !committed {
                 // The asker is waiting: deliver anyway. The start-up reconciliation
                 // records any answer file history missed.
                 tracing::warn!(
@@ -293,21 +288,32 @@ impl Broker {
                     parsed.request.id
                 );
             }
-            let written = tokio::task::spawn_blocking(move || {
-                let created = questions::deliver(&spool, &question, &parsed, &answer, durable);
-                (created, answer)
-            })
-            .await;
-            // Err: the runtime is shutting down; the next start re-delivers.
-            if let Ok((created, answer)) = written {
-                let _ = tx.send(Written {
-                    seq,
-                    answer,
-                    result: WriteResult::File(created),
-                    done,
-                });
+            let created = questions::deliver(&spool, &question, &parsed, &answer, durable);
+            let _ = tx.send(Written {
+                seq,
+                answer,
+                result: WriteResult::File(created),
+                done,
+            });
+        };
+        match op {
+            Some(op) => {
+                let then = Ack::Then(Box::new(move |outcome| deliver(outcome.is_some())));
+                let msg = StoreMsg {
+                    op,
+                    ack: Some(then),
+                };
+                if let Err(unsent) = self.write(msg) {
+                    // The writer has stopped (shutting down): deliver anyway.
+                    if let Some(Ack::Then(f)) = unsent.ack {
+                        tokio::task::spawn_blocking(move || f(None));
+                    }
+                }
             }
-        });
+            None => {
+                tokio::task::spawn_blocking(move || deliver(true));
+            }
+        }
     }
 
     /// How an answer file's exclusive create went: written (the request ends), lost to
@@ -439,17 +445,20 @@ impl Broker {
     }
 
     /// Records `op` and, once it is committed, removes the question's journal link.
-    fn record_then_forget(&self, op: StoreOp, journal: Option<PathBuf>) {
+    fn record_then_forget(&mut self, op: StoreOp, journal: Option<PathBuf>) {
         let Some(journal) = journal else {
             self.record(op);
             return;
         };
-        let (ack, committed) = oneshot::channel();
-        let _ = self.store.send(StoreMsg { op, ack: Some(ack) });
-        tokio::spawn(async move {
-            if committed.await.ok().flatten().is_some() {
-                let _ = tokio::fs::remove_file(journal).await;
+        // On the writer, once committed: unlinking is cheaper than a task's wake-up.
+        let forget = Ack::Then(Box::new(move |committed| {
+            if committed.is_some() {
+                let _ = std::fs::remove_file(journal);
             }
+        }));
+        let _ = self.write(StoreMsg {
+            op,
+            ack: Some(forget),
         });
     }
 
@@ -646,6 +655,23 @@ impl Broker {
             // Past the grace period the file counts as closed: reject it if still bad.
             self.question_changed(spool, path, now >= give_up);
         }
+    }
+
+    /// Notes the questions taken since the last tick in the agent registry, in one
+    /// job on the blocking pool.
+    pub(super) fn flush_registry_notes(&mut self) {
+        if self.files.registry_notes.is_empty() {
+            return;
+        }
+        let notes = std::mem::take(&mut self.files.registry_notes);
+        let spools = self.files.spools.clone();
+        tokio::task::spawn_blocking(move || {
+            for (spool, request) in notes {
+                if let Err(e) = agents::note_question(&spools[spool], &request) {
+                    tracing::debug!("agent registry not updated: {e:#}");
+                }
+            }
+        });
     }
 
     /// Keeps the registry current and clears old answer tombstones.

@@ -92,7 +92,10 @@ impl Broker {
                 .clone()
                 .filter(|_| answer.status != AnswerStatus::Answered),
         };
-        let _ = self.store.send(StoreMsg { op, ack: Some(ack) });
+        let _ = self.write(StoreMsg {
+            op,
+            ack: Some(ack.into()),
+        });
         let tx = self.written_tx.clone();
         tokio::spawn(async move {
             let won = match committed.await.ok().flatten() {

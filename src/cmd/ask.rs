@@ -104,6 +104,15 @@ fn build_request(
     };
     let who = agents::identify();
     let me = agents::this_process();
+    let mut metadata = serde_json::Map::new();
+    if let Some(p) = who.process {
+        // For the broker, which keeps the agent registry.
+        let p = agents::AgentProcess {
+            pid: p.pid,
+            start_time: p.start_time,
+        };
+        metadata.insert(agents::AGENT_PROCESS_KEY.into(), serde_json::to_value(p)?);
+    }
     let request = Request {
         version: VERSION,
         id: uuid::Uuid::now_v7().simple().to_string(),
@@ -120,7 +129,7 @@ fn build_request(
         priority: opts.priority.unwrap_or(settings.ask.priority),
         timeout: Some(opts.timeout.unwrap_or(settings.ask.timeout)).filter(|&t| t > 0),
         context,
-        metadata: serde_json::Map::new(),
+        metadata,
         asker: Some(Asker {
             pid: me.pid,
             start_time: Some(me.start_time),
@@ -150,11 +159,6 @@ pub fn run(opts: AskOptions) -> Result<u8> {
     bytes.push(b'\n');
     write_atomic(&spool.tmp(), &question_path, &bytes, settings.spool.fsync)
         .with_context(|| format!("writing the question to {}", question_path.display()))?;
-    // The registry update runs while the broker takes the question: it costs less
-    // than the broker's turn, and far less than a thread to overlap it with the wait.
-    if let Err(e) = agents::record_question(&spool, &who, request.working_dir.as_deref()) {
-        tracing::debug!("agent registry not updated: {e:#}");
-    }
     let deadline = request
         .timeout
         .map(|t| Instant::now() + Duration::from_secs(t));
@@ -165,6 +169,8 @@ pub fn run(opts: AskOptions) -> Result<u8> {
             // Only a question that waits is worth a look at whether anyone listens; a
             // pid file left by a killed listener does not count, the process does.
             if ticks == 1 && ListenerInfo::running(&spool).is_none() {
+                // No broker to keep the registry: say this agent waits.
+                let _ = agents::record_waiting(&spool, &who, request.working_dir.as_deref());
                 eprintln!(
                     "hitl: no listener is running for {}; the question waits until one \
                      starts (hitl listen) or someone runs: hitl answer {} TEXT",

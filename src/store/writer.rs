@@ -19,7 +19,43 @@ pub struct StoreMsg {
     /// The write.
     pub op: StoreOp,
     /// Told what the op did once committed, `None` if it could not be.
-    pub ack: Option<oneshot::Sender<Option<Outcome>>>,
+    pub ack: Option<Ack>,
+}
+
+/// What happens once an op is committed (or could not be: `None`).
+pub enum Ack {
+    /// Told on a channel.
+    Tell(oneshot::Sender<Option<Outcome>>),
+    /// Run on the writer, right after the commit: for work that must follow the
+    /// commit at once (an answer file, whose asker is waiting) without another
+    /// thread's wake-up in between. Keep it short: the next batch waits for it.
+    Then(Box<dyn FnOnce(Option<Outcome>) + Send>),
+}
+
+impl Ack {
+    fn done(self, outcome: Option<Outcome>) {
+        match self {
+            Ack::Tell(tx) => {
+                let _ = tx.send(outcome);
+            }
+            Ack::Then(f) => f(outcome),
+        }
+    }
+}
+
+impl std::fmt::Debug for Ack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Ack::Tell(_) => "Ack::Tell",
+            Ack::Then(_) => "Ack::Then",
+        })
+    }
+}
+
+impl From<oneshot::Sender<Option<Outcome>>> for Ack {
+    fn from(tx: oneshot::Sender<Option<Outcome>>) -> Ack {
+        Ack::Tell(tx)
+    }
 }
 
 impl From<StoreOp> for StoreMsg {
@@ -34,7 +70,7 @@ const MAX_BATCH: usize = 1024;
 #[derive(Default)]
 struct Batch {
     ops: Vec<StoreOp>,
-    acks: Vec<(usize, oneshot::Sender<Option<Outcome>>)>,
+    acks: Vec<(usize, Ack)>,
 }
 
 impl Batch {
@@ -60,7 +96,7 @@ impl Batch {
             "history batch"
         );
         for (i, ack) in self.acks.drain(..) {
-            let _ = ack.send(committed.get(i).cloned().flatten());
+            ack.done(committed.get(i).cloned().flatten());
         }
         self.ops.clear();
     }

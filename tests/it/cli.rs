@@ -305,10 +305,16 @@ fn agent_identity_is_stable_across_asks() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let out = p.run(&["agents", "--json"]);
-    let agents: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(agents.len(), 1, "{agents:#?}");
-    assert_eq!(agents[0]["questions_asked"], 2);
+    // The broker keeps the registry, off the askers' path: a moment after they exit.
+    let mut agents: Vec<Value> = Vec::new();
+    crate::support::eventually(
+        "the broker counts both questions",
+        Duration::from_secs(10),
+        || {
+            agents = serde_json::from_slice(&p.run(&["agents", "--json"]).stdout).unwrap();
+            agents.len() == 1 && agents[0]["questions_asked"] == 2
+        },
+    );
     assert!(
         agents[0]["name"].as_str().unwrap().starts_with("Claude-"),
         "{agents:#?}"
@@ -331,11 +337,16 @@ fn agent_identity_is_stable_across_asks() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let agents: Vec<Value> = serde_json::from_slice(&p.run(&["agents", "--json"]).stdout).unwrap();
-    assert!(
-        agents
-            .iter()
-            .any(|a| a["agent_id"] == "ci-runner-7" && a["name"] == "CI #7")
+    crate::support::eventually(
+        "the named agent is registered",
+        Duration::from_secs(10),
+        || {
+            let agents: Vec<Value> =
+                serde_json::from_slice(&p.run(&["agents", "--json"]).stdout).unwrap();
+            agents
+                .iter()
+                .any(|a| a["agent_id"] == "ci-runner-7" && a["name"] == "CI #7")
+        },
     );
     let hist = p.history();
     assert_eq!(hist[0]["agent_name"], "CI #7");
