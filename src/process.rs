@@ -2,7 +2,7 @@
 //! mistaken for the process it once named. Shared by the agent registry, the spool
 //! (stale temp files) and the listener file.
 
-use procfs::process::Process;
+use std::io::Read;
 
 /// A process, identified so that a reused pid is not mistaken for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,9 +13,62 @@ pub struct ProcessRef {
     pub start_time: u64,
 }
 
-/// Reads a process's start time and state; `None` when it does not exist.
-pub(crate) fn stat(pid: u32) -> Option<procfs::process::Stat> {
-    Process::new(pid as i32).ok()?.stat().ok()
+/// The fields of `/proc/PID/stat` this program uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stat {
+    /// The executable's name (at most 15 bytes).
+    pub comm: String,
+    /// R, S, D, Z, T, X…
+    pub state: char,
+    /// Its parent.
+    pub ppid: i32,
+    /// Its session (the session leader's pid).
+    pub session: i32,
+    /// When it started, in clock ticks since boot.
+    pub starttime: u64,
+}
+
+/// Reads a process's stat line; `None` when it does not exist.
+///
+/// One open and one read of `/proc/PID/stat`, parsed here: every `hitl ask` walks its
+/// ancestors with this, and the general-purpose reader's extra system calls per
+/// process (a directory handle, a stat, a seek) were a fifth of an ask's own work.
+pub(crate) fn stat(pid: u32) -> Option<Stat> {
+    let mut buf = [0u8; 1024];
+    let mut f = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    parse_stat(&buf[..n])
+}
+
+/// Parses a stat line: `pid (comm) state ppid pgrp session … starttime …`. The name
+/// may hold spaces and parentheses, so it ends at the *last* `)`.
+fn parse_stat(line: &[u8]) -> Option<Stat> {
+    let open = line.iter().position(|&b| b == b'(')?;
+    let close = line.iter().rposition(|&b| b == b')')?;
+    let comm = String::from_utf8_lossy(line.get(open + 1..close)?).into_owned();
+    let rest = std::str::from_utf8(line.get(close + 1..)?).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let _pgrp = fields.next()?;
+    let session = fields.next()?.parse().ok()?;
+    // starttime is the 22nd field of the line; `state` is the 3rd.
+    let starttime = fields.nth(22 - 3 - 4)?.parse().ok()?;
+    Some(Stat {
+        comm,
+        state,
+        ppid,
+        session,
+        starttime,
+    })
 }
 
 /// The start time of `pid`, if it is running.
@@ -38,5 +91,32 @@ pub fn is_alive(pid: u32, start: Option<u64>) -> bool {
     match stat(pid) {
         Some(s) => s.state != 'Z' && s.state != 'X' && start.is_none_or(|t| t == s.starttime),
         None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_names_with_spaces_and_parentheses() {
+        let line = b"4172 (my (odd) name) S 4171 4172 4170 34816 4172 4194560 1 2 3 4 5 6 7 8 20 0 1 0 7192 1 2\n";
+        let s = parse_stat(line).unwrap();
+        assert_eq!(s.comm, "my (odd) name");
+        assert_eq!((s.state, s.ppid, s.session, s.starttime), ('S', 4171, 4170, 7192));
+        assert_eq!(parse_stat(b"12 (x"), None);
+    }
+
+    #[test]
+    fn agrees_with_procfs_on_this_process() {
+        let me = std::process::id();
+        let ours = stat(me).unwrap();
+        let theirs = procfs::process::Process::myself().unwrap().stat().unwrap();
+        assert_eq!(ours.starttime, theirs.starttime);
+        assert_eq!(ours.ppid, theirs.ppid);
+        assert_eq!(ours.session, theirs.session);
+        assert_eq!(ours.comm, theirs.comm);
+        assert!(is_alive(me, Some(ours.starttime)));
+        assert!(!is_alive(me, Some(ours.starttime + 1)));
     }
 }

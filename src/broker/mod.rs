@@ -496,15 +496,19 @@ impl Broker {
     }
 
     /// Sends a write to the store writer. A plain `Asked` record is held back until
-    /// the next write or tick: it is safe meanwhile (the question's `journal/` link
-    /// replays it after a crash), and a question answered at once then costs one
-    /// transaction, not two in a row on its asker's path.
+    /// the next tick or a write that must follow it: it is safe meanwhile (the
+    /// question's `journal/` link replays it after a crash), and the `Delivering`
+    /// record of a question answered at once (its own small table) then commits
+    /// alone on the asker's path.
     fn write(&mut self, msg: StoreMsg) -> Result<(), StoreMsg> {
-        if msg.ack.is_none() && matches!(msg.op, StoreOp::Asked { .. }) {
-            self.held.push(msg.op);
-            return Ok(());
+        match msg.op {
+            StoreOp::Asked { .. } if msg.ack.is_none() => {
+                self.held.push(msg.op);
+                return Ok(());
+            }
+            StoreOp::Delivering { .. } => {}
+            _ => self.release_held(),
         }
-        self.release_held();
         self.store.send(msg).map_err(|e| e.0)
     }
 

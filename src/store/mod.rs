@@ -694,7 +694,7 @@ impl Store {
         with_pool!(self, |pool| {
             let rows = sqlx::query(
                 "SELECT project, id, asked_at, variant, request_json, answer_json
-                 FROM requests WHERE status = 'delivering'",
+                 FROM deliveries",
             )
             .fetch_all(pool)
             .await?;
@@ -705,8 +705,7 @@ impl Store {
                         key: (r.get("project"), r.get("id"), r.get("asked_at")),
                         variant: Variant::parse(r.get("variant"))?,
                         request: serde_json::from_str(&r.get::<String, _>("request_json")).ok()?,
-                        answer: serde_json::from_str(&r.get::<Option<String>, _>("answer_json")?)
-                            .ok()?,
+                        answer: serde_json::from_str(&r.get::<String, _>("answer_json")).ok()?,
                     })
                 })
                 .collect())

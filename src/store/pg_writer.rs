@@ -233,12 +233,13 @@ async fn apply_one(tx: &mut Tx<'_>, op: &StoreOp) -> Result<Outcome> {
             variant,
             answer,
         } => {
-            insert_request(tx, project, request, *variant, "spool").await?;
-            sqlx::query(sql::MARK_DELIVERING)
-                .bind(serde_json::to_string(answer)?)
+            sqlx::query(sql::INSERT_DELIVERY)
                 .bind(project)
                 .bind(text(&request.id))
                 .bind(request.timestamp.to_string())
+                .bind(variant.as_str())
+                .bind(text(&serde_json::to_string(request)?))
+                .bind(text(&serde_json::to_string(answer)?))
                 .execute(&mut **tx)
                 .await?;
         }
@@ -257,6 +258,12 @@ async fn apply_one(tx: &mut Tx<'_>, op: &StoreOp) -> Result<Outcome> {
                 .bind(answer.as_ref().map(|a| text(&a.responded_by)))
                 .bind(jiff::Timestamp::now().to_string())
                 .bind(reason.as_deref().map(text))
+                .bind(project)
+                .bind(text(&request.id))
+                .bind(request.timestamp.to_string())
+                .execute(&mut **tx)
+                .await?;
+            sqlx::query(sql::DELETE_DELIVERY)
                 .bind(project)
                 .bind(text(&request.id))
                 .bind(request.timestamp.to_string())

@@ -10,15 +10,22 @@ pub const INSERT_REQUEST: &str = "INSERT INTO requests (key, project, id, asked_
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
     ON CONFLICT (project, id, asked_at) DO NOTHING";
 
-/// Marks an answer as being delivered. Binds: answer_json, project, id, asked_at.
-pub const MARK_DELIVERING: &str = "UPDATE requests SET status = 'delivering', answer_json = $1
-    WHERE project = $2 AND id = $3 AND asked_at = $4 AND status = 'pending'";
+/// Records an answer as being delivered; the first one chosen stands. Binds: project,
+/// id, asked_at, variant, request_json, answer_json.
+pub const INSERT_DELIVERY: &str = "INSERT INTO deliveries (project, id, asked_at, variant,
+        request_json, answer_json)
+    VALUES ($1, $2, $3, $4, $5, $6)
+    ON CONFLICT (project, id, asked_at) DO NOTHING";
+
+/// Forgets a delivery once the request's end is recorded. Binds: project, id, asked_at.
+pub const DELETE_DELIVERY: &str =
+    "DELETE FROM deliveries WHERE project = $1 AND id = $2 AND asked_at = $3";
 
 /// Records how a spool request ended, never downgrading an ended one. Binds: status,
 /// answer_json, responded_by, finished_at, reason, project, id, asked_at.
 pub const FINISH_REQUEST: &str = "UPDATE requests SET status = $1, answer_json = $2,
         responded_by = $3, finished_at = $4, reason = $5
-    WHERE project = $6 AND id = $7 AND asked_at = $8 AND status IN ('pending', 'delivering')";
+    WHERE project = $6 AND id = $7 AND asked_at = $8 AND status = 'pending'";
 
 /// Stores an event unless its idempotency key is known; returns its id if stored.
 /// Binds: source_app, session_id, hook_event_type, payload_json, extra_json,

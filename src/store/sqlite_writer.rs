@@ -169,12 +169,13 @@ fn apply(conn: &mut Connection, ops: &[StoreOp]) -> Result<Vec<Outcome>> {
                 variant,
                 answer,
             } => {
-                insert_request(&tx, project, request, *variant, "spool")?;
-                tx.prepare_cached(sql::MARK_DELIVERING)?.execute(params![
-                    serde_json::to_string(answer)?,
+                tx.prepare_cached(sql::INSERT_DELIVERY)?.execute(params![
                     project,
                     request.id,
                     request.timestamp.to_string(),
+                    variant.as_str(),
+                    serde_json::to_string(request)?,
+                    serde_json::to_string(answer)?,
                 ])?;
                 Outcome::Done
             }
@@ -193,6 +194,11 @@ fn apply(conn: &mut Connection, ops: &[StoreOp]) -> Result<Vec<Outcome>> {
                     answer.as_ref().map(|a| a.responded_by.clone()),
                     now(),
                     reason,
+                    project,
+                    request.id,
+                    request.timestamp.to_string(),
+                ])?;
+                tx.prepare_cached(sql::DELETE_DELIVERY)?.execute(params![
                     project,
                     request.id,
                     request.timestamp.to_string(),
