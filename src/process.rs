@@ -103,7 +103,10 @@ mod tests {
         let line = b"4172 (my (odd) name) S 4171 4172 4170 34816 4172 4194560 1 2 3 4 5 6 7 8 20 0 1 0 7192 1 2\n";
         let s = parse_stat(line).unwrap();
         assert_eq!(s.comm, "my (odd) name");
-        assert_eq!((s.state, s.ppid, s.session, s.starttime), ('S', 4171, 4170, 7192));
+        assert_eq!(
+            (s.state, s.ppid, s.session, s.starttime),
+            ('S', 4171, 4170, 7192)
+        );
         assert_eq!(parse_stat(b"12 (x"), None);
     }
 

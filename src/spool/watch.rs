@@ -5,15 +5,22 @@
 //! Events are reduced to "this name changed" or "this name is gone"; the broker reads
 //! the file itself, so a lost or merged event costs nothing but a re-read. When the
 //! kernel's queue overflows we are told to rescan, and do.
+//!
+//! The inotify descriptor is read by a task on the broker's own runtime (tokio's
+//! reactor wakes it), not by a watcher thread of its own: every question would
+//! otherwise pay one more thread's wake-up before the broker sees it, which was a
+//! tenth of a whole `hitl ask`.
 
-use std::path::{Path, PathBuf};
+use std::{
+    collections::HashMap,
+    os::fd::{AsFd, AsRawFd, RawFd},
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex},
+};
 
 use anyhow::{Context, Result};
-use notify::{
-    EventKind, RecursiveMode, Watcher,
-    event::{AccessKind, AccessMode, ModifyKind, RenameMode},
-};
-use tokio::sync::mpsc::UnboundedSender;
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent, WatchDescriptor};
+use tokio::{io::unix::AsyncFd, sync::mpsc::UnboundedSender, task::JoinHandle};
 
 /// What happened in a watched folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,75 +42,160 @@ pub enum SpoolEvent {
     Rescan,
 }
 
-/// Keeps the inotify instance alive; dropping it stops the events.
+/// The inotify instance, for tokio's reactor.
+struct Fd(Inotify);
+
+impl AsRawFd for Fd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_fd().as_raw_fd()
+    }
+}
+
+/// The watched folders, by watch descriptor.
+type Folders = Arc<Mutex<HashMap<WatchDescriptor, PathBuf>>>;
+
+/// Watches spool folders until dropped. Must be made inside a tokio runtime.
 pub struct SpoolWatcher {
-    inner: notify::RecommendedWatcher,
+    fd: Arc<AsyncFd<Fd>>,
+    folders: Folders,
+    task: JoinHandle<()>,
+}
+
+/// What each watched folder reports.
+fn mask() -> AddWatchFlags {
+    AddWatchFlags::IN_CREATE
+        | AddWatchFlags::IN_MODIFY
+        | AddWatchFlags::IN_CLOSE_WRITE
+        | AddWatchFlags::IN_MOVED_TO
+        | AddWatchFlags::IN_MOVED_FROM
+        | AddWatchFlags::IN_DELETE
+        | AddWatchFlags::IN_ONLYDIR
 }
 
 impl SpoolWatcher {
     /// Starts a watcher sending its events to `tx`.
     pub fn new(tx: UnboundedSender<SpoolEvent>) -> Result<SpoolWatcher> {
-        let inner = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            let ev = match res {
-                Ok(ev) => ev,
-                Err(e) => {
-                    tracing::warn!("watcher error, rescanning: {e}");
-                    let _ = tx.send(SpoolEvent::Rescan);
-                    return;
-                }
-            };
-            if ev.need_rescan() {
-                let _ = tx.send(SpoolEvent::Rescan);
-                return;
-            }
-            for out in translate(&ev) {
-                let _ = tx.send(out);
-            }
-        })
-        .context("starting the file watcher (inotify)")?;
-        Ok(SpoolWatcher { inner })
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
+            .context("starting the file watcher (inotify)")?;
+        // SAFETY: `Fd` owns the inotify descriptor, closes it only when dropped (after
+        // the registration, which it lives inside), and always returns that same fd.
+        let registered =
+            unsafe { AsyncFd::register_with_interest(Fd(inotify), tokio::io::Interest::READABLE) };
+        let fd = Arc::new(
+            registered
+                .map_err(std::io::Error::from)
+                .context("watching the inotify descriptor")?,
+        );
+        let folders: Folders = Arc::default();
+        let task = tokio::spawn(read_events(fd.clone(), folders.clone(), tx));
+        Ok(SpoolWatcher { fd, folders, task })
     }
 
     /// Watches one folder, not its subfolders.
     pub fn watch(&mut self, dir: &Path) -> Result<()> {
-        self.inner
-            .watch(dir, RecursiveMode::NonRecursive)
-            .with_context(|| format!("watching {}", dir.display()))
+        let wd = self
+            .fd
+            .get_ref()
+            .0
+            .add_watch(dir, mask())
+            .with_context(|| format!("watching {}", dir.display()))?;
+        self.folders
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(wd, dir.to_path_buf());
+        Ok(())
     }
 }
 
-fn translate(ev: &notify::Event) -> Vec<SpoolEvent> {
-    let changed = |closed| {
-        ev.paths
-            .iter()
-            .map(|p| SpoolEvent::Changed {
-                path: p.clone(),
-                closed,
-            })
-            .collect()
-    };
-    match ev.kind {
-        EventKind::Create(_) | EventKind::Modify(ModifyKind::Data(_)) => changed(false),
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) => changed(true),
-        EventKind::Modify(ModifyKind::Name(RenameMode::To)) => changed(true),
-        EventKind::Modify(ModifyKind::Name(RenameMode::From)) | EventKind::Remove(_) => ev
-            .paths
-            .iter()
-            .map(|p| SpoolEvent::Removed { path: p.clone() })
-            .collect(),
-        EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => {
-            let mut out = Vec::new();
-            if let Some(from) = ev.paths.first() {
-                out.push(SpoolEvent::Removed { path: from.clone() });
+impl Drop for SpoolWatcher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Reads events as the kernel queues them and hands them to the broker.
+async fn read_events(fd: Arc<AsyncFd<Fd>>, folders: Folders, tx: UnboundedSender<SpoolEvent>) {
+    loop {
+        let mut ready = match fd.readable().await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("the file watcher stopped ({e}); the periodic rescan goes on");
+                return;
             }
-            if let Some(to) = ev.paths.get(1) {
-                out.push(SpoolEvent::Changed {
-                    path: to.clone(),
-                    closed: true,
-                });
+        };
+        match ready.get_inner().0.read_events() {
+            Ok(events) => {
+                let folders = folders.lock().unwrap_or_else(|e| e.into_inner());
+                for ev in &events {
+                    if let Some(out) = translate(ev, &folders)
+                        && tx.send(out).is_err()
+                    {
+                        return;
+                    }
+                }
             }
-            out
+            Err(nix::errno::Errno::EAGAIN) => ready.clear_ready(),
+            Err(e) => {
+                tracing::warn!("reading file events failed ({e}); rescanning");
+                if tx.send(SpoolEvent::Rescan).is_err() {
+                    return;
+                }
+            }
         }
-        _ => Vec::new(),
+    }
+}
+
+fn translate(ev: &InotifyEvent, folders: &HashMap<WatchDescriptor, PathBuf>) -> Option<SpoolEvent> {
+    if ev.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
+        return Some(SpoolEvent::Rescan);
+    }
+    let path = folders.get(&ev.wd)?.join(ev.name.as_ref()?);
+    let m = ev.mask;
+    if m.intersects(AddWatchFlags::IN_MOVED_FROM | AddWatchFlags::IN_DELETE) {
+        Some(SpoolEvent::Removed { path })
+    } else if m.intersects(AddWatchFlags::IN_CLOSE_WRITE | AddWatchFlags::IN_MOVED_TO) {
+        Some(SpoolEvent::Changed { path, closed: true })
+    } else if m.intersects(AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MODIFY) {
+        Some(SpoolEvent::Changed {
+            path,
+            closed: false,
+        })
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn reports_writes_renames_and_removals() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut w = SpoolWatcher::new(tx).unwrap();
+        w.watch(dir.path()).unwrap();
+        let a = dir.path().join("a.json");
+        std::fs::write(&a, b"{}").unwrap();
+        let b = dir.path().join("b.json");
+        std::fs::rename(&a, &b).unwrap();
+        std::fs::remove_file(&b).unwrap();
+        let mut seen = Vec::new();
+        while seen.last() != Some(&SpoolEvent::Removed { path: b.clone() }) {
+            let ev = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv())
+                .await
+                .expect("the watcher reported nothing")
+                .unwrap();
+            seen.push(ev);
+        }
+        assert!(seen.contains(&SpoolEvent::Changed {
+            path: a.clone(),
+            closed: true
+        }));
+        assert!(seen.contains(&SpoolEvent::Removed { path: a }));
+        assert!(seen.contains(&SpoolEvent::Changed {
+            path: b,
+            closed: true
+        }));
     }
 }
