@@ -1,6 +1,9 @@
 //! HTTP benchmarks against a real `hitl serve`: the latency of a whole request
-//! (create → respond → delivered to the waiting asker), create+respond throughput,
-//! on SQLite and on PostgreSQL, and the delay between two replicas on PostgreSQL.
+//! (create → respond → delivered to the waiting asker), the round of seed 004's
+//! clients (create → respond → read back, one keep-alive connection) beside a bare
+//! keep-alive round trip to a do-nothing handler, create+respond throughput with the
+//! server's CPU per pair (from `/proc/PID/stat`), on SQLite and on PostgreSQL, and
+//! the delay between two replicas on PostgreSQL.
 //!
 //! `cargo bench --bench http` runs the full set; `-- --quick` the short mode CI runs.
 //! Targets are printed as MET or MISSED, never asserted; functional failures (a
@@ -195,8 +198,25 @@ async fn replica_delay(a: &Server, b: &Server, rounds: usize) -> Vec<f64> {
     out
 }
 
-/// Create+respond pairs per second from `clients` concurrent clients.
-async fn throughput(s: &Server, clients: usize, secs: f64) -> f64 {
+/// The CPU time a process has used (user + system), from `/proc/PID/stat`.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // utime and stime are the 14th and 15th fields of the line; `state` is the 3rd.
+    let ticks: u64 =
+        fields[14 - 3].parse::<u64>().unwrap() + fields[15 - 3].parse::<u64>().unwrap();
+    let per_sec = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100) as u64;
+    Duration::from_secs_f64(ticks as f64 / per_sec as f64)
+}
+
+/// Create+respond pairs per second from `clients` concurrent clients, and the
+/// server's CPU time per pair in milliseconds.
+async fn throughput(s: &Server, clients: usize, secs: f64) -> (f64, f64) {
+    let cpu_before = cpu_time(s.child.id());
     let http = client();
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -219,7 +239,98 @@ async fn throughput(s: &Server, clients: usize, secs: f64) -> f64 {
     for t in tasks {
         t.await.unwrap();
     }
-    done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+    let pairs = done.load(Ordering::Relaxed) as f64;
+    let cpu = cpu_time(s.child.id()).saturating_sub(cpu_before);
+    (
+        pairs / start.elapsed().as_secs_f64(),
+        cpu.as_secs_f64() * 1000.0 / pairs,
+    )
+}
+
+/// Seed 004's client round, one at a time on one keep-alive connection: create a
+/// request (`POST /events` with `humanInTheLoop`), answer it, read the answer back.
+async fn seed_round(s: &Server, rounds: usize) -> Vec<f64> {
+    let http = client();
+    let event = json!({
+        "source_app": "bench", "session_id": "s1", "hook_event_type": "PreToolUse",
+        "payload": { "tool_name": "Bash" },
+        "humanInTheLoop": { "question": "Proceed?", "type": "question", "responseWebSocketUrl": "" },
+    });
+    let mut out = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let start = Instant::now();
+        let r = http
+            .post(format!("{}/events", s.base))
+            .json(&event)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201, "create failed");
+        let id = r.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
+        let r = http
+            .post(format!("{}/events/{id}/respond", s.base))
+            .bearer_auth(&s.token)
+            .json(&json!({ "response": "yes" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "respond failed");
+        r.bytes().await.unwrap();
+        let r = http
+            .get(format!("{}/events/{id}/response", s.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "read back failed");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["data"]["response"], "yes");
+        out.push(start.elapsed().as_secs_f64() * 1000.0);
+    }
+    out
+}
+
+/// A do-nothing HTTP server (axum, as `hitl serve` is) in a process of its own: the
+/// floor under any round trip on this machine at this moment.
+fn bare_server() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let app = axum::Router::new().route(
+            "/",
+            axum::routing::post(|| async { "{}" }).get(|| async { "{}" }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        println!("{}", listener.local_addr().unwrap());
+        use std::io::Write;
+        std::io::stdout().flush().unwrap();
+        axum::serve(listener, app).await.unwrap();
+    });
+}
+
+/// Keep-alive round trips to [`bare_server`], one at a time: each a POST of the same
+/// body the seed round creates with.
+async fn bare_round_trips(rounds: usize) -> Vec<f64> {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--bench", "--bare-server"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut addr = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut addr)
+        .unwrap();
+    let url = format!("http://{}/", addr.trim());
+    let http = client();
+    let body = json!({ "source_app": "bench", "hook_event_type": "PreToolUse" });
+    let mut out = Vec::with_capacity(rounds);
+    for _ in 0..rounds + 100 {
+        let start = Instant::now();
+        let r = http.post(&url).json(&body).send().await.unwrap();
+        r.bytes().await.unwrap();
+        out.push(start.elapsed().as_secs_f64() * 1000.0);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    out.split_off(100)
 }
 
 fn pct(v: &[f64], p: f64) -> f64 {
@@ -279,6 +390,10 @@ impl Schema {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--bare-server") {
+        bare_server();
+        return;
+    }
     if !args.iter().any(|a| a == "--bench") {
         println!("http benchmarks: run them with `cargo bench --bench http [-- --quick]`");
         return;
@@ -333,18 +448,48 @@ fn sqlite_set(rt: &tokio::runtime::Runtime, tmp: &std::path::Path, rounds: usize
         "SQLite: create -> respond -> delivered: median run's p99 {p99:.3} ms (target p99 <= 3 ms: {})",
         verdict(p99 <= 3.0)
     );
-    let mut rates = Vec::new();
+    // Seed 004's client round beside the floor: three bare round trips to a handler
+    // that does nothing.
+    let bare = rt.block_on(bare_round_trips(rounds));
+    let bare_p50 = pct(&bare, 0.5);
+    println!(
+        "bare keep-alive round trip to a do-nothing handler, {rounds}: p50 {bare_p50:.3} ms, p99 {:.3} ms (x3 = {:.3} ms)",
+        pct(&bare, 0.99),
+        bare_p50 * 3.0
+    );
+    let mut rounds_p50 = Vec::new();
     for run in 1..=3 {
-        let rate = rt.block_on(throughput(&sqlite, 64, secs));
+        let r = rt.block_on(seed_round(&sqlite, rounds));
+        let (p50, p99) = (pct(&r, 0.5), pct(&r, 0.99));
         println!(
-            "SQLite: create+respond pairs, 64 clients, {secs} s, run {run}: {rate:.0} pairs/s"
+            "SQLite: seed round (create -> respond -> read back, keep-alive), {rounds} rounds, run {run}: p50 {p50:.3} ms, p99 {p99:.3} ms"
+        );
+        rounds_p50.push(p50);
+    }
+    let round = pct(&rounds_p50, 0.5);
+    println!(
+        "SQLite: seed round: median run's p50 {round:.3} ms, {:.2}x three bare round trips (target p50 <= 0.9 ms: {})",
+        round / (bare_p50 * 3.0),
+        verdict(round <= 0.9)
+    );
+    let (mut rates, mut cpus) = (Vec::new(), Vec::new());
+    for run in 1..=3 {
+        let (rate, cpu) = rt.block_on(throughput(&sqlite, 64, secs));
+        println!(
+            "SQLite: create+respond pairs, 64 clients, {secs} s, run {run}: {rate:.0} pairs/s, server CPU {cpu:.3} ms/pair"
         );
         rates.push(rate);
+        cpus.push(cpu);
     }
     let rate = pct(&rates, 0.5);
     println!(
         "SQLite: create+respond pairs: median run {rate:.0} pairs/s (target >= 5,000: {})",
         verdict(rate >= 5000.0)
+    );
+    let cpu = pct(&cpus, 0.5);
+    println!(
+        "SQLite: server CPU per create+respond pair: median run {cpu:.3} ms (target <= 0.2 ms: {})",
+        verdict(cpu <= 0.2)
     );
 }
 
@@ -369,8 +514,16 @@ fn postgres_set(
                 pct(&lat, 0.5),
                 pct(&lat, 0.99)
             );
-            let rate = rt.block_on(throughput(&a, 64, secs));
-            println!("PostgreSQL: create+respond pairs, 64 clients, {secs} s: {rate:.0} pairs/s");
+            let r = rt.block_on(seed_round(&a, rounds));
+            println!(
+                "PostgreSQL: seed round (create -> respond -> read back), {rounds} rounds: p50 {:.3} ms, p99 {:.3} ms",
+                pct(&r, 0.5),
+                pct(&r, 0.99)
+            );
+            let (rate, cpu) = rt.block_on(throughput(&a, 64, secs));
+            println!(
+                "PostgreSQL: create+respond pairs, 64 clients, {secs} s: {rate:.0} pairs/s, server CPU {cpu:.3} ms/pair"
+            );
             let b = serve(tmp, &db);
             let n = rounds / 5;
             let delay = rt.block_on(replica_delay(&a, &b, n));

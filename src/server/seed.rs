@@ -133,14 +133,30 @@ pub async fn create_event(
         .ask(request, Origin::Http, event.clone())
         .await
         .map_err(|e| ApiError::unavailable(e.to_string()))?;
-    let stored = match state
-        .store
-        .event(submitted.event_id)
-        .await
-        .map_err(ApiError::internal)?
-    {
-        Some(s) => s,
-        None => return Err(ApiError::internal("a stored event could not be read back")),
+    let stored = match (&submitted.pending, submitted.existing) {
+        // Just made and queued: what was stored is what we hold; no read back.
+        (Some(p), false) => StoredEvent {
+            id: submitted.event_id,
+            event,
+            request: Some(StoredRequest {
+                request: p.request.clone(),
+                origin: p.origin,
+                status: Status::Pending,
+                answer: None,
+                reason: None,
+                finished_at: None,
+            }),
+        },
+        // A repeated key names the first event; or it ended at once: the store says.
+        _ => match state
+            .store
+            .event(submitted.event_id)
+            .await
+            .map_err(ApiError::internal)?
+        {
+            Some(s) => s,
+            None => return Err(ApiError::internal("a stored event could not be read back")),
+        },
     };
     let v = respond::event_json(&stored);
     if submitted.existing {
