@@ -6,15 +6,13 @@
 
 use std::{collections::HashMap, path::PathBuf, sync::Arc};
 
-use tokio::sync::oneshot;
-
 use super::{
     Answer, Broker, End, PendingRequest, Place, RespondError, Status, StoreMsg, StoreOp,
     WriteResult, Written,
 };
 use crate::{
     protocol::{AnswerStatus, Origin, ParsedQuestion, Request, Variant},
-    store::Outcome,
+    store::{Ack, Outcome},
 };
 
 /// The broker's index of its stored requests.
@@ -82,7 +80,6 @@ impl Broker {
         let Some(entry) = self.entries.get(&seq) else {
             return;
         };
-        let (ack, committed) = oneshot::channel();
         let op = StoreOp::Settle {
             id: entry.pending.request.id.clone(),
             status: answer.status.into(),
@@ -92,13 +89,10 @@ impl Broker {
                 .clone()
                 .filter(|_| answer.status != AnswerStatus::Answered),
         };
-        let _ = self.write(StoreMsg {
-            op,
-            ack: Some(ack.into()),
-        });
+        // Told on the writer, right after the commit: no task in between.
         let tx = self.written_tx.clone();
-        tokio::spawn(async move {
-            let won = match committed.await.ok().flatten() {
+        let then = Ack::Then(Box::new(move |committed| {
+            let won = match committed {
                 Some(Outcome::Settled(won)) => Some(won),
                 _ => None,
             };
@@ -108,7 +102,14 @@ impl Broker {
                 result: WriteResult::Settled(won),
                 done,
             });
-        });
+        }));
+        if let Err(unsent) = self.write(StoreMsg {
+            op,
+            ack: Some(then),
+        }) && let Some(Ack::Then(f)) = unsent.ack
+        {
+            f(None);
+        }
     }
 
     /// How a settle went: won (the request ends here), lost to another broker sharing

@@ -36,7 +36,7 @@ use crate::{
     broker::{BrokerHandle, Change, Finished, PendingRequest},
     config::HttpSettings,
     protocol::{Origin, Status},
-    store::Store,
+    store::{Store, StoredRequest},
 };
 
 /// How long a push may take before the agent is left to poll.
@@ -101,6 +101,19 @@ pub struct Deliverer {
     waiting: Mutex<HashMap<u64, oneshot::Sender<DeliveryStatus>>>,
     /// Events as they are stored or change, for `/stream`.
     pub(super) events: broadcast::Sender<Value>,
+    /// The stored requests ended lately, for the poll fallback: an agent polls right
+    /// after its answer, and reading back a row just written is a store round trip.
+    recent: Mutex<Recent>,
+}
+
+/// How many ended requests the poll fallback answers from memory.
+const RECENT: usize = 4096;
+
+/// Ended requests by id, oldest first out.
+#[derive(Default)]
+struct Recent {
+    by_id: HashMap<String, Arc<Finished>>,
+    order: std::collections::VecDeque<String>,
 }
 
 /// How long a respond call waits to hear how its answer was delivered.
@@ -114,6 +127,7 @@ impl Deliverer {
             counters: DeliveryCounters::default(),
             waiting: Mutex::new(HashMap::new()),
             events: broadcast::channel(1024).0,
+            recent: Mutex::default(),
         })
     }
 
@@ -177,7 +191,40 @@ impl Deliverer {
         }
     }
 
+    /// How stored request `id` ended, if it did lately.
+    pub(super) fn recently_ended(&self, id: &str) -> Option<StoredRequest> {
+        let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        let f = recent.by_id.get(id)?;
+        Some(StoredRequest {
+            request: f.pending.request.clone(),
+            origin: f.pending.origin,
+            status: f.status,
+            answer: f.answer.clone(),
+            reason: f.reason.clone(),
+            finished_at: f.answer.as_ref().map(|a| a.timestamp.to_string()),
+        })
+    }
+
+    /// Remembers how a stored request ended, when the change says all of it.
+    fn remember(&self, f: &Arc<Finished>) {
+        let answered = matches!(f.status, Status::Answered | Status::Cancelled);
+        if !f.pending.origin.is_stored() || (answered && f.answer.is_none()) {
+            return;
+        }
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        let id = f.id().to_string();
+        if recent.by_id.insert(id.clone(), f.clone()).is_none() {
+            recent.order.push_back(id);
+        }
+        while recent.order.len() > RECENT {
+            if let Some(old) = recent.order.pop_front() {
+                recent.by_id.remove(&old);
+            }
+        }
+    }
+
     async fn finished(self: &Arc<Self>, f: Arc<Finished>, store: &Store) {
+        self.remember(&f);
         self.update_stream(&f, store).await;
         let p = &f.pending;
         if !f.here {

@@ -43,6 +43,10 @@ pub enum Lookup {
 
 /// Finds request `id`: in the queue first, else in the store.
 pub async fn lookup(state: &AppState, id: &str) -> Result<Option<Lookup>, ApiError> {
+    // Ended lately: known without asking the broker or the store.
+    if let Some(r) = state.deliverer.recently_ended(id) {
+        return Ok(Some(Lookup::Ended(Box::new(r))));
+    }
     if let Some(p) = state.broker.find(id).await {
         return Ok(Some(Lookup::Pending(p)));
     }
