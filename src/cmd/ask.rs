@@ -32,8 +32,6 @@ const TICK: Duration = Duration::from_secs(1);
 /// Every this many ticks a waiting asker refreshes its agent's `last_seen`.
 const HEARTBEAT_TICKS: u64 = 10;
 
-/// Exit status: answered, and approved where that applies.
-pub const EXIT_ANSWERED: u8 = 0;
 /// Exit status: cancelled or denied.
 pub const EXIT_CANCELLED: u8 = 1;
 /// Exit status: timed out.

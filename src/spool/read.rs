@@ -41,13 +41,6 @@ pub enum Refusal {
     Io(#[from] io::Error),
 }
 
-impl Refusal {
-    /// True when the entry should be moved aside as bad input (rather than ignored).
-    pub fn is_bad_input(&self) -> bool {
-        !matches!(self, Refusal::Gone | Refusal::Io(_))
-    }
-}
-
 /// Reads a regular file of at most `limit` bytes without following symlinks or
 /// blocking on special files.
 pub fn read_untrusted(path: &Path, limit: u64) -> Result<Vec<u8>, Refusal> {

@@ -33,15 +33,6 @@ pub enum WaitOutcome {
     Interrupted(Signal),
 }
 
-/// How the wait learns of the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WaitMode {
-    /// inotify: woken by the kernel the moment the file is renamed into place.
-    Inotify,
-    /// Polling, because inotify was refused or cannot see this file system.
-    Polling,
-}
-
 /// A wait for `dir/name`, set up *before* the question is written so that an answer
 /// arriving at once is not missed.
 pub struct AnswerWait {
@@ -102,15 +93,6 @@ impl AnswerWait {
             signals,
             old_mask,
         })
-    }
-
-    /// How this wait learns of the answer.
-    pub fn mode(&self) -> WaitMode {
-        if self.inotify.is_some() {
-            WaitMode::Inotify
-        } else {
-            WaitMode::Polling
-        }
     }
 
     /// Waits until the file exists, the deadline passes or a signal arrives. `on_tick`

@@ -4,7 +4,10 @@
 
 use std::{
     process::Command,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -69,7 +72,7 @@ fn a_request_made_on_one_replica_is_answered_on_another() {
                 .unwrap()
         })
     };
-    std::thread::sleep(Duration::from_millis(200));
+    // Whether the waiter is already waiting or asks after the answer, it gets it.
     let r = http
         .post(format!("{b}/api/v1/requests/{id}/respond"))
         .bearer_auth(&token)
@@ -109,9 +112,12 @@ fn killing_a_replica_under_load_loses_nothing() {
     let (b_proc, b) = serve(&p, &db);
     let token = p.token();
     let accepted = Arc::new(Mutex::new(Vec::<String>::new()));
+    // Requests B took and refused, counted to kill it mid-load and to see it died.
+    let (b_took, b_refused) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let workers: Vec<_> = (0..4)
         .map(|w| {
             let (a, b, accepted) = (a.clone(), b.clone(), accepted.clone());
+            let (b_took, b_refused) = (b_took.clone(), b_refused.clone());
             std::thread::spawn(move || {
                 let http = Client::builder()
                     .timeout(Duration::from_secs(10))
@@ -124,6 +130,7 @@ fn killing_a_replica_under_load_loses_nothing() {
                         .json(&json!({ "content": format!("w{w} q{i}") }))
                         .send();
                     // Only a 201 is an acceptance; a refused connection is not.
+                    let to_b = base == &b;
                     if let Ok(r) = r
                         && r.status() == StatusCode::CREATED
                         && let Ok(v) = r.json::<Value>()
@@ -132,12 +139,20 @@ fn killing_a_replica_under_load_loses_nothing() {
                             .lock()
                             .unwrap()
                             .push(v["id"].as_str().unwrap().to_string());
+                        if to_b {
+                            b_took.fetch_add(1, Ordering::SeqCst);
+                        }
+                    } else if to_b {
+                        b_refused.fetch_add(1, Ordering::SeqCst);
                     }
                 }
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(150));
+    // Killed mid-load: once B has taken 40 of its 300, with the rest still coming.
+    eventually("B takes requests", Duration::from_secs(30), || {
+        b_took.load(Ordering::SeqCst) >= 40
+    });
     b_proc.signal(nix::sys::signal::Signal::SIGKILL);
     for w in workers {
         w.join().unwrap();
@@ -148,7 +163,10 @@ fn killing_a_replica_under_load_loses_nothing() {
         "A alone accepts its half: {}",
         accepted.len()
     );
-    assert!(accepted.len() < 600, "B was killed while the load ran");
+    assert!(
+        b_refused.load(Ordering::SeqCst) > 0,
+        "B was killed while the load ran"
+    );
 
     // Every accepted request, wherever it was made, is answerable on A, exactly once.
     let http = Client::builder()
@@ -268,7 +286,26 @@ fn a_request_postgresql_refuses_fails_alone() {
                 .status()
         })
     };
-    std::thread::sleep(Duration::from_millis(150));
+    // The slow one holds the writer (its trigger sleeps in PostgreSQL) before the
+    // forty are sent.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    eventually(
+        "the slow insert holds the writer",
+        Duration::from_secs(10),
+        || {
+            rt.block_on(async {
+                use sqlx::Connection;
+                let mut c = sqlx::PgConnection::connect(&db).await.unwrap();
+                sqlx::query_scalar::<_, i64>(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'",
+                )
+                .fetch_one(&mut c)
+                .await
+                .unwrap()
+                    > 0
+            })
+        },
+    );
     let barrier = Arc::new(std::sync::Barrier::new(41));
     let askers: Vec<_> = (0..41)
         .map(|i| {
