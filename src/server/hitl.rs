@@ -218,25 +218,22 @@ pub fn reply_for(r: &Request, body: &RespondBody) -> Result<Reply, String> {
 
 /// A stable key for one answer, the same on every replica: clients use it to drop a
 /// response they get twice (once over their WebSocket, once by polling).
+///
+/// A UUID v5 (SHA-1, RFC 9562) of the request id, the answer's time and who gave it:
+/// the same bytes on every build and toolchain, unlike std's `DefaultHasher`, whose
+/// output may change between Rust releases.
 pub fn idempotency_key(request_id: &str, a: &Answer) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut h1 = std::hash::DefaultHasher::new();
-    (request_id, a.timestamp.as_nanosecond(), &a.responded_by).hash(&mut h1);
-    let mut h2 = std::hash::DefaultHasher::new();
-    (
-        &a.responded_by,
+    let name = format!(
+        "{request_id}\n{}\n{}",
         a.timestamp.as_nanosecond(),
-        request_id,
-        1u8,
-    )
-        .hash(&mut h2);
-    let mut bytes = [0u8; 16];
-    bytes[..8].copy_from_slice(&h1.finish().to_be_bytes());
-    bytes[8..].copy_from_slice(&h2.finish().to_be_bytes());
-    uuid::Builder::from_custom_bytes(bytes)
-        .into_uuid()
-        .to_string()
+        a.responded_by
+    );
+    uuid::Uuid::new_v5(&ANSWER_KEYS, name.as_bytes()).to_string()
 }
+
+/// The namespace of answers' idempotency keys: any fixed UUID would do; this one must
+/// never change, or replicas of different versions would disagree.
+const ANSWER_KEYS: uuid::Uuid = uuid::Uuid::from_u128(0x3c1f_6f0e_2b7a_5d4c_9e8f_1a2b_3c4d_5e6f);
 
 /// Seed 004's HumanInTheLoopResponse for an answer to `r`.
 pub fn response_data(r: &Request, event_id: Option<i64>, a: &Answer) -> Value {
@@ -354,6 +351,13 @@ mod tests {
         assert_eq!(d["permission"], json!(true));
         assert_eq!(d["eventId"], json!(7));
         assert_eq!(d["idempotencyKey"], json!(idempotency_key(&perm.id, &a)));
+        // Stable across builds and toolchains: a fixed input, a fixed key.
+        let mut fixed = a.clone();
+        fixed.timestamp = "2026-01-02T03:04:05Z".parse().unwrap();
+        fixed.responded_by = "alice".into();
+        let key = idempotency_key("42", &fixed);
+        assert_eq!(key, "a5c12453-7acf-5192-993e-0c79075cf09b");
+        assert_eq!(uuid::Uuid::parse_str(&key).unwrap().get_version_num(), 5);
     }
 
     mod properties {
