@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::Deserialize;
 
-use crate::{protocol::Priority, spool::Spool};
+use crate::protocol::{DEFAULT_MAX_QUESTION_BYTES, Priority};
 
 /// Per-user folders: config (`config.toml`, `token`) and data (`hitl.db`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,7 +156,7 @@ impl Default for AskSettings {
 impl Default for ListenSettings {
     fn default() -> ListenSettings {
         ListenSettings {
-            max_question_bytes: crate::spool::questions::DEFAULT_MAX_QUESTION_BYTES,
+            max_question_bytes: DEFAULT_MAX_QUESTION_BYTES,
         }
     }
 }
@@ -220,14 +220,15 @@ fn merge(into: &mut toml::Table, from: toml::Table) {
     }
 }
 
-/// Loads the layered settings for `project` (if any).
-pub fn load(paths: &Paths, project: Option<&Spool>) -> Result<Settings> {
+/// Loads the layered settings, with the project's settings file
+/// (`.helpers/config.toml`) if there is a project.
+pub fn load(paths: &Paths, project_config: Option<&Path>) -> Result<Settings> {
     let mut table = toml::Table::new();
     if let Some(t) = read_table(&paths.user_config())? {
         merge(&mut table, t);
     }
-    if let Some(spool) = project
-        && let Some(t) = read_table(&spool.config_file())?
+    if let Some(file) = project_config
+        && let Some(t) = read_table(file)?
     {
         merge(&mut table, t);
     }
@@ -267,13 +268,12 @@ mod tests {
             "[ask]\ntimeout = 10\npriority = \"high\"\n",
         )
         .unwrap();
-        let spool = Spool::new(dir.path().join("p"));
-        spool.ensure_layout().unwrap();
-        std::fs::write(spool.config_file(), "[ask]\ntimeout = 20\n").unwrap();
-        let s = load(&paths, Some(&spool)).unwrap();
+        let project = dir.path().join("config.toml");
+        std::fs::write(&project, "[ask]\ntimeout = 20\n").unwrap();
+        let s = load(&paths, Some(&project)).unwrap();
         assert_eq!(s.ask.timeout, 20);
         assert_eq!(s.ask.priority, Priority::High);
-        std::fs::write(spool.config_file(), "[ask]\ntimout = 20\n").unwrap();
-        assert!(load(&paths, Some(&spool)).is_err());
+        std::fs::write(&project, "[ask]\ntimout = 20\n").unwrap();
+        assert!(load(&paths, Some(&project)).is_err());
     }
 }

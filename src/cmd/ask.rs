@@ -143,7 +143,7 @@ pub fn run(opts: AskOptions) -> Result<u8> {
     }
     let spool = Spool::locate(opts.dir.as_deref())?;
     let paths = Paths::from_env();
-    let settings = config::load(&paths, Some(&spool))?;
+    let settings = config::load(&paths, Some(&spool.config_file()))?;
     let (request, who) = build_request(&opts, Some(&spool), &settings)?;
 
     let question_path = spool.questions().join(format!("{}.json", request.id));
@@ -228,7 +228,7 @@ fn run_remote(opts: &AskOptions, server: &str) -> Result<u8> {
         None => std::env::current_dir().ok().and_then(|d| Spool::find(&d)),
     };
     let paths = Paths::from_env();
-    let settings = config::load(&paths, spool.as_ref())?;
+    let settings = config::load(&paths, spool.as_ref().map(|s| s.config_file()).as_deref())?;
     let (request, _who) = build_request(opts, spool.as_ref(), &settings)?;
     let client = crate::client::Client::new(server)?;
     let runtime = tokio::runtime::Builder::new_current_thread()

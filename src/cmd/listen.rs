@@ -145,7 +145,7 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
         }
     }
     let paths = Paths::from_env();
-    let settings = config::load(&paths, spools.first())?;
+    let settings = config::load(&paths, spools.first().map(|s| s.config_file()).as_deref())?;
     let locks = spools
         .iter()
         .map(lock_project)

@@ -21,5 +21,9 @@ pub use time::{now, parse_timestamp};
 pub(crate) use variant::type_name as json_type_name;
 pub use variant::{ParseError, ParsedQuestion, Variant, parse_question};
 
+/// Questions bigger than this many bytes are refused unless `[listen]
+/// max_question_bytes` says otherwise.
+pub const DEFAULT_MAX_QUESTION_BYTES: u64 = 1 << 20;
+
 /// Version written into every file and message this program produces.
 pub const VERSION: u32 = 1;

@@ -15,7 +15,7 @@ use super::{
 use crate::protocol::{Answer, ParseError, ParsedQuestion, Variant, is_valid_id, parse_question};
 
 /// Default size limit for a question file.
-pub const DEFAULT_MAX_QUESTION_BYTES: u64 = 1 << 20;
+pub use crate::protocol::DEFAULT_MAX_QUESTION_BYTES;
 
 /// What reading a question file gave.
 #[derive(Debug)]

@@ -7,6 +7,7 @@ mod cli;
 mod compat;
 mod crash;
 mod http;
+mod layering;
 mod replicas;
 mod roundtrip;
 mod seeds;
