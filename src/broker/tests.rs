@@ -1,1 +1,455 @@
-// unit tests: written below
+//! The broker's lifecycle in-process, with no other process started: a real spool in
+//! a temp folder, a real SQLite store, and spool events sent by the test as the
+//! watcher would send them.
+
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use jiff::Timestamp;
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use super::*;
+use crate::{
+    protocol::{AnswerStatus, Asker, Kind, Priority, Reply},
+    spool::questions,
+    store::{HistoryQuery, NewEvent, Store, spawn_store_writer},
+};
+
+/// A broker running over one temp project.
+struct Harness {
+    _dir: tempfile::TempDir,
+    spool: Spool,
+    db: String,
+    handle: BrokerHandle,
+    events: mpsc::UnboundedSender<SpoolEvent>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    writer: Option<tokio::task::JoinHandle<()>>,
+    reader: Store,
+}
+
+impl Harness {
+    async fn start() -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::new(dir.path().join("project"));
+        spool.ensure_layout().unwrap();
+        let db = format!("sqlite://{}", dir.path().join("history.db").display());
+        Harness::start_in(dir, spool, db).await
+    }
+
+    async fn start_in(dir: tempfile::TempDir, spool: Spool, db: String) -> Harness {
+        let store = Store::open(&db).await.unwrap();
+        let reader = store.clone();
+        let undelivered = store.undelivered().await.unwrap();
+        let pending = store.pending_remote().await.unwrap();
+        let (store_tx, writer) = spawn_store_writer(store);
+        let (broker, handle) = Broker::new(
+            vec![spool.clone()],
+            BrokerOptions {
+                max_question_bytes: 1 << 20,
+                durable: false,
+            },
+            store_tx,
+            undelivered,
+            pending,
+        );
+        let (events, events_rx) = mpsc::unbounded_channel();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(broker.run(events_rx, async {
+            let _ = stopped.await;
+        }));
+        Harness {
+            _dir: dir,
+            spool,
+            db,
+            handle,
+            events,
+            stop: Some(stop),
+            task: Some(task),
+            writer: Some(writer),
+            reader,
+        }
+    }
+
+    /// Stops the broker and its writer (everything sent is written), then starts a
+    /// new one over the same spool and store: a restart.
+    async fn restart(mut self) -> Harness {
+        self.stop_all().await;
+        let Harness {
+            _dir, spool, db, ..
+        } = self;
+        Harness::start_in(_dir, spool, db).await
+    }
+
+    async fn stop_all(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.unwrap();
+        }
+        // The broker's handle and our own are the writer's last senders.
+        let (dead, _) = mpsc::unbounded_channel();
+        let handle = std::mem::replace(
+            &mut self.handle,
+            BrokerHandle::new(mpsc::unbounded_channel().0, broadcast::channel(1).0, dead),
+        );
+        drop(handle);
+        if let Some(writer) = self.writer.take() {
+            tokio::time::timeout(Duration::from_secs(5), writer)
+                .await
+                .expect("the store writer flushes and stops")
+                .unwrap();
+        }
+    }
+
+    /// Writes a question file as `hitl ask` does and tells the broker.
+    fn ask(&self, id: &str, kind: Kind, options: &[&str], tweak: impl FnOnce(&mut Request)) {
+        let mut r = Request {
+            version: 1,
+            id: id.to_string(),
+            agent_id: "agent-1".into(),
+            agent_name: "Agent 1".into(),
+            working_dir: None,
+            timestamp: Timestamp::now(),
+            kind,
+            content: format!("question {id}?"),
+            options: options.iter().map(|o| o.to_string()).collect(),
+            priority: Priority::Normal,
+            timeout: None,
+            context: serde_json::Value::Null,
+            metadata: serde_json::Map::new(),
+            asker: None,
+        };
+        tweak(&mut r);
+        let path = self.question_path(id);
+        let bytes = serde_json::to_vec(&r).unwrap();
+        crate::spool::write_atomic(&self.spool.tmp(), &path, &bytes, false).unwrap();
+        self.events
+            .send(SpoolEvent::Changed { path, closed: true })
+            .unwrap();
+    }
+
+    fn question_path(&self, id: &str) -> PathBuf {
+        self.spool.questions().join(format!("{id}.json"))
+    }
+
+    fn answer(&self, id: &str) -> Option<Answer> {
+        questions::read_answer(&self.spool.answers().join(format!("{id}.json")))
+    }
+
+    /// How history has request `id`, once it has it as `status`.
+    async fn history_status(&self, id: &str, status: &str) -> crate::store::HistoryEntry {
+        let q = HistoryQuery {
+            id: Some(id.to_string()),
+            project: None,
+            limit: 1,
+        };
+        for _ in 0..500 {
+            if let Some(h) = self.reader.history(&q).await.unwrap().pop()
+                && h.status == status
+            {
+                return h;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("history never had {id} as {status}");
+    }
+}
+
+/// The next change for which `pick` says something, within 10 s.
+async fn next<T>(
+    rx: &mut broadcast::Receiver<Change>,
+    mut pick: impl FnMut(Change) -> Option<T>,
+) -> T {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Some(t) = pick(rx.recv().await.unwrap()) {
+                return t;
+            }
+        }
+    })
+    .await
+    .expect("the broker said nothing in 10 s")
+}
+
+fn queued(c: Change) -> Option<Arc<PendingRequest>> {
+    match c {
+        Change::Queued(p) => Some(p),
+        Change::Finished(_) => None,
+    }
+}
+
+fn finished(c: Change) -> Option<Arc<Finished>> {
+    match c {
+        Change::Finished(f) => Some(f),
+        Change::Queued(_) => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_queued_answered_delivered_and_recorded() {
+    let h = Harness::start().await;
+    let mut changes = h.handle.subscribe();
+    h.ask("q1", Kind::Select, &["dev", "prod"], |_| {});
+    let p = next(&mut changes, queued).await;
+    assert_eq!((p.origin, p.request.id.as_str()), (Origin::Spool, "q1"));
+    assert_eq!(h.handle.pending().await.len(), 1);
+
+    // A reply that does not fit the kind is refused; the question stays pending.
+    let wrong = h
+        .handle
+        .respond(p.seq, Reply::Text("staging".into()), "t")
+        .await;
+    assert!(matches!(wrong, Err(RespondError::Invalid(_))), "{wrong:?}");
+    let yes = Reply::Approval {
+        approved: true,
+        comment: None,
+    };
+    assert!(matches!(
+        h.handle.respond(p.seq, yes, "t").await,
+        Err(RespondError::Invalid(_))
+    ));
+
+    let a = h
+        .handle
+        .respond(p.seq, Reply::Text("prod".into()), "tester")
+        .await
+        .unwrap();
+    assert_eq!(a.content, "prod");
+    let f = next(&mut changes, finished).await;
+    assert!(f.here);
+    assert_eq!(
+        (f.status, f.responded_by()),
+        (Status::Answered, Some("tester"))
+    );
+    assert_eq!(h.answer("q1").unwrap().content, "prod");
+    assert!(h.handle.pending().await.is_empty());
+    let rec = h.history_status("q1", "answered").await;
+    assert_eq!(rec.content, "question q1?");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_answer_wins() {
+    let h = Harness::start().await;
+    let mut changes = h.handle.subscribe();
+    h.ask("race", Kind::Text, &[], |_| {});
+    let p = next(&mut changes, queued).await;
+    let (a, b) = tokio::join!(
+        h.handle.respond(p.seq, Reply::Text("one".into()), "alice"),
+        h.handle.respond(p.seq, Reply::Text("two".into()), "bob"),
+    );
+    let (won, lost) = match (a, b) {
+        (Ok(w), Err(l)) | (Err(l), Ok(w)) => (w, l),
+        other => panic!("exactly one answer must win: {other:?}"),
+    };
+    assert!(
+        matches!(
+            lost,
+            RespondError::AlreadyAnswered(_) | RespondError::NotFound(_)
+        ),
+        "{lost:?}"
+    );
+    assert_eq!(h.answer("race").unwrap().content, won.content);
+
+    // An answer file written by another responder (`hitl answer`) wins too: the
+    // broker records it and refuses its own.
+    h.ask("outside", Kind::Text, &[], |_| {});
+    let p = next(&mut changes, queued).await;
+    let theirs = Answer::from_reply(&p.request, Reply::Text("from the CLI".into()), "cli:me");
+    let path = h.spool.answers().join("outside.json");
+    crate::spool::create_exclusive(
+        &h.spool.tmp(),
+        &path,
+        &serde_json::to_vec(&theirs).unwrap(),
+        false,
+    )
+    .unwrap();
+    h.events
+        .send(SpoolEvent::Changed { path, closed: true })
+        .unwrap();
+    let f = next(&mut changes, finished).await;
+    assert_eq!(f.responded_by(), Some("cli:me"));
+    let late = h
+        .handle
+        .respond(p.seq, Reply::Text("late".into()), "t")
+        .await;
+    assert!(matches!(late, Err(RespondError::NotFound(_))), "{late:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeouts_cancels_and_withdrawals_end_requests() {
+    let h = Harness::start().await;
+    let mut changes = h.handle.subscribe();
+
+    // Past its deadline (and the grace askers get): timed out at the next tick.
+    h.ask("late", Kind::Approval, &[], |r| {
+        r.timestamp = Timestamp::now() - jiff::SignedDuration::from_secs(30);
+        r.timeout = Some(1);
+    });
+    let f = next(&mut changes, finished).await;
+    assert_eq!((f.id(), f.status), ("late", Status::Timeout));
+    let a = h.answer("late").unwrap();
+    assert_eq!((a.status, a.approved), (AnswerStatus::Timeout, Some(false)));
+
+    // Cancelled by a human.
+    h.ask("cancel", Kind::Text, &[], |_| {});
+    let p = next(&mut changes, queued).await;
+    let cancel = Reply::Cancel {
+        reason: Some("not now".into()),
+    };
+    h.handle.respond(p.seq, cancel, "t").await.unwrap();
+    let f = next(&mut changes, finished).await;
+    assert_eq!(f.status, Status::Cancelled);
+    assert_eq!(h.answer("cancel").unwrap().status, AnswerStatus::Cancelled);
+
+    // Withdrawn: the asker removed its question.
+    h.ask("gone", Kind::Text, &[], |_| {});
+    next(&mut changes, queued).await;
+    let path = h.question_path("gone");
+    std::fs::remove_file(&path).unwrap();
+    h.events.send(SpoolEvent::Removed { path }).unwrap();
+    let f = next(&mut changes, finished).await;
+    assert_eq!((f.id(), f.status), ("gone", Status::Withdrawn));
+    h.history_status("gone", "withdrawn").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_askers_question_is_abandoned() {
+    let h = Harness::start().await;
+    let mut changes = h.handle.subscribe();
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    h.ask("orphan", Kind::Text, &[], |r| {
+        r.asker = Some(Asker {
+            pid,
+            start_time: Some(1),
+        });
+    });
+    let f = next(&mut changes, finished).await;
+    assert_eq!((f.id(), f.status), ("orphan", Status::Abandoned));
+    assert!(
+        !h.question_path("orphan").exists(),
+        "nobody will read it: removed"
+    );
+    h.history_status("orphan", "abandoned").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_queues_again_and_delivers_what_was_chosen() {
+    let mut h = Harness::start().await;
+    let mut changes = h.handle.subscribe();
+    h.ask("stays", Kind::Text, &[], |_| {});
+    h.ask("withdrawn", Kind::Text, &[], |_| {});
+    next(&mut changes, queued).await;
+    next(&mut changes, queued).await;
+    // The broker stops with both pending; one asker gives up while none runs.
+    h.stop_all().await;
+    std::fs::remove_file(h.question_path("withdrawn")).unwrap();
+    // And an answer chosen just before a crash, never written to its file.
+    let q = questions::load_question(&h.question_path("stays"), 1 << 20);
+    let questions::Loaded::Question(q) = q else {
+        panic!("{q:?}")
+    };
+    let chosen = Answer::from_reply(&q.request, Reply::Text("chosen before".into()), "alice");
+    h.reader
+        .apply(&[StoreOp::Delivering {
+            project: h.spool.project().display().to_string(),
+            request: Box::new(q.request.clone()),
+            variant: q.variant,
+            answer: Box::new(chosen),
+        }])
+        .await
+        .unwrap();
+
+    let h = h.restart().await;
+    // Delivered, not asked again.
+    for _ in 0..500 {
+        if h.answer("stays").is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        h.answer("stays")
+            .expect("delivered after the restart")
+            .content,
+        "chosen before"
+    );
+    h.history_status("stays", "answered").await;
+    h.history_status("withdrawn", "withdrawn").await;
+    assert!(h.handle.pending().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_request_is_asked_answered_and_requeued_after_a_restart() {
+    let h = Harness::start().await;
+    let mut changes = h.handle.subscribe();
+    let request = |content: &str| Request {
+        version: 1,
+        id: String::new(),
+        agent_id: "web".into(),
+        agent_name: "Web".into(),
+        working_dir: None,
+        timestamp: Timestamp::now(),
+        kind: Kind::Yesno,
+        content: content.into(),
+        options: Vec::new(),
+        priority: Priority::High,
+        timeout: Some(600),
+        context: serde_json::Value::Null,
+        metadata: serde_json::Map::new(),
+        asker: None,
+    };
+    let event = || NewEvent {
+        source_app: "web".into(),
+        session_id: "s".into(),
+        hook_event_type: "HumanInTheLoop".into(),
+        payload: serde_json::json!({}),
+        extra: serde_json::Map::new(),
+        timestamp_ms: 0,
+        hitl: None,
+        idempotency_key: None,
+    };
+    // Spool questions are asked with files, not through the handle.
+    let spool_ask = h.handle.ask(request("no"), Origin::Spool, event()).await;
+    assert_eq!(spool_ask.unwrap_err(), AskError::NotStored);
+
+    let asked = h
+        .handle
+        .ask(request("Ship?"), Origin::Http, event())
+        .await
+        .unwrap();
+    let p = asked.pending.unwrap();
+    assert_eq!((p.origin, p.event_id), (Origin::Http, Some(asked.event_id)));
+    assert_eq!(next(&mut changes, queued).await.seq, p.seq);
+    h.handle
+        .respond(p.seq, Reply::Text("yes".into()), "t")
+        .await
+        .unwrap();
+    let f = next(&mut changes, finished).await;
+    assert!(f.here && f.status == Status::Answered);
+    let stored = h.reader.find_request(&p.request.id).await.unwrap().unwrap();
+    assert_eq!(
+        (stored.status, stored.answer.unwrap().content.as_str()),
+        (Status::Answered, "yes")
+    );
+
+    // One left pending is queued again by the next broker, with its event id.
+    let left = h
+        .handle
+        .ask(request("Later?"), Origin::Http, event())
+        .await
+        .unwrap();
+    let h = h.restart().await;
+    let again = h
+        .handle
+        .find(&left.event_id.to_string())
+        .await
+        .expect("queued again");
+    assert_eq!(
+        (again.origin, again.event_id),
+        (Origin::Http, Some(left.event_id))
+    );
+    assert_eq!(again.request.content, "Later?");
+}
