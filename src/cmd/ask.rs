@@ -92,7 +92,7 @@ fn build_request(
     if content.trim().is_empty() {
         bail!("the question is empty");
     }
-    if matches!(opts.kind, Kind::Select | Kind::Multiselect) && opts.options.is_empty() {
+    if opts.kind.needs_options() && opts.options.is_empty() {
         bail!("a {} question needs at least one --option", opts.kind);
     }
     let context = match &opts.context {

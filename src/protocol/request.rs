@@ -67,6 +67,22 @@ impl Kind {
     pub fn is_approval(self) -> bool {
         matches!(self, Kind::Approval | Kind::Permission)
     }
+
+    /// True for the kinds that choose among options, and so need some.
+    pub fn needs_options(self) -> bool {
+        matches!(self, Kind::Select | Kind::Multiselect)
+    }
+
+    /// What a person types to answer this kind, as a prompt says it.
+    pub fn prompt_hint(self) -> &'static str {
+        match self {
+            Kind::Text => "Answer",
+            Kind::Yesno => "Answer [y/n]",
+            Kind::Select => "Choose a number",
+            Kind::Multiselect => "Choose numbers, separated by commas",
+            Kind::Approval | Kind::Permission => "[a]pprove or [d]eny, then an optional comment",
+        }
+    }
 }
 
 impl std::str::FromStr for Kind {

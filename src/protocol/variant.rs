@@ -242,7 +242,7 @@ pub fn parse_question(bytes: &[u8], file_stem: &str) -> Result<ParsedQuestion, P
             });
         }
     };
-    if matches!(kind, Kind::Select | Kind::Multiselect) && options.is_empty() {
+    if kind.needs_options() && options.is_empty() {
         return Err(ParseError::NoOptions(kind));
     }
     let priority = match take_string(&mut obj, "priority")? {

@@ -73,7 +73,7 @@ pub fn request_from_spec(
         return Err("humanInTheLoop.question is empty".into());
     }
     let options = spec.choices.clone().unwrap_or_default();
-    if matches!(kind, Kind::Select | Kind::Multiselect) && options.is_empty() {
+    if kind.needs_options() && options.is_empty() {
         return Err(format!(
             "a {} request needs humanInTheLoop.choices (at least one)",
             spec.kind

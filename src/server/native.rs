@@ -82,7 +82,7 @@ pub async fn create(
     if body.content.trim().is_empty() {
         return Err(ApiError::bad_request("content (the question) is empty"));
     }
-    if matches!(kind, Kind::Select | Kind::Multiselect) && body.options.is_empty() {
+    if kind.needs_options() && body.options.is_empty() {
         return Err(ApiError::bad_request(format!(
             "a {kind} request needs options"
         )));

@@ -12,7 +12,7 @@ use tokio::sync::{broadcast::error::RecvError, mpsc};
 
 use crate::{
     broker::{BrokerHandle, Change, PendingRequest},
-    protocol::{Kind, Reply},
+    protocol::Reply,
 };
 
 /// Who terminal answers are from.
@@ -48,16 +48,6 @@ fn stdin_lines() -> mpsc::UnboundedReceiver<String> {
 }
 
 /// How the prompt asks for a reply to `kind`.
-fn hint(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Text => "Answer",
-        Kind::Yesno => "Answer [y/n]",
-        Kind::Select => "Choose a number",
-        Kind::Multiselect => "Choose numbers, separated by commas",
-        Kind::Approval | Kind::Permission => "[a]pprove or [d]eny, then an optional comment",
-    }
-}
-
 fn show(out: &mut impl Write, p: &PendingRequest, waiting: usize) -> std::io::Result<()> {
     let r = &p.request;
     writeln!(out, "\n{RULE}")?;
@@ -82,7 +72,7 @@ fn show(out: &mut impl Write, p: &PendingRequest, waiting: usize) -> std::io::Re
         writeln!(out, "  {}) {o}", i + 1)?;
     }
     writeln!(out, "{RULE}")?;
-    write!(out, "{} (/cancel to decline): ", hint(r.kind))?;
+    write!(out, "{} (/cancel to decline): ", r.kind.prompt_hint())?;
     out.flush()
 }
 
@@ -124,7 +114,7 @@ pub async fn run(handle: BrokerHandle) {
                     };
                     match reply {
                         Err(msg) => {
-                            let _ = write!(out, "{msg}. {}: ", hint(head.request.kind));
+                            let _ = write!(out, "{msg}. {}: ", head.request.kind.prompt_hint());
                             let _ = out.flush();
                         }
                         Ok(reply) => {
