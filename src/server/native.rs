@@ -397,16 +397,19 @@ pub async fn agents(State(state): State<Arc<AppState>>) -> Result<Json<Value>, A
     })
     .await
     .map_err(ApiError::internal)?;
-    let mut remote: Vec<(&str, &str, usize)> = Vec::new();
-    for p in pending.iter().filter(|p| p.project.as_os_str().is_empty()) {
-        match remote.iter_mut().find(|r| r.0 == p.request.agent_id) {
-            Some(r) => r.2 += 1,
-            None => remote.push((&p.request.agent_id, &p.request.agent_name, 1)),
+    let mut remote: Vec<(&str, &str, Origin, usize)> = Vec::new();
+    for p in pending.iter().filter(|p| p.origin.is_stored()) {
+        match remote
+            .iter_mut()
+            .find(|r| r.0 == p.request.agent_id && r.2 == p.origin)
+        {
+            Some(r) => r.3 += 1,
+            None => remote.push((&p.request.agent_id, &p.request.agent_name, p.origin, 1)),
         }
     }
-    for (id, name, n) in remote {
+    for (id, name, origin, n) in remote {
         out.push(
-            json!({ "id": id, "name": name, "status": "waiting", "pending": n, "origin": "http" }),
+            json!({ "id": id, "name": name, "status": "waiting", "pending": n, "origin": origin }),
         );
     }
     Ok(Json(json!(out)))

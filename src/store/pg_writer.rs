@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::{PgPool, Postgres, Transaction};
 
 use super::{NewEvent, Outcome, REMOTE_PROJECT, StoreOp, sql};
-use crate::protocol::{Answer, Request, Variant};
+use crate::protocol::{Answer, Origin, Request, Variant};
 
 type Tx<'a> = Transaction<'a, Postgres>;
 
@@ -225,7 +225,7 @@ async fn apply_one(tx: &mut Tx<'_>, op: &StoreOp) -> Result<Outcome> {
             request,
             variant,
         } => {
-            insert_request(tx, project, request, *variant, "spool").await?;
+            insert_request(tx, project, request, *variant, Origin::Spool).await?;
         }
         StoreOp::Delivering {
             project,
@@ -251,7 +251,7 @@ async fn apply_one(tx: &mut Tx<'_>, op: &StoreOp) -> Result<Outcome> {
             answer,
             reason,
         } => {
-            insert_request(tx, project, request, *variant, "spool").await?;
+            insert_request(tx, project, request, *variant, Origin::Spool).await?;
             sqlx::query(sql::FINISH_REQUEST)
                 .bind(status.as_str())
                 .bind(answer_json(answer)?)
@@ -305,7 +305,7 @@ async fn insert_request(
     project: &str,
     r: &Request,
     variant: Variant,
-    origin: &str,
+    origin: Origin,
 ) -> Result<()> {
     sqlx::query(sql::INSERT_REQUEST)
         .bind(uuid::Uuid::now_v7().to_string())
@@ -320,7 +320,7 @@ async fn insert_request(
         .bind(r.priority.as_str())
         .bind(text(&r.content))
         .bind(serde_json::to_string(r)?)
-        .bind(origin)
+        .bind(origin.as_str())
         .bind(r.deadline().map(|d| d.as_millisecond()))
         .execute(&mut **tx)
         .await?;
@@ -361,7 +361,7 @@ async fn create_one(tx: &mut Tx<'_>, op: &StoreOp, created: &mut Vec<String>) ->
     if !existing {
         let mut r = (**request).clone();
         r.id = event_id.to_string();
-        insert_request(tx, REMOTE_PROJECT, &r, Variant::Canonical, "http").await?;
+        insert_request(tx, REMOTE_PROJECT, &r, Variant::Canonical, Origin::Http).await?;
         created.push(r.id);
     }
     Ok(Outcome::Created { event_id, existing })
@@ -427,7 +427,7 @@ async fn create_remote(
         if inserted.contains(id) {
             let mut r = (*request).clone();
             r.id = id.to_string();
-            requests.push(REMOTE_PROJECT, &r, Variant::Canonical, "http")?;
+            requests.push(REMOTE_PROJECT, &r, Variant::Canonical, Origin::Http)?;
             created.push(r.id);
             outcomes.push(Outcome::Created {
                 event_id: *id,
@@ -611,13 +611,7 @@ struct RequestColumns {
 }
 
 impl RequestColumns {
-    fn push(
-        &mut self,
-        project: &str,
-        r: &Request,
-        variant: Variant,
-        origin: &'static str,
-    ) -> Result<()> {
+    fn push(&mut self, project: &str, r: &Request, variant: Variant, origin: Origin) -> Result<()> {
         self.key.push(uuid::Uuid::now_v7().to_string());
         self.project.push(project.to_string());
         self.id.push(owned_text(&r.id));
@@ -630,7 +624,7 @@ impl RequestColumns {
         self.priority.push(r.priority.as_str());
         self.content.push(owned_text(&r.content));
         self.request_json.push(serde_json::to_string(r)?);
-        self.origin.push(origin);
+        self.origin.push(origin.as_str());
         self.deadline_ms
             .push(r.deadline().map(|d| d.as_millisecond()));
         Ok(())

@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{NewEvent, Outcome, REMOTE_PROJECT, StoreOp, sql};
-use crate::protocol::{Answer, Request, Variant};
+use crate::protocol::{Answer, Origin, Request, Variant};
 
 /// How often the WAL is folded back into the database file.
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
@@ -96,7 +96,7 @@ fn insert_request(
     project: &str,
     r: &Request,
     variant: Variant,
-    origin: &str,
+    origin: Origin,
 ) -> Result<()> {
     c.prepare_cached(sql::INSERT_REQUEST)?.execute(params![
         uuid::Uuid::now_v7().to_string(),
@@ -111,7 +111,7 @@ fn insert_request(
         r.priority.as_str(),
         r.content,
         serde_json::to_string(r)?,
-        origin,
+        origin.as_str(),
         r.deadline().map(|d| d.as_millisecond()),
     ])?;
     Ok(())
@@ -160,7 +160,7 @@ fn apply(conn: &mut Connection, ops: &[StoreOp]) -> Result<Vec<Outcome>> {
                 request,
                 variant,
             } => {
-                insert_request(&tx, project, request, *variant, "spool")?;
+                insert_request(&tx, project, request, *variant, Origin::Spool)?;
                 Outcome::Done
             }
             StoreOp::Delivering {
@@ -187,7 +187,7 @@ fn apply(conn: &mut Connection, ops: &[StoreOp]) -> Result<Vec<Outcome>> {
                 answer,
                 reason,
             } => {
-                insert_request(&tx, project, request, *variant, "spool")?;
+                insert_request(&tx, project, request, *variant, Origin::Spool)?;
                 tx.prepare_cached(sql::FINISH_REQUEST)?.execute(params![
                     status.as_str(),
                     answer_json(answer)?,
@@ -214,7 +214,7 @@ fn apply(conn: &mut Connection, ops: &[StoreOp]) -> Result<Vec<Outcome>> {
                 if !existing {
                     let mut r = (**request).clone();
                     r.id = event_id.to_string();
-                    insert_request(&tx, REMOTE_PROJECT, &r, Variant::Canonical, "http")?;
+                    insert_request(&tx, REMOTE_PROJECT, &r, Variant::Canonical, Origin::Http)?;
                 }
                 Outcome::Created { event_id, existing }
             }
