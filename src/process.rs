@@ -34,8 +34,20 @@ pub(crate) struct Stat {
 /// ancestors with this, and the general-purpose reader's extra system calls per
 /// process (a directory handle, a stat, a seek) were a fifth of an ask's own work.
 pub(crate) fn stat(pid: u32) -> Option<Stat> {
+    read_stat(&format!("/proc/{pid}/stat"))
+}
+
+/// Like [`stat`], from the process's main thread alone (`/proc/PID/task/PID/stat`):
+/// the same name, parent, session and start time, without the kernel summing every
+/// thread's times, which is most of a read's cost for a busy multithreaded process.
+/// Its state is the main thread's, so liveness checks use [`stat`].
+pub(crate) fn main_thread_stat(pid: u32) -> Option<Stat> {
+    read_stat(&format!("/proc/{pid}/task/{pid}/stat"))
+}
+
+fn read_stat(path: &str) -> Option<Stat> {
     let mut buf = [0u8; 1024];
-    let mut f = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    let mut f = std::fs::File::open(path).ok()?;
     let mut n = 0;
     while n < buf.len() {
         match f.read(&mut buf[n..]) {
@@ -76,13 +88,16 @@ pub fn start_time(pid: u32) -> Option<u64> {
     stat(pid).map(|s| s.starttime)
 }
 
-/// This process, as a [`ProcessRef`].
+/// This process, as a [`ProcessRef`] (read once).
 pub fn this_process() -> ProcessRef {
-    let pid = std::process::id();
-    ProcessRef {
-        pid,
-        start_time: start_time(pid).unwrap_or(0),
-    }
+    static ME: std::sync::OnceLock<ProcessRef> = std::sync::OnceLock::new();
+    *ME.get_or_init(|| {
+        let pid = std::process::id();
+        ProcessRef {
+            pid,
+            start_time: main_thread_stat(pid).map_or(0, |s| s.starttime),
+        }
+    })
 }
 
 /// True while `pid` runs and, when `start` is given, is still the same process.
@@ -119,6 +134,8 @@ mod tests {
         assert_eq!(ours.ppid, theirs.ppid);
         assert_eq!(ours.session, theirs.session);
         assert_eq!(ours.comm, theirs.comm);
+        assert_eq!(main_thread_stat(me).unwrap().starttime, theirs.starttime);
+        assert_eq!(this_process().start_time, theirs.starttime);
         assert!(is_alive(me, Some(ours.starttime)));
         assert!(!is_alive(me, Some(ours.starttime + 1)));
     }

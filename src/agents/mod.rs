@@ -13,7 +13,7 @@ pub use registry::{
     record_heartbeat, record_waiting, sweep,
 };
 
-use crate::process::stat;
+use crate::process::main_thread_stat;
 pub use crate::process::{ProcessRef, is_alive, start_time, this_process};
 
 /// Process names that are AI agents.
@@ -110,7 +110,7 @@ pub fn identify() -> Identity {
 /// The nearest ancestor that is an agent, else the session leader, else our parent.
 fn find_agent_process() -> (String, ProcessRef) {
     let me = std::process::id();
-    let my_stat = stat(me);
+    let my_stat = main_thread_stat(me);
     let session = my_stat.as_ref().map(|s| s.session).unwrap_or(0);
     let mut pid = my_stat.as_ref().map(|s| s.ppid).unwrap_or(0);
     let mut parent: Option<(String, ProcessRef)> = None;
@@ -118,7 +118,9 @@ fn find_agent_process() -> (String, ProcessRef) {
         if pid <= 1 {
             break;
         }
-        let Some(s) = stat(pid as u32) else { break };
+        let Some(s) = main_thread_stat(pid as u32) else {
+            break;
+        };
         let here = (
             s.comm.clone(),
             ProcessRef {

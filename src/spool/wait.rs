@@ -1,10 +1,17 @@
-//! The asker's side: wait for one answer file to appear, without polling.
+//! The asker's side: wait for one answer file to appear.
 //!
-//! One thread, one `poll(2)` over an inotify fd and a signalfd: the answer's arrival,
-//! Ctrl-C and the deadline all wake the same call, so a short-lived `hitl ask` needs no
-//! runtime and no helper threads. inotify is refused when the user's 128 instances are
-//! used up (EMFILE) or the watch table is full (ENOSPC), and it sees nothing on network
-//! file systems; only then do we poll, with a short interval that backs off.
+//! One thread, one `ppoll(2)` over a signalfd and (once set up) an inotify fd: the
+//! answer's arrival, Ctrl-C and the deadline all wake the same call, so a short-lived
+//! `hitl ask` needs no runtime and no helper threads.
+//!
+//! A listener usually answers within a millisecond (`--auto-answer`, a policy, a
+//! question answered from a queue already open), so the wait first looks for the file
+//! every [`SPIN_EVERY`] for [`SPIN_FOR`], and only then sets up inotify: an inotify
+//! instance costs more to close (the kernel waits for an RCU grace period, tens of
+//! microseconds and at times milliseconds) than that whole first phase. A question that
+//! waits for a person is then woken by inotify as always. inotify is refused when the
+//! user's 128 instances are used up (EMFILE) or the watch table is full (ENOSPC), and
+//! it sees nothing on network file systems; only then do we poll, backing off.
 
 use std::{
     io,
@@ -14,11 +21,12 @@ use std::{
 };
 
 use nix::{
-    poll::{PollFd, PollFlags, PollTimeout, poll},
+    poll::{PollFd, PollFlags, ppoll},
     sys::{
         inotify::{AddWatchFlags, InitFlags, Inotify},
         signal::{SigSet, Signal},
         signalfd::{SfdFlags, SignalFd},
+        time::TimeSpec,
     },
 };
 
@@ -33,12 +41,28 @@ pub enum WaitOutcome {
     Interrupted(Signal),
 }
 
+/// How long the wait looks for the answer file before it sets up inotify.
+const SPIN_FOR: Duration = Duration::from_millis(3);
+/// How often it looks meanwhile.
+const SPIN_EVERY: Duration = Duration::from_micros(100);
+
+/// How the wait learns of the file.
+enum Watch {
+    /// Looking every [`SPIN_EVERY`] until the deadline, then inotify.
+    Spin(Instant),
+    /// inotify: woken by the kernel the moment the file is put in place.
+    Inotify(Inotify),
+    /// Polling with back-off: inotify was refused or cannot see this file system.
+    Poll,
+}
+
 /// A wait for `dir/name`, set up *before* the question is written so that an answer
-/// arriving at once is not missed.
+/// arriving at once is not missed (the first look for the file comes after the write).
 pub struct AnswerWait {
+    dir: PathBuf,
     target: PathBuf,
     name: String,
-    inotify: Option<Inotify>,
+    watch: Watch,
     signals: SignalFd,
     /// The signal mask before [`AnswerWait::new`] blocked ours; restored on drop, since
     /// a blocked mask is inherited by every process this thread spawns later.
@@ -69,30 +93,41 @@ impl AnswerWait {
         set.thread_block().map_err(io::Error::from)?;
         let signals = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
             .map_err(io::Error::from)?;
-        let inotify = if super::is_network_fs(dir) || std::env::var_os("HITL_FORCE_POLL").is_some()
-        {
-            None
+        let watch = if super::is_network_fs(dir) || std::env::var_os("HITL_FORCE_POLL").is_some() {
+            Watch::Poll
         } else {
-            Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
-                .and_then(|ino| {
-                    ino.add_watch(
-                        dir,
-                        AddWatchFlags::IN_MOVED_TO
-                            | AddWatchFlags::IN_CLOSE_WRITE
-                            | AddWatchFlags::IN_CREATE,
-                    )
-                    .map(|_| ino)
-                })
-                .map_err(|e| tracing::debug!("inotify refused ({e}); polling instead"))
-                .ok()
+            // Sleeps of a tenth of a millisecond need a timer that keeps to them (the
+            // default slack is half that again); this only concerns this process.
+            let _ = nix::sys::prctl::set_timerslack(1_000);
+            Watch::Spin(Instant::now() + SPIN_FOR)
         };
         Ok(AnswerWait {
+            dir: dir.to_path_buf(),
             target: dir.join(name),
             name: name.to_string(),
-            inotify,
+            watch,
             signals,
             old_mask,
         })
+    }
+
+    /// Leaves the first phase: inotify from now on, or polling if it is refused.
+    fn start_inotify(&mut self) {
+        self.watch = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
+            .and_then(|ino| {
+                ino.add_watch(
+                    &self.dir,
+                    AddWatchFlags::IN_MOVED_TO
+                        | AddWatchFlags::IN_CLOSE_WRITE
+                        | AddWatchFlags::IN_CREATE,
+                )
+                .map(|_| ino)
+            })
+            .map(Watch::Inotify)
+            .unwrap_or_else(|e| {
+                tracing::debug!("inotify refused ({e}); polling instead");
+                Watch::Poll
+            });
     }
 
     /// Waits until the file exists, the deadline passes or a signal arrives. `on_tick`
@@ -107,7 +142,7 @@ impl AnswerWait {
         let mut poll_interval = Duration::from_millis(2);
         loop {
             // Checked on every wake-up: covers an answer written before the watch was
-            // set, a lost event, and the polling mode.
+            // set, a lost event, and the spinning and polling modes.
             if self.target.exists() {
                 return Ok(WaitOutcome::Appeared);
             }
@@ -119,25 +154,32 @@ impl AnswerWait {
                 on_tick();
                 next_tick = now + tick;
             }
+            if let Watch::Spin(until) = self.watch
+                && now >= until
+            {
+                self.start_inotify();
+                // Look once more now that the watch is set: nothing can slip between.
+                continue;
+            }
             let mut wake = next_tick;
             if let Some(d) = deadline {
                 wake = wake.min(d);
             }
-            if self.inotify.is_none() {
-                wake = wake.min(now + poll_interval);
-                poll_interval = (poll_interval * 3 / 2).min(Duration::from_millis(100));
+            match self.watch {
+                Watch::Spin(until) => wake = wake.min(until).min(now + SPIN_EVERY),
+                Watch::Poll => {
+                    wake = wake.min(now + poll_interval);
+                    poll_interval = (poll_interval * 3 / 2).min(Duration::from_millis(100));
+                }
+                Watch::Inotify(_) => {}
             }
-            let millis = wake
-                .saturating_duration_since(now)
-                .as_millis()
-                .min(i32::MAX as u128);
-            let timeout = PollTimeout::try_from(millis as u32 + 1).unwrap_or(PollTimeout::MAX);
+            let timeout = TimeSpec::from_duration(wake.saturating_duration_since(now));
 
             let mut fds = vec![PollFd::new(self.signals.as_fd(), PollFlags::POLLIN)];
-            if let Some(ino) = &self.inotify {
+            if let Watch::Inotify(ino) = &self.watch {
                 fds.push(PollFd::new(ino.as_fd(), PollFlags::POLLIN));
             }
-            match poll(&mut fds, timeout) {
+            match ppoll(&mut fds, Some(timeout), None) {
                 Ok(_) => {}
                 Err(nix::errno::Errno::EINTR) => continue,
                 Err(e) => return Err(e.into()),
@@ -147,7 +189,7 @@ impl AnswerWait {
             {
                 return Ok(WaitOutcome::Interrupted(sig));
             }
-            if let Some(ino) = &self.inotify {
+            if let Watch::Inotify(ino) = &self.watch {
                 match ino.read_events() {
                     Ok(events) => {
                         if events
