@@ -104,15 +104,19 @@ pub struct Deliverer {
     /// The stored requests ended lately, for the poll fallback: an agent polls right
     /// after its answer, and reading back a row just written is a store round trip.
     recent: Mutex<Recent>,
+    /// The seed 004 event of each pending request made here, as `POST /events` made
+    /// it, so that answering it needs no read of the row just written.
+    held_events: Mutex<HashMap<i64, Arc<Value>>>,
 }
 
 /// How many ended requests the poll fallback answers from memory.
 const RECENT: usize = 4096;
 
-/// Ended requests by id, oldest first out.
+/// Ended requests by id (with their seed 004 event as it was made here, if it was),
+/// oldest first out.
 #[derive(Default)]
 struct Recent {
-    by_id: HashMap<String, Arc<Finished>>,
+    by_id: HashMap<String, (Arc<Finished>, Option<Arc<Value>>)>,
     order: std::collections::VecDeque<String>,
 }
 
@@ -128,6 +132,7 @@ impl Deliverer {
             waiting: Mutex::new(HashMap::new()),
             events: broadcast::channel(1024).0,
             recent: Mutex::default(),
+            held_events: Mutex::default(),
         })
     }
 
@@ -194,7 +199,12 @@ impl Deliverer {
     /// How stored request `id` ended, if it did lately.
     pub(super) fn recently_ended(&self, id: &str) -> Option<StoredRequest> {
         let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
-        let f = recent.by_id.get(id)?;
+        let (f, _) = recent.by_id.get(id)?;
+        // Ended elsewhere without saying how: the store knows.
+        let answered = matches!(f.status, Status::Answered | Status::Cancelled);
+        if answered && f.answer.is_none() {
+            return None;
+        }
         Some(StoredRequest {
             request: f.pending.request.clone(),
             origin: f.pending.origin,
@@ -205,15 +215,49 @@ impl Deliverer {
         })
     }
 
+    /// Keeps the event `POST /events` made for a request now pending.
+    pub(super) fn hold_event(&self, event_id: i64, event: Value) {
+        // Locks in the order `remember` takes them: held, then recent. A request that
+        // ended before its event got here has its event put beside its end.
+        let mut held = self.held_events.lock().unwrap_or_else(|e| e.into_inner());
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        match recent.by_id.get_mut(&event_id.to_string()) {
+            Some((_, slot)) => *slot = Some(Arc::new(event)),
+            None => {
+                held.insert(event_id, Arc::new(event));
+            }
+        }
+    }
+
+    /// The event made here for request `event_id`, pending or ended lately.
+    pub(super) fn event_of(&self, event_id: i64) -> Option<Arc<Value>> {
+        if let Some(v) = self
+            .held_events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&event_id)
+        {
+            return Some(v.clone());
+        }
+        let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        recent.by_id.get(&event_id.to_string())?.1.clone()
+    }
+
     /// Remembers how a stored request ended, when the change says all of it.
     fn remember(&self, f: &Arc<Finished>) {
-        let answered = matches!(f.status, Status::Answered | Status::Cancelled);
-        if !f.pending.origin.is_stored() || (answered && f.answer.is_none()) {
+        if !f.pending.origin.is_stored() {
             return;
         }
+        let mut held = self.held_events.lock().unwrap_or_else(|e| e.into_inner());
+        let event = f.pending.event_id.and_then(|e| held.remove(&e));
         let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        drop(held);
         let id = f.id().to_string();
-        if recent.by_id.insert(id.clone(), f.clone()).is_none() {
+        if recent
+            .by_id
+            .insert(id.clone(), (f.clone(), event))
+            .is_none()
+        {
             recent.order.push_back(id);
         }
         while recent.order.len() > RECENT {
@@ -278,7 +322,18 @@ impl Deliverer {
             return;
         }
         let p = &f.pending;
+        let made_here = p.event_id.and_then(|id| self.event_of(id));
         let v = match p.event_id {
+            Some(event_id) if let Some(held) = made_here => {
+                let mut v = (*held).clone();
+                v["humanInTheLoopStatus"] =
+                    hitl::status_object(f.status, f.answer.as_ref(), f.reason.as_deref());
+                if let Some(a) = f.answer.as_ref().filter(|_| f.status != Status::Timeout) {
+                    v["humanInTheLoopStatus"]["response"] =
+                        hitl::response_data(&p.request, Some(event_id), a);
+                }
+                v
+            }
             Some(event_id) => match store.event(event_id).await {
                 Ok(Some(e)) => {
                     let mut v = respond::event_json(&e);

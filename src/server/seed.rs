@@ -162,6 +162,9 @@ pub async fn create_event(
     if submitted.existing {
         return Ok((StatusCode::OK, Json(v)).into_response());
     }
+    if submitted.pending.is_some() {
+        state.deliverer.hold_event(submitted.event_id, v.clone());
+    }
     let _ = state.deliverer.events.send(v.clone());
     Ok((StatusCode::CREATED, Json(v)).into_response())
 }
@@ -178,6 +181,15 @@ pub async fn respond_event(
 ) -> Result<Json<Value>, ApiError> {
     let done = respond::respond(&state, &id, &body, "http").await?;
     let event = match done.pending.event_id {
+        // Made here: the event as it was made, without reading it back.
+        Some(event_id) if let Some(held) = state.deliverer.event_of(event_id) => {
+            let mut v = (*held).clone();
+            v["humanInTheLoopStatus"] =
+                hitl::status_object(done.answer.status.into(), Some(&done.answer), None);
+            v["humanInTheLoopStatus"]["response"] =
+                hitl::response_data(&done.pending.request, Some(event_id), &done.answer);
+            Some(v)
+        }
         Some(event_id) => {
             state
                 .store
