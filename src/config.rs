@@ -201,12 +201,31 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 
 fn read_table(path: &Path) -> Result<Option<toml::Table>> {
     match std::fs::read_to_string(path) {
+        // The file `hitl init` writes sets nothing until someone uncomments a line:
+        // every `hitl ask` reads it, and parsing it costs as much as the rest of the
+        // settings' work.
+        Ok(text) if sets_nothing(&text) => Ok(None),
         Ok(text) => Ok(Some(text.parse::<toml::Table>().with_context(|| {
             format!("reading settings from {}", path.display())
         })?)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
     }
+}
+
+/// True when a TOML text holds nothing but comments, blank lines and plain `[table]`
+/// headers, so that it means the defaults.
+fn sets_nothing(text: &str) -> bool {
+    text.lines().map(str::trim).all(|l| {
+        l.is_empty()
+            || l.starts_with('#')
+            || (l.starts_with('[')
+                && !l.starts_with("[[")
+                && l.ends_with(']')
+                && l[1..l.len() - 1]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+    })
 }
 
 fn merge(into: &mut toml::Table, from: toml::Table) {
@@ -253,6 +272,16 @@ mod tests {
         let t: toml::Table = PROJECT_CONFIG_TEMPLATE.parse().unwrap();
         let s: Settings = toml::Value::Table(t).try_into().unwrap();
         assert_eq!(s, Settings::default());
+    }
+
+    #[test]
+    fn a_file_of_comments_and_headers_sets_nothing() {
+        assert!(sets_nothing(PROJECT_CONFIG_TEMPLATE));
+        assert!(sets_nothing("\n# x = 1\n[ask]\n  [http]  \n"));
+        assert!(!sets_nothing("[ask]\ntimeout = 3\n"));
+        assert!(!sets_nothing("[[ask]]\n"));
+        assert!(!sets_nothing("[ask] # a comment after a header\n"));
+        assert!(!sets_nothing("[ask\n"), "broken TOML is parsed, to say so");
     }
 
     #[test]

@@ -45,6 +45,14 @@ pub(crate) fn main_thread_stat(pid: u32) -> Option<Stat> {
     read_stat(&format!("/proc/{pid}/task/{pid}/stat"))
 }
 
+/// Notes this process's stat line when something read it anyway.
+pub(crate) fn remember_self(s: &Stat) {
+    let _ = ME.set(ProcessRef {
+        pid: std::process::id(),
+        start_time: s.starttime,
+    });
+}
+
 fn read_stat(path: &str) -> Option<Stat> {
     let mut buf = [0u8; 1024];
     let mut f = std::fs::File::open(path).ok()?;
@@ -88,9 +96,10 @@ pub fn start_time(pid: u32) -> Option<u64> {
     stat(pid).map(|s| s.starttime)
 }
 
+static ME: std::sync::OnceLock<ProcessRef> = std::sync::OnceLock::new();
+
 /// This process, as a [`ProcessRef`] (read once).
 pub fn this_process() -> ProcessRef {
-    static ME: std::sync::OnceLock<ProcessRef> = std::sync::OnceLock::new();
     *ME.get_or_init(|| {
         let pid = std::process::id();
         ProcessRef {

@@ -111,6 +111,9 @@ pub fn identify() -> Identity {
 fn find_agent_process() -> (String, ProcessRef) {
     let me = std::process::id();
     let my_stat = main_thread_stat(me);
+    if let Some(s) = &my_stat {
+        crate::process::remember_self(s);
+    }
     let session = my_stat.as_ref().map(|s| s.session).unwrap_or(0);
     let mut pid = my_stat.as_ref().map(|s| s.ppid).unwrap_or(0);
     let mut parent: Option<(String, ProcessRef)> = None;
