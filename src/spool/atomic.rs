@@ -22,20 +22,23 @@ pub enum Created {
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// A temp file name no other writer uses: pid, a per-process counter, and a random part
-/// so two processes with a reused pid cannot collide either.
+/// A temp file name no other writer uses: pid, a per-process counter, and the time in
+/// nanoseconds, so two processes with a reused pid cannot collide either (and the
+/// file is created exclusively, so a collision fails rather than overwrites).
 fn temp_path(tmp_dir: &Path, dest: &Path) -> PathBuf {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let stem = dest
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let rand = uuid::Uuid::now_v7().simple().to_string();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
     tmp_dir.join(format!(
-        "{}.{}.{}.{}.tmp",
+        "{}.{}.{:x}.{}.tmp",
         std::process::id(),
         n,
-        &rand[20..],
+        nanos,
         stem
     ))
 }
