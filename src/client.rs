@@ -41,15 +41,20 @@ impl Client {
     /// A client of `base` (like `http://127.0.0.1:4000`), with the token from
     /// `HITL_TOKEN` or the user's `token` file when there is one.
     pub fn new(base: &str) -> Result<Client> {
-        let base = base.trim_end_matches('/').to_string();
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            bail!("{base:?} is not an http:// URL");
-        }
         let token = std::env::var("HITL_TOKEN")
             .ok()
             .filter(|t| !t.trim().is_empty())
             .or_else(|| std::fs::read_to_string(Paths::from_env().config_dir.join("token")).ok())
             .map(|t| t.trim().to_string());
+        Client::with_token(base, token)
+    }
+
+    /// A client of `base` presenting `token` (or none).
+    pub fn with_token(base: &str, token: Option<String>) -> Result<Client> {
+        let base = base.trim_end_matches('/').to_string();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            bail!("{base:?} is not an http:// URL");
+        }
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .build()

@@ -236,3 +236,66 @@ impl Daemon {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), store_task).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        broker::Change,
+        protocol::{Kind, Priority, Reply, Request},
+    };
+
+    /// A daemon started in-process (no spools, HTTP on a free port) with a responder
+    /// of the test's own: a request made over HTTP is answered by it and the answer
+    /// reaches the asker's long poll.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn serves_http_with_any_responder_in_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let responder: Responder = Box::new(|h: BrokerHandle| {
+            tokio::spawn(async move {
+                let mut changes = h.subscribe();
+                while let Ok(change) = changes.recv().await {
+                    if let Change::Queued(p) = change {
+                        let reply = Reply::Text("from the test's responder".into());
+                        let _ = h.respond(p.seq, reply, "test").await;
+                    }
+                }
+            })
+        });
+        let daemon = start(DaemonOptions {
+            spools: Vec::new(),
+            db_url: format!("sqlite://{}", dir.path().join("h.db").display()),
+            settings: Settings::default(),
+            http: Some(("127.0.0.1:0".into(), false)),
+            config_dir: dir.path().to_path_buf(),
+            responders: vec![responder],
+        })
+        .await
+        .unwrap();
+        let base = format!("http://{}", daemon.http_addr.unwrap());
+        let token = std::fs::read_to_string(dir.path().join("token")).unwrap();
+        let client =
+            crate::client::Client::with_token(&base, Some(token.trim().to_string())).unwrap();
+        let request = Request {
+            version: 1,
+            id: String::new(),
+            agent_id: "t".into(),
+            agent_name: "T".into(),
+            working_dir: None,
+            timestamp: jiff::Timestamp::now(),
+            kind: Kind::Text,
+            content: "Who answers?".into(),
+            options: Vec::new(),
+            priority: Priority::Normal,
+            timeout: Some(30),
+            context: serde_json::Value::Null,
+            metadata: serde_json::Map::new(),
+            asker: None,
+        };
+        let id = client.create(&request, "k-1").await.unwrap();
+        let answer = client.wait(&id).await.unwrap().expect("answered");
+        assert_eq!(answer.content, "from the test's responder");
+        assert_eq!(answer.responded_by, "test");
+        daemon.stop().await;
+    }
+}

@@ -227,8 +227,11 @@ fn the_terminal_prompt_and_auto_answer_are_pushed() {
     let project = Project::new();
     let listener = project.listen(&["--auto-answer", "ok", "--http", "127.0.0.1:0"]);
     let api = Api::attach(project, listener);
-    let (_, got) = ask_with_socket(&api, &rt, "approval", "Deploy?", json!({}));
+    let mut streams = Streams::open(&rt, &api.base, &api.token);
+    let (id, got) = ask_with_socket(&api, &rt, "approval", "Deploy?", json!({}));
     let msg = pushed(&got, "auto approval");
+    let (_, queue) = streams.ended(&rt, id);
+    assert_eq!(queue["responded_by"], "auto");
     assert_eq!(
         (msg["approved"].as_bool(), msg["respondedBy"].as_str()),
         (Some(true), Some("auto")),
