@@ -62,7 +62,7 @@ impl Client {
         Ok(Client { base, token, http })
     }
 
-    fn with_token(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    fn authorize(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         match &self.token {
             Some(t) => r.bearer_auth(t),
             None => r,
@@ -71,7 +71,7 @@ impl Client {
 
     async fn send(&self, r: reqwest::RequestBuilder, what: &str) -> Result<(StatusCode, Value)> {
         let response = self
-            .with_token(r)
+            .authorize(r)
             .send()
             .await
             .with_context(|| format!("{what}: cannot reach {}", self.base))?;
