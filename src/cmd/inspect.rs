@@ -195,18 +195,23 @@ fn remote_agents(list: &[Listed]) -> Vec<RemoteAgent> {
     out
 }
 
-/// `hitl agents`: the agent registry with live status, and the agents asking the
-/// project's listener another way.
-pub fn agents(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
-    let spool = Spool::locate(dir.map(PathBuf::as_path))?;
-    let pending = everything_pending(&spool);
+/// The project's agents: the registry's, with those waiting on a spool question marked
+/// so, and those asking the listener another way.
+fn agents_of(spool: &Spool, pending: &[Listed]) -> (Vec<agents::AgentRecord>, Vec<RemoteAgent>) {
     let waiting: HashSet<String> = pending
         .iter()
         .filter(|l| l.origin == Origin::Spool)
         .map(|l| l.request.agent_id.clone())
         .collect();
-    let list = agents::list_agents(&spool, &waiting);
-    let remote = remote_agents(&pending);
+    (agents::list_agents(spool, &waiting), remote_agents(pending))
+}
+
+/// `hitl agents`: the agent registry with live status, and the agents asking the
+/// project's listener another way.
+pub fn agents(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
+    let spool = Spool::locate(dir.map(PathBuf::as_path))?;
+    let pending = everything_pending(&spool);
+    let (list, remote) = agents_of(&spool, &pending);
     if as_json {
         let mut items: Vec<serde_json::Value> = list
             .iter()
@@ -315,13 +320,7 @@ pub async fn history(
 pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
     let spool = Spool::locate(dir.map(PathBuf::as_path))?;
     let pending = everything_pending(&spool);
-    let waiting: HashSet<String> = pending
-        .iter()
-        .filter(|l| l.origin == Origin::Spool)
-        .map(|l| l.request.agent_id.clone())
-        .collect();
-    let agents = agents::list_agents(&spool, &waiting);
-    let remote = remote_agents(&pending);
+    let (agents, remote) = agents_of(&spool, &pending);
     let listener = ListenerInfo::running(&spool);
     let mut by_origin: std::collections::BTreeMap<&str, usize> = Default::default();
     for l in &pending {

@@ -23,6 +23,16 @@ pub enum Origin {
 }
 
 impl Origin {
+    /// Every origin.
+    pub const ALL: [Origin; 6] = [
+        Origin::Spool,
+        Origin::Http,
+        Origin::Hook,
+        Origin::Mcp,
+        Origin::Task,
+        Origin::Mailbox,
+    ];
+
     /// The name stored in history and shown by the CLI and the API.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -37,16 +47,7 @@ impl Origin {
 
     /// The origin named `s`, as [`Origin::as_str`] writes it.
     pub fn parse(s: &str) -> Option<Origin> {
-        [
-            Origin::Spool,
-            Origin::Http,
-            Origin::Hook,
-            Origin::Mcp,
-            Origin::Task,
-            Origin::Mailbox,
-        ]
-        .into_iter()
-        .find(|o| o.as_str() == s)
+        Origin::ALL.into_iter().find(|o| o.as_str() == s)
     }
 
     /// Whether requests of this origin live in the store (rather than in a spool file):
@@ -68,14 +69,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for o in [
-            Origin::Spool,
-            Origin::Http,
-            Origin::Hook,
-            Origin::Mcp,
-            Origin::Task,
-            Origin::Mailbox,
-        ] {
+        for o in Origin::ALL {
             assert_eq!(Origin::parse(o.as_str()), Some(o));
             assert_eq!(serde_json::to_value(o).unwrap(), o.as_str());
         }
