@@ -64,6 +64,8 @@ const TICK: Duration = Duration::from_millis(100);
 const LIVENESS_EVERY: Duration = Duration::from_secs(1);
 /// How often it sweeps the agent registry.
 const SWEEP_EVERY: Duration = Duration::from_secs(10);
+/// At most this many history writes are held back between ticks.
+const MAX_HELD: usize = 1024;
 /// The queue snapshot is rewritten at most this often.
 const SNAPSHOT_EVERY: Duration = Duration::from_millis(200);
 
@@ -257,7 +259,7 @@ pub struct Broker {
     commands_rx: mpsc::UnboundedReceiver<Command>,
     stats: BrokerStats,
     /// History writes held back a moment (see [`Broker::write`]).
-    held: Vec<StoreOp>,
+    held: Vec<StoreMsg>,
     /// The file side: spools, their indexes, partial files, the journal.
     files: spool::Files,
     /// The requests that live in the store.
@@ -495,15 +497,17 @@ impl Broker {
         let _ = self.write(op.into());
     }
 
-    /// Sends a write to the store writer. A plain `Asked` record is held back until
-    /// the next tick or a write that must follow it: it is safe meanwhile (the
-    /// question's `journal/` link replays it after a crash), and the `Delivering`
-    /// record of a question answered at once (its own small table) then commits
-    /// alone on the asker's path.
+    /// Sends a write to the store writer. A spool question's history (`Asked`,
+    /// `Finished`) is held back until the next tick (or a write that must follow it):
+    /// it is safe meanwhile, since the question's `journal/` link (kept until its end
+    /// is committed) and the `deliveries` row replay it after a crash; and a question
+    /// answered at once then finds the writer free for the one record on its asker's
+    /// path, its `Delivering` row, instead of queued behind the last one's history
+    /// (most of a disk round trip). History trails by at most a tick.
     fn write(&mut self, msg: StoreMsg) -> Result<(), StoreMsg> {
         match msg.op {
-            StoreOp::Asked { .. } if msg.ack.is_none() => {
-                self.held.push(msg.op);
+            StoreOp::Asked { .. } | StoreOp::Finished { .. } if self.held.len() < MAX_HELD => {
+                self.held.push(msg);
                 return Ok(());
             }
             StoreOp::Delivering { .. } => {}
@@ -514,8 +518,8 @@ impl Broker {
 
     /// Sends the held-back writes, in order.
     fn release_held(&mut self) {
-        for op in self.held.drain(..) {
-            let _ = self.store.send(op.into());
+        for msg in self.held.drain(..) {
+            let _ = self.store.send(msg);
         }
     }
 

@@ -165,8 +165,13 @@ fn answers_work_without_a_listener_and_the_first_one_wins() {
         let got = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(got == "first\n" || got == "second\n", "{got}");
     }
-    // Answering a finished question says what became of it.
-    let hist = p.history();
+    // Answering a finished question says what became of it (history trails the
+    // answer by at most a broker tick).
+    let mut hist = Vec::new();
+    eventually("history has the answer", Duration::from_secs(5), || {
+        hist = p.history();
+        hist.first().is_some_and(|h| h["status"] == "answered")
+    });
     let id = hist[0]["id"].as_str().unwrap();
     let out = p.run(&["answer", id, "late"]);
     assert_eq!(out.status.code(), Some(1));
@@ -348,8 +353,15 @@ fn agent_identity_is_stable_across_asks() {
                 .any(|a| a["agent_id"] == "ci-runner-7" && a["name"] == "CI #7")
         },
     );
-    let hist = p.history();
-    assert_eq!(hist[0]["agent_name"], "CI #7");
+    eventually(
+        "history has the named agent's question",
+        Duration::from_secs(5),
+        || {
+            p.history()
+                .first()
+                .is_some_and(|h| h["agent_name"] == "CI #7")
+        },
+    );
 }
 
 #[test]

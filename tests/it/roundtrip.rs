@@ -168,8 +168,9 @@ fn generated_script_execs_hitl_when_on_path() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "Red\n");
-    let hist = p.history();
-    assert_eq!(hist[0]["type"], "select");
+    crate::support::eventually("history has the question", Duration::from_secs(5), || {
+        p.history().first().is_some_and(|h| h["type"] == "select")
+    });
     // hitl ask registers the agent; the bash fallback does not need to.
     assert!(p.helpers().join("agents").read_dir().unwrap().count() >= 1);
 }
