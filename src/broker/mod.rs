@@ -64,6 +64,8 @@ const TICK: Duration = Duration::from_millis(100);
 const LIVENESS_EVERY: Duration = Duration::from_secs(1);
 /// How often it sweeps the agent registry.
 const SWEEP_EVERY: Duration = Duration::from_secs(10);
+/// Held history goes once the spool has been this quiet (see [`Broker::write`]).
+const HISTORY_QUIET: Duration = Duration::from_millis(1);
 /// At most this many history writes are held back between ticks.
 const MAX_HELD: usize = 1024;
 /// The queue snapshot is rewritten at most this often.
@@ -260,6 +262,8 @@ pub struct Broker {
     stats: BrokerStats,
     /// History writes held back a moment (see [`Broker::write`]).
     held: Vec<StoreMsg>,
+    /// When the held writes go if nothing else happens first.
+    held_due: Option<tokio::time::Instant>,
     /// The file side: spools, their indexes, partial files, the journal.
     files: spool::Files,
     /// The requests that live in the store.
@@ -295,6 +299,7 @@ impl Broker {
             commands_rx,
             stats: BrokerStats::default(),
             held: Vec::new(),
+            held_due: None,
             files: spool::Files::new(spools, undelivered),
             stored: stored::Stored::new(stored_pending),
         };
@@ -320,6 +325,7 @@ impl Broker {
         );
         tokio::pin!(shutdown);
         loop {
+            let held_due = self.held_due;
             tokio::select! {
                 biased;
                 _ = &mut shutdown => break,
@@ -333,6 +339,12 @@ impl Broker {
                     }
                 }
                 Some(cmd) = self.commands_rx.recv() => self.on_command(cmd),
+                _ = async {
+                    match held_due {
+                        Some(due) => tokio::time::sleep_until(due).await,
+                        None => std::future::pending().await,
+                    }
+                } => self.release_held(),
                 _ = tick.tick() => {
                     let now = Instant::now();
                     self.expire_timeouts();
@@ -498,16 +510,18 @@ impl Broker {
     }
 
     /// Sends a write to the store writer. A spool question's history (`Asked`,
-    /// `Finished`) is held back until the next tick (or a write that must follow it):
-    /// it is safe meanwhile, since the question's `journal/` link (kept until its end
-    /// is committed) and the `deliveries` row replay it after a crash; and a question
-    /// answered at once then finds the writer free for the one record on its asker's
-    /// path, its `Delivering` row, instead of queued behind the last one's history
-    /// (most of a disk round trip). History trails by at most a tick.
+    /// `Finished`) is held back until the spool has been quiet for [`HISTORY_QUIET`],
+    /// or the next tick, or a write that must follow it: it is safe meanwhile, since
+    /// the question's `journal/` link (kept until its end is committed) and its
+    /// `deliveries` row replay it after a crash. A question answered at once then finds
+    /// the writer free for the one record on its asker's path, its `Delivering` row,
+    /// instead of queued behind the last question's history (which was most of a disk
+    /// round trip). History trails by at most a tick.
     fn write(&mut self, msg: StoreMsg) -> Result<(), StoreMsg> {
         match msg.op {
             StoreOp::Asked { .. } | StoreOp::Finished { .. } if self.held.len() < MAX_HELD => {
                 self.held.push(msg);
+                self.held_due = Some(tokio::time::Instant::now() + HISTORY_QUIET);
                 return Ok(());
             }
             StoreOp::Delivering { .. } => {}
@@ -518,6 +532,7 @@ impl Broker {
 
     /// Sends the held-back writes, in order.
     fn release_held(&mut self) {
+        self.held_due = None;
         for msg in self.held.drain(..) {
             let _ = self.store.send(msg);
         }
