@@ -146,9 +146,9 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
         println!(
             "{:<34} {:<8} {:<11} {:<6} {:<20} {:>5}  {}",
             one_line(&r.id, 34),
-            r.priority,
-            r.kind,
-            l.origin,
+            r.priority.as_str(),
+            r.kind.as_str(),
+            l.origin.as_str(),
             one_line(&r.agent_name, 20),
             age(r.timestamp),
             one_line(&r.content, 60)
@@ -245,7 +245,7 @@ pub fn agents(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
             one_line(&a.agent_id, 36),
             one_line(&a.name, 20),
             status_name(a.status),
-            Origin::Spool,
+            Origin::Spool.as_str(),
             a.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
             a.questions_asked,
             age(a.last_seen)
@@ -257,7 +257,7 @@ pub fn agents(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
             one_line(&a.agent_id, 36),
             one_line(&a.name, 20),
             status_name(a.status),
-            a.origin,
+            a.origin.as_str(),
             "-",
             a.pending,
             age(a.last_seen)
