@@ -44,7 +44,7 @@ pub enum WaitOutcome {
 /// How long the wait looks for the answer file before it sets up inotify.
 const SPIN_FOR: Duration = Duration::from_millis(3);
 /// How often it looks meanwhile.
-const SPIN_EVERY: Duration = Duration::from_micros(100);
+const SPIN_EVERY: Duration = Duration::from_micros(50);
 
 /// How the wait learns of the file.
 enum Watch {
@@ -96,7 +96,7 @@ impl AnswerWait {
         let watch = if super::is_network_fs(dir) || std::env::var_os("HITL_FORCE_POLL").is_some() {
             Watch::Poll
         } else {
-            // Sleeps of a tenth of a millisecond need a timer that keeps to them (the
+            // Sleeps of 50 microseconds need a timer that keeps to them (the
             // default slack is half that again); this only concerns this process.
             let _ = nix::sys::prctl::set_timerslack(1_000);
             Watch::Spin(Instant::now() + SPIN_FOR)
