@@ -97,7 +97,8 @@ impl AnswerWait {
             Watch::Poll
         } else {
             // Sleeps of 50 microseconds need a timer that keeps to them (the
-            // default slack is half that again); this only concerns this process.
+            // default slack, 50 microseconds, would double them); this only concerns
+            // this process.
             let _ = nix::sys::prctl::set_timerslack(1_000);
             Watch::Spin(Instant::now() + SPIN_FOR)
         };
