@@ -1,15 +1,13 @@
 //! Backward compatibility: files and databases written by v1 stay readable for ever.
 //! The fixtures in `tests/fixtures/v1/` are frozen; never edit them, add new ones.
 
-use std::path::Path;
-
 use hitl::{
     protocol::{AnswerStatus, Kind, Priority, Variant, parse_question},
     store::{HistoryQuery, Store},
 };
 
 fn fixture(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    crate::support::checkout()
         .join("tests/fixtures/v1")
         .join(name)
 }

@@ -3,7 +3,7 @@
 
 use std::{
     io::{BufRead, BufReader},
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::{Child, Command, Output, Stdio},
     sync::{Arc, Mutex, mpsc},
     time::{Duration, Instant},
@@ -17,9 +17,18 @@ pub fn hitl_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_hitl"))
 }
 
+/// The checkout under test. Read when the tests run (cargo sets it then too), not
+/// when they were compiled: a build reused from another clone of the same commit
+/// must not read that clone's files.
+pub fn checkout() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
 /// `../shared/` beside the checkout: the seeds live there.
 pub fn shared_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    let dir = checkout().join("../shared");
     assert!(
         dir.join("seeds").is_dir(),
         "the seeds are missing: expected {}",
