@@ -506,7 +506,7 @@ impl Broker {
 
     /// Sends a history write.
     fn record(&mut self, op: StoreOp) {
-        let _ = self.write(op.into());
+        self.write(op.into());
     }
 
     /// Sends a write to the store writer. A spool question's history (`Asked`,
@@ -517,24 +517,24 @@ impl Broker {
     /// the writer free for the one record on its asker's path, its `Delivering` row,
     /// instead of queued behind the last question's history (which was most of a disk
     /// round trip). History trails by at most a tick.
-    fn write(&mut self, msg: StoreMsg) -> Result<(), StoreMsg> {
+    fn write(&mut self, msg: StoreMsg) {
         match msg.op {
             StoreOp::Asked { .. } | StoreOp::Finished { .. } if self.held.len() < MAX_HELD => {
                 self.held.push(msg);
                 self.held_due = Some(tokio::time::Instant::now() + HISTORY_QUIET);
-                return Ok(());
+                return;
             }
             StoreOp::Delivering { .. } => {}
             _ => self.release_held(),
         }
-        self.store.send(msg).map_err(|e| e.0)
+        send_to_store(&self.store, msg);
     }
 
     /// Sends the held-back writes, in order.
     fn release_held(&mut self) {
         self.held_due = None;
         for msg in self.held.drain(..) {
-            let _ = self.store.send(msg);
+            send_to_store(&self.store, msg);
         }
     }
 
@@ -680,6 +680,17 @@ impl Broker {
                 Some(format!("the asking process {pid} exited without an answer")),
             );
         }
+    }
+}
+
+/// Sends `msg` to the store writer. If the writer has stopped (shutting down), work
+/// waiting on the commit still runs, told nothing was committed: an asker waiting on
+/// its answer file gets it anyway.
+fn send_to_store(store: &mpsc::UnboundedSender<StoreMsg>, msg: StoreMsg) {
+    if let Err(unsent) = store.send(msg)
+        && let Some(crate::store::Ack::Then(then)) = unsent.0.ack
+    {
+        then(None);
     }
 }
 

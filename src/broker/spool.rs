@@ -303,12 +303,7 @@ impl Broker {
                     op,
                     ack: Some(then),
                 };
-                if let Err(unsent) = self.write(msg) {
-                    // The writer has stopped (shutting down): deliver anyway.
-                    if let Some(Ack::Then(f)) = unsent.ack {
-                        tokio::task::spawn_blocking(move || f(None));
-                    }
-                }
+                self.write(msg);
             }
             None => {
                 tokio::task::spawn_blocking(move || deliver(true));
@@ -456,7 +451,7 @@ impl Broker {
                 let _ = std::fs::remove_file(journal);
             }
         }));
-        let _ = self.write(StoreMsg {
+        self.write(StoreMsg {
             op,
             ack: Some(forget),
         });

@@ -103,13 +103,10 @@ impl Broker {
                 done,
             });
         }));
-        if let Err(unsent) = self.write(StoreMsg {
+        self.write(StoreMsg {
             op,
             ack: Some(then),
-        }) && let Some(Ack::Then(f)) = unsent.ack
-        {
-            f(None);
-        }
+        });
     }
 
     /// How a settle went: won (the request ends here), lost to another broker sharing

@@ -229,38 +229,60 @@ pub fn agents(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
         println!("No agents have asked in {} yet.", spool.project().display());
         return Ok(());
     }
-    println!(
-        "{:<36} {:<20} {:<8} {:<6} {:>8} {:>9} {:>9}",
-        "AGENT", "NAME", "STATUS", "ORIGIN", "PID", "QUESTIONS", "LAST SEEN"
-    );
     let status_name = |s: agents::AgentStatus| {
         serde_json::to_value(s)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default()
     };
+    let row =
+        |id: &str, name: &str, status: &str, origin: &str, pid: &str, n: String, seen: &str| {
+            println!(
+                "{:<36} {:<20} {:<8} {:<6} {:>8} {:>9} {:>9}",
+                one_line(id, 36),
+                one_line(name, 20),
+                status,
+                origin,
+                pid,
+                n,
+                seen
+            )
+        };
+    row(
+        "AGENT",
+        "NAME",
+        "STATUS",
+        "ORIGIN",
+        "PID",
+        "QUESTIONS".into(),
+        "LAST SEEN",
+    );
     for a in list {
-        println!(
-            "{:<36} {:<20} {:<8} {:<6} {:>8} {:>9} {:>9}",
-            one_line(&a.agent_id, 36),
-            one_line(&a.name, 20),
-            status_name(a.status),
+        let pid = a.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
+        let status = status_name(a.status);
+        let seen = age(a.last_seen);
+        let n = a.questions_asked.to_string();
+        row(
+            &a.agent_id,
+            &a.name,
+            &status,
             Origin::Spool.as_str(),
-            a.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
-            a.questions_asked,
-            age(a.last_seen)
+            &pid,
+            n,
+            &seen,
         );
     }
     for a in remote {
-        println!(
-            "{:<36} {:<20} {:<8} {:<6} {:>8} {:>9} {:>9}",
-            one_line(&a.agent_id, 36),
-            one_line(&a.name, 20),
-            status_name(a.status),
+        let status = status_name(a.status);
+        let seen = age(a.last_seen);
+        row(
+            &a.agent_id,
+            &a.name,
+            &status,
             a.origin.as_str(),
             "-",
-            a.pending,
-            age(a.last_seen)
+            a.pending.to_string(),
+            &seen,
         );
     }
     Ok(())

@@ -159,13 +159,13 @@ impl Deliverer {
     /// Registers a respond call for request `seq`: told how its answer was delivered.
     pub(super) fn expect(&self, seq: u64) -> oneshot::Receiver<DeliveryStatus> {
         let (tx, rx) = oneshot::channel();
-        self.lock().insert(seq, tx);
+        lock(&self.waiting).insert(seq, tx);
         rx
     }
 
     /// Forgets a respond call whose answer was refused.
     pub(super) fn forget(&self, seq: u64) {
-        self.lock().remove(&seq);
+        lock(&self.waiting).remove(&seq);
     }
 
     /// Waits for the outcome [`Deliverer::expect`] promised; a push that takes longer
@@ -177,13 +177,9 @@ impl Deliverer {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<DeliveryStatus>>> {
-        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn told(&self, seq: u64, status: DeliveryStatus, push_failed: bool) {
         self.counters.count(status, push_failed);
-        if let Some(tx) = self.lock().remove(&seq) {
+        if let Some(tx) = lock(&self.waiting).remove(&seq) {
             let _ = tx.send(status);
         }
     }
@@ -198,7 +194,7 @@ impl Deliverer {
 
     /// How stored request `id` ended, if it did lately.
     pub(super) fn recently_ended(&self, id: &str) -> Option<StoredRequest> {
-        let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        let recent = lock(&self.recent);
         let (f, _) = recent.by_id.get(id)?;
         // Ended elsewhere without saying how: the store knows.
         let answered = matches!(f.status, Status::Answered | Status::Cancelled);
@@ -219,8 +215,8 @@ impl Deliverer {
     pub(super) fn hold_event(&self, event_id: i64, event: Value) {
         // Locks in the order `remember` takes them: held, then recent. A request that
         // ended before its event got here has its event put beside its end.
-        let mut held = self.held_events.lock().unwrap_or_else(|e| e.into_inner());
-        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = lock(&self.held_events);
+        let mut recent = lock(&self.recent);
         match recent.by_id.get_mut(&event_id.to_string()) {
             Some((_, slot)) => *slot = Some(Arc::new(event)),
             None => {
@@ -231,16 +227,40 @@ impl Deliverer {
 
     /// The event made here for request `event_id`, pending or ended lately.
     pub(super) fn event_of(&self, event_id: i64) -> Option<Arc<Value>> {
-        if let Some(v) = self
-            .held_events
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&event_id)
-        {
+        if let Some(v) = lock(&self.held_events).get(&event_id) {
             return Some(v.clone());
         }
-        let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        let recent = lock(&self.recent);
         recent.by_id.get(&event_id.to_string())?.1.clone()
+    }
+
+    /// Seed 004's event for request `p` marked with how it ended (the store may not
+    /// have the end yet, so we say what we know): the event made here if it is held,
+    /// else the stored one. `None` for a request no event carried.
+    pub(super) async fn ended_event(
+        &self,
+        store: &Store,
+        p: &PendingRequest,
+        status: Status,
+        answer: Option<&crate::protocol::Answer>,
+        reason: Option<&str>,
+    ) -> anyhow::Result<Option<Value>> {
+        let Some(event_id) = p.event_id else {
+            return Ok(None);
+        };
+        let mut v = match self.event_of(event_id) {
+            Some(held) => (*held).clone(),
+            None => match store.event(event_id).await? {
+                Some(e) => respond::event_json(&e),
+                None => return Ok(None),
+            },
+        };
+        v["humanInTheLoopStatus"] = hitl::status_object(status, answer, reason);
+        if let Some(a) = answer.filter(|_| status != Status::Timeout) {
+            v["humanInTheLoopStatus"]["response"] =
+                hitl::response_data(&p.request, Some(event_id), a);
+        }
+        Ok(Some(v))
     }
 
     /// Remembers how a stored request ended, when the change says all of it.
@@ -248,9 +268,9 @@ impl Deliverer {
         if !f.pending.origin.is_stored() {
             return;
         }
-        let mut held = self.held_events.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = lock(&self.held_events);
         let event = f.pending.event_id.and_then(|e| held.remove(&e));
-        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        let mut recent = lock(&self.recent);
         drop(held);
         let id = f.id().to_string();
         if recent
@@ -322,37 +342,24 @@ impl Deliverer {
             return;
         }
         let p = &f.pending;
-        let made_here = p.event_id.and_then(|id| self.event_of(id));
         let v = match p.event_id {
-            Some(event_id) if let Some(held) = made_here => {
-                let mut v = (*held).clone();
-                v["humanInTheLoopStatus"] =
-                    hitl::status_object(f.status, f.answer.as_ref(), f.reason.as_deref());
-                if let Some(a) = f.answer.as_ref().filter(|_| f.status != Status::Timeout) {
-                    v["humanInTheLoopStatus"]["response"] =
-                        hitl::response_data(&p.request, Some(event_id), a);
-                }
-                v
-            }
-            Some(event_id) => match store.event(event_id).await {
-                Ok(Some(e)) => {
-                    let mut v = respond::event_json(&e);
-                    // The store may not have the end yet on another broker's notice;
-                    // say what we know.
-                    v["humanInTheLoopStatus"] =
-                        hitl::status_object(f.status, f.answer.as_ref(), f.reason.as_deref());
-                    if let Some(a) = f.answer.as_ref().filter(|_| f.status != Status::Timeout) {
-                        v["humanInTheLoopStatus"]["response"] =
-                            hitl::response_data(&p.request, Some(event_id), a);
-                    }
-                    v
-                }
+            None => spool_event(p, f.status, Some(f)),
+            Some(_) => match self
+                .ended_event(store, p, f.status, f.answer.as_ref(), f.reason.as_deref())
+                .await
+            {
+                Ok(Some(v)) => v,
                 _ => return,
             },
-            None => spool_event(p, f.status, Some(f)),
         };
         let _ = self.events.send(v);
     }
+}
+
+/// Locks `m`; a panic elsewhere while it was held leaves data that is still whole
+/// (every update here is one insert or remove).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// What is pushed to the agent: the bare response object, as seed 004's clients read

@@ -180,34 +180,17 @@ pub async fn respond_event(
     JsonBody(body): JsonBody<RespondBody>,
 ) -> Result<Json<Value>, ApiError> {
     let done = respond::respond(&state, &id, &body, "http").await?;
-    let event = match done.pending.event_id {
-        // Made here: the event as it was made, without reading it back.
-        Some(event_id) if let Some(held) = state.deliverer.event_of(event_id) => {
-            let mut v = (*held).clone();
-            v["humanInTheLoopStatus"] =
-                hitl::status_object(done.answer.status.into(), Some(&done.answer), None);
-            v["humanInTheLoopStatus"]["response"] =
-                hitl::response_data(&done.pending.request, Some(event_id), &done.answer);
-            Some(v)
-        }
-        Some(event_id) => {
-            state
-                .store
-                .event(event_id)
-                .await
-                .map_err(ApiError::internal)?
-                .map(|e| {
-                    let mut v = respond::event_json(&e);
-                    // The store may not have the end yet if it raced; say what we know.
-                    v["humanInTheLoopStatus"] =
-                        hitl::status_object(done.answer.status.into(), Some(&done.answer), None);
-                    v["humanInTheLoopStatus"]["response"] =
-                        hitl::response_data(&done.pending.request, Some(event_id), &done.answer);
-                    v
-                })
-        }
-        None => None,
-    };
+    let event = state
+        .deliverer
+        .ended_event(
+            &state.store,
+            &done.pending,
+            done.answer.status.into(),
+            Some(&done.answer),
+            None,
+        )
+        .await
+        .map_err(ApiError::internal)?;
     let event = event.unwrap_or_else(|| {
         json!({
             "id": id,
