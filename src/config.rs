@@ -94,8 +94,13 @@ pub struct HttpSettings {
     /// not to flood the broker they run beside).
     pub rate_limit_loopback: bool,
     /// Origins allowed to call the API from a browser (CORS) and to open its
-    /// WebSockets, besides the server's own. Empty: none.
+    /// WebSockets, besides the server's own: `http(s)://host[:port]` each, no
+    /// wildcards. Empty: none.
     pub allowed_origins: Vec<String>,
+    /// Names the server answers to besides loopback addresses, `localhost` and the
+    /// address it is bound to (a `Host` naming anything else is refused: DNS
+    /// rebinding). Bound beyond loopback with this empty, any name is answered.
+    pub allowed_hosts: Vec<String>,
     /// Hosts besides loopback that answers may be delivered to (`responseWebSocketUrl`).
     pub delivery_hosts: Vec<String>,
 }
@@ -109,9 +114,59 @@ impl Default for HttpSettings {
             rate_limit: 50,
             rate_limit_loopback: false,
             allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
             delivery_hosts: Vec::new(),
         }
     }
+}
+
+impl HttpSettings {
+    /// Refuses settings a server cannot honour safely, saying which and why: a
+    /// wildcard or malformed origin (`*` would let every web page in), an empty or
+    /// malformed host name.
+    pub fn validate(&self) -> Result<()> {
+        for origin in &self.allowed_origins {
+            if origin.trim() == "*" {
+                anyhow::bail!(
+                    "[http] allowed_origins = [\"*\"] would let every web page use the API; \
+                     list the origins instead, like \"http://localhost:5173\""
+                );
+            }
+            if normalise_origin(origin).is_none() {
+                anyhow::bail!(
+                    "[http] allowed_origins: {origin:?} is not an origin; write \
+                     scheme://host[:port], like \"http://localhost:5173\" (no path, no wildcard)"
+                );
+            }
+        }
+        for host in &self.allowed_hosts {
+            let ok = !host.is_empty()
+                && host
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+            if !ok {
+                anyhow::bail!(
+                    "[http] allowed_hosts: {host:?} is not a host name (letters, digits, \
+                     '.', '-' and '_'; no port, no wildcard)"
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `scheme://authority` in lower case without a trailing slash, if `origin` is an
+/// http(s) origin and nothing more (no path, query, user or wildcard).
+pub fn normalise_origin(origin: &str) -> Option<String> {
+    let o = origin.trim().trim_end_matches('/').to_ascii_lowercase();
+    let rest = o
+        .strip_prefix("http://")
+        .or_else(|| o.strip_prefix("https://"))?;
+    let bad = |c: char| matches!(c, '/' | '?' | '#' | '@' | '*' | ' ') || c.is_control();
+    if rest.is_empty() || rest.contains(bad) {
+        return None;
+    }
+    Some(o)
 }
 
 /// `[ask]` settings.
@@ -193,8 +248,11 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # Requests per second per client address (0: no limit), and whether loopback counts.
 # rate_limit = 50
 # rate_limit_loopback = false
-# Browser origins allowed to call the API and open its WebSockets.
+# Browser origins allowed to call the API and open its WebSockets, like
+# "http://localhost:5173" (no wildcards).
 # allowed_origins = []
+# Names the server answers to besides 127.0.0.1, ::1, localhost and its own address.
+# allowed_hosts = []
 # Hosts besides loopback that answers may be pushed to (responseWebSocketUrl).
 # delivery_hosts = []
 "#;

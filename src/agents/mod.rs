@@ -44,22 +44,7 @@ pub struct Identity {
 }
 
 fn sanitize(s: &str) -> String {
-    let cleaned: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    if cleaned.is_empty() || cleaned == "." || cleaned == ".." {
-        "agent".into()
-    } else {
-        cleaned
-    }
+    crate::protocol::id_from(s, 64, "agent")
 }
 
 fn capitalize(s: &str) -> String {

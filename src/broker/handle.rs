@@ -34,6 +34,7 @@ pub(super) enum Command {
     },
     Find {
         id: String,
+        stored_only: bool,
         done: oneshot::Sender<Option<Arc<PendingRequest>>>,
     },
     Stats {
@@ -132,7 +133,27 @@ impl BrokerHandle {
     /// The pending request with this id (a stored one first), if any.
     pub async fn find(&self, id: &str) -> Option<Arc<PendingRequest>> {
         let id = id.to_string();
-        self.call(|done| Command::Find { id, done }).await.flatten()
+        self.call(|done| Command::Find {
+            id,
+            stored_only: false,
+            done,
+        })
+        .await
+        .flatten()
+    }
+
+    /// The pending request that lives in the store (made over HTTP) with this id.
+    /// Spool questions are not looked at: their ids are the asker's choice and may
+    /// look like an event id.
+    pub async fn find_stored(&self, id: &str) -> Option<Arc<PendingRequest>> {
+        let id = id.to_string();
+        self.call(|done| Command::Find {
+            id,
+            stored_only: true,
+            done,
+        })
+        .await
+        .flatten()
     }
 
     /// Counters since the start.

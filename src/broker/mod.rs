@@ -449,13 +449,20 @@ impl Broker {
             } => {
                 let _ = done.send(self.admit_stored(*request, origin, event_id));
             }
-            Command::Find { id, done } => {
+            Command::Find {
+                id,
+                stored_only,
+                done,
+            } => {
                 // A stored request first (their ids are unique); then the spool's.
                 let found = self
                     .stored
                     .seq_of(&id)
                     .and_then(|seq| self.entries.get(&seq))
-                    .or_else(|| self.entries.values().find(|e| e.pending.request.id == id))
+                    .or_else(|| {
+                        let spool = |e: &&Entry| !stored_only && e.pending.request.id == id;
+                        self.entries.values().find(spool)
+                    })
                     .map(|e| e.pending.clone());
                 let _ = done.send(found);
             }

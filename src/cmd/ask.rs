@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::{
     agents,
     config::{self, Paths},
-    protocol::{Answer, Asker, Kind, Priority, Request, VERSION},
+    protocol::{Answer, Asker, Kind, MAX_TIMEOUT_SECS, Priority, Request, VERSION},
     spool::{
         ListenerInfo, Spool,
         questions::read_answer,
@@ -95,6 +95,12 @@ fn build_request(
     if opts.kind.needs_options() && opts.options.is_empty() {
         bail!("a {} question needs at least one --option", opts.kind);
     }
+    let timeout = opts.timeout.unwrap_or(settings.ask.timeout);
+    if timeout > MAX_TIMEOUT_SECS {
+        bail!(
+            "a timeout of {timeout} s is more than a week ({MAX_TIMEOUT_SECS} s); 0 waits for ever"
+        );
+    }
     let context = match &opts.context {
         Some(text) => serde_json::from_str::<Value>(text)
             .with_context(|| format!("--context is not valid JSON: {text:?}"))?,
@@ -125,7 +131,7 @@ fn build_request(
         content,
         options: opts.options.clone(),
         priority: opts.priority.unwrap_or(settings.ask.priority),
-        timeout: Some(opts.timeout.unwrap_or(settings.ask.timeout)).filter(|&t| t > 0),
+        timeout: Some(timeout).filter(|&t| t > 0),
         context,
         metadata,
         asker: Some(Asker {

@@ -31,15 +31,12 @@ fn age(t: Timestamp) -> String {
 }
 
 fn one_line(s: &str, max: usize) -> String {
-    let flat: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let flat = crate::protocol::text::visible_line(s);
     if flat.chars().count() > max {
         let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
         format!("{cut}…")
     } else {
-        flat
+        flat.into_owned()
     }
 }
 

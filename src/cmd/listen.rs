@@ -43,8 +43,8 @@ pub struct ListenOptions {
     /// History database: sqlite://PATH (default: the user data folder's hitl.db).
     #[arg(long, env = "HITL_DB")]
     pub db: Option<String>,
-    /// Serve the HTTP API here (default: the [http] listen_addr setting,
-    /// 127.0.0.1:4000, or a free port if that one is taken).
+    /// Serve the HTTP API here, or "off" for nowhere (default: the [http] listen_addr
+    /// setting, 127.0.0.1:4000, or a free port if that one is taken).
     #[arg(long, value_name = "ADDR", conflicts_with = "no_http")]
     pub http: Option<String>,
     /// Do not serve HTTP.
@@ -154,6 +154,7 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     let db_url = opts.db.clone().unwrap_or_else(|| paths.db_url());
     let http = match (opts.no_http, &opts.http) {
         (true, _) => None,
+        (false, Some(addr)) if addr == "off" => None,
         (false, Some(addr)) => Some((addr.clone(), false)),
         (false, None) if settings.http.listen_addr == "off" => None,
         (false, None) => Some((settings.http.listen_addr.clone(), true)),

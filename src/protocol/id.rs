@@ -45,6 +45,28 @@ pub fn is_valid_id(id: &str) -> bool {
     validate_id(id).is_ok()
 }
 
+/// An id made from any text, for names that arrive free-form (a process name, a
+/// seed 004 `session_id`): characters outside the rule become `_`, at most `max`
+/// (≤ 128) of them are kept, and nothing usable gives `fallback`.
+pub fn id_from(text: &str, max: usize, fallback: &str) -> String {
+    let id: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(max.min(128))
+        .collect();
+    if id.is_empty() || id == "." || id == ".." {
+        fallback.to_string()
+    } else {
+        id
+    }
+}
+
 fn shorten(s: &str) -> String {
     s.chars().take(40).collect()
 }
@@ -52,6 +74,16 @@ fn shorten(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn any_text_makes_an_id() {
+        assert_eq!(id_from("../../etc/passwd", 128, "x"), ".._.._etc_passwd");
+        assert_eq!(id_from("\u{1b}[2J", 128, "x"), "__2J");
+        assert_eq!(id_from("..", 128, "x"), "x");
+        assert_eq!(id_from("", 128, "x"), "x");
+        assert_eq!(id_from(&"a".repeat(300), 500, "x").len(), 128);
+        assert!(is_valid_id(&id_from("é ü", 128, "x")));
+    }
 
     #[test]
     fn accepts_the_seed_id_shapes() {

@@ -10,10 +10,11 @@ mod id;
 mod origin;
 mod request;
 mod status;
+pub mod text;
 mod time;
 mod variant;
 
-pub use id::{IdError, is_valid_id, validate_id};
+pub use id::{IdError, id_from, is_valid_id, validate_id};
 pub use origin::Origin;
 pub use request::{Answer, AnswerStatus, Asker, Kind, Priority, Reply, Request};
 pub use status::Status;
@@ -24,6 +25,10 @@ pub use variant::{ParseError, ParsedQuestion, Variant, parse_question};
 /// Questions bigger than this many bytes are refused unless `[listen]
 /// max_question_bytes` says otherwise.
 pub const DEFAULT_MAX_QUESTION_BYTES: u64 = 1 << 20;
+
+/// The longest a request may wait for its answer, in seconds (a week; 0 waits for
+/// ever). Longer is almost surely a mistake, and deadlines far out overflow clocks.
+pub const MAX_TIMEOUT_SECS: u64 = 7 * 24 * 3600;
 
 /// Version written into every file and message this program produces.
 pub const VERSION: u32 = 1;

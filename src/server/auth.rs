@@ -3,7 +3,9 @@
 //! A token is made on first start (`token` in the user config folder, mode 0600);
 //! `HITL_TOKEN` overrides it. Clients send it as `Authorization: Bearer …`, as
 //! `X-Hitl-Token`, or — the dashboard — once as `?token=…`, which sets an HttpOnly,
-//! SameSite=Strict cookie for the rest of the visit.
+//! SameSite=Strict cookie for the rest of the visit. Cookies ignore ports, so its name
+//! carries the server's port (`hitl_token_4000`): two servers on one machine do not
+//! read each other's, and which pages may send it at all is the guard's to say.
 //!
 //! Without the token a caller may only do what seed 004's clients do, and only from
 //! loopback while the server itself is bound to loopback: create requests, and poll or
@@ -30,8 +32,10 @@ use tokio::net::TcpListener;
 
 use super::{AppState, error::ApiError};
 
-/// The cookie the dashboard keeps the token in.
-pub const COOKIE: &str = "hitl_token";
+/// The cookie the dashboard keeps the token in, for the server on `port`.
+pub fn cookie_name(port: u16) -> String {
+    format!("hitl_token_{port}")
+}
 
 /// What a route needs of its caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +117,23 @@ impl Caller {
     }
 }
 
+impl Caller {
+    /// Whose idempotency keys this caller's creates use. Keys name requests, and a
+    /// replay returns the request with its answer, so each caller gets its own
+    /// namespace: the user (the token, or a loopback client running as the server's
+    /// OS user), else the loopback client's own OS user. `None` when the kernel cannot
+    /// say who it is: its keys are then not honoured at all.
+    pub fn key_scope(&self, state: &AppState) -> Option<String> {
+        if self.authenticated {
+            return Some("user".into());
+        }
+        match self.peer.owner(state.local_addr)? {
+            uid if uid == nix::unistd::geteuid().as_raw() => Some("user".into()),
+            uid => Some(format!("uid{uid}")),
+        }
+    }
+}
+
 /// The OS user owning the client's end of a loopback TCP connection to `server`,
 /// from the kernel's socket table. Only the live connection counts: a closed one with
 /// the same client port lingers in TIME_WAIT, owned by nobody in particular (uid 0).
@@ -188,10 +209,13 @@ fn same(a: &str, b: &str) -> bool {
             == 0
 }
 
-fn bearer(req: &Request) -> Option<&str> {
+/// The token the request presents: `Authorization: Bearer` (the scheme in any case,
+/// as RFC 9110 says), `X-Hitl-Token`, or this server's cookie.
+fn presented_token<'r>(req: &'r Request, cookie: &str) -> Option<&'r str> {
     let h = req.headers();
     if let Some(v) = h.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok())
-        && let Some(t) = v.strip_prefix("Bearer ")
+        && let Some((scheme, t)) = v.trim_start().split_once(' ')
+        && scheme.eq_ignore_ascii_case("bearer")
     {
         return Some(t.trim());
     }
@@ -202,7 +226,7 @@ fn bearer(req: &Request) -> Option<&str> {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
-        .find_map(|kv| kv.trim().strip_prefix(COOKIE)?.strip_prefix('='))
+        .find_map(|kv| kv.trim().strip_prefix(cookie)?.strip_prefix('='))
 }
 
 fn query_token(req: &Request) -> Option<String> {
@@ -243,7 +267,9 @@ pub async fn authenticate(
     next: Next,
 ) -> Response {
     let from_query = query_token(&req).filter(|t| same(t, &state.token));
-    let authenticated = from_query.is_some() || bearer(&req).is_some_and(|t| same(t, &state.token));
+    let cookie = cookie_name(state.local_addr.port());
+    let authenticated = from_query.is_some()
+        || presented_token(&req, &cookie).is_some_and(|t| same(t, &state.token));
     let caller = Caller {
         authenticated,
         local: state.loopback_bound && peer.addr.ip().is_loopback(),
@@ -259,7 +285,7 @@ pub async fn authenticate(
     let mut response = next.run(req).await;
     if let Some(t) = from_query
         && let Ok(v) =
-            HeaderValue::from_str(&format!("{COOKIE}={t}; HttpOnly; SameSite=Strict; Path=/"))
+            HeaderValue::from_str(&format!("{cookie}={t}; HttpOnly; SameSite=Strict; Path=/"))
     {
         response.headers_mut().append(header::SET_COOKIE, v);
     }

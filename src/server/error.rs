@@ -74,24 +74,36 @@ impl IntoResponse for ApiError {
 }
 
 /// A JSON body whose errors are [`ApiError`]s: 400 saying where the JSON is wrong,
-/// 413 when it is over the size limit, 415 when it is not JSON at all.
+/// 413 when it is over the size limit, 415 when it is not labelled JSON.
 pub struct JsonBody<T>(pub T);
+
+/// Refuses a body not labelled `application/json` (or `…+json`) with 415. The label
+/// matters for more than tidiness: a web page may send `text/plain` or no type at all
+/// without asking the browser's CORS preflight first, but never JSON.
+pub fn require_json_type(headers: &axum::http::HeaderMap) -> Result<(), ApiError> {
+    let json_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .is_some_and(|v| {
+            v == "application/json" || (v.starts_with("application/") && v.ends_with("+json"))
+        });
+    if json_type {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the body must be JSON, sent with Content-Type: application/json",
+        ))
+    }
+}
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let json_type = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_none_or(|v| v.starts_with("application/json") || v.contains("+json"));
-        if !json_type {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "the body must be JSON (Content-Type: application/json)",
-            ));
-        }
+        require_json_type(req.headers())?;
         let bytes = Bytes::from_request(req, state)
             .await
             .map_err(|e: BytesRejection| match e.status() {
@@ -102,6 +114,23 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
                 status => ApiError::new(status, e.body_text()),
             })?;
         decode(&bytes).map(JsonBody)
+    }
+}
+
+/// A query string whose errors are [`ApiError`]s (400 in the JSON shape, saying
+/// which parameter is wrong), not axum's plain text.
+pub struct QueryParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for QueryParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::try_from_uri(&parts.uri)
+            .map(|axum::extract::Query(q)| QueryParams(q))
+            .map_err(|e| ApiError::bad_request(e.body_text()))
     }
 }
 

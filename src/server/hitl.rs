@@ -53,7 +53,7 @@ pub fn kind_of(seed_type: &str) -> Option<Kind> {
 }
 
 /// The longest timeout accepted, in seconds (a week).
-const MAX_TIMEOUT: f64 = 7.0 * 24.0 * 3600.0;
+const MAX_TIMEOUT: f64 = crate::protocol::MAX_TIMEOUT_SECS as f64;
 
 /// Builds the request an event's `humanInTheLoop` asks for. Its id is filled in
 /// when the store has given the event its id.
@@ -108,7 +108,9 @@ pub fn request_from_spec(
     Ok(Request {
         version: crate::protocol::VERSION,
         id: String::new(),
-        agent_id: session_id.to_string(),
+        // The session id names the agent; ids follow the one rule whatever a client
+        // sends (the original stays in the metadata).
+        agent_id: crate::protocol::id_from(session_id, 128, "unknown"),
         agent_name: source_app.to_string(),
         working_dir: None,
         timestamp: jiff::Timestamp::now(),

@@ -9,6 +9,7 @@
 mod auth;
 mod deliver;
 mod error;
+mod guard;
 pub mod hitl;
 mod limits;
 mod metrics;
@@ -45,6 +46,8 @@ pub struct AppState {
     /// The projects served, for the agents list.
     pub spools: Vec<Spool>,
     limiter: limits::RateLimiter,
+    /// Which names and web pages may reach the server at all.
+    guard: guard::Guard,
     /// The way back for requests made over HTTP, and the `/stream` feed.
     deliverer: Arc<Deliverer>,
     started: Instant,
@@ -77,6 +80,7 @@ impl AppState {
             deliverer,
             spools,
         } = backends;
+        let guard = guard::Guard::new(local_addr, &settings);
         Arc::new(AppState {
             broker,
             store,
@@ -86,6 +90,7 @@ impl AppState {
             local_addr,
             spools,
             limiter: limits::RateLimiter::default(),
+            guard,
             deliverer,
             started: Instant::now(),
         })
@@ -143,6 +148,7 @@ pub async fn start(
     settings: &HttpSettings,
     config_dir: &std::path::Path,
 ) -> Result<Running> {
+    settings.validate()?;
     let listener = bind(addr, fallback).await?;
     let local = listener.local_addr()?;
     let token = load_or_create_token(config_dir).context("making the API token")?;

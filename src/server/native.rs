@@ -4,8 +4,8 @@
 use std::{sync::Arc, time::Duration};
 
 use axum::{
-    Json,
-    extract::{Path, Query, State},
+    Extension, Json,
+    extract::{Path, State},
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
 };
@@ -15,9 +15,10 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::{
     AppState,
-    error::{ApiError, JsonBody},
+    auth::Caller,
+    error::{ApiError, JsonBody, QueryParams},
     hitl,
-    respond::{self, Lookup},
+    respond::{self, Ids, Lookup},
     seed,
 };
 use crate::{
@@ -68,6 +69,7 @@ fn stored_view(r: &StoredRequest) -> Value {
 /// first one for a repeated idempotency key.
 pub async fn create(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<CreateRequest>,
 ) -> Result<Response, ApiError> {
@@ -91,9 +93,24 @@ pub async fn create(
     if let Some(k) = &body.idempotency_key {
         key_holder.insert("idempotencyKey".into(), json!(k));
     }
-    let key = seed::idempotency_key(&headers, &mut key_holder)?;
+    let key = seed::idempotency_key(&headers, &mut key_holder, &caller, &state)?;
+    if let Some(t) = body.timeout
+        && t > crate::protocol::MAX_TIMEOUT_SECS
+    {
+        return Err(ApiError::bad_request(format!(
+            "timeout {t} is more than a week ({} seconds); 0 waits for ever",
+            crate::protocol::MAX_TIMEOUT_SECS
+        )));
+    }
     let agent_id = body.agent_id.clone().unwrap_or_else(|| "http".into());
+    crate::protocol::validate_id(&agent_id)
+        .map_err(|e| ApiError::bad_request(format!("agent_id: {e}")))?;
     let agent_name = body.agent_name.clone().unwrap_or_else(|| agent_id.clone());
+    if agent_name.chars().count() > 128 || agent_name.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(
+            "agent_name must be at most 128 characters, none of them control characters",
+        ));
+    }
     let mut metadata = body.metadata.clone();
     if let Some(k) = &body.kind {
         metadata.insert("hitl_type".into(), json!(k));
@@ -136,7 +153,7 @@ pub async fn create(
         .map_err(|e| ApiError::unavailable(e.to_string()))?;
     if submitted.existing || submitted.pending.is_none() {
         let id = submitted.event_id.to_string();
-        return match respond::lookup(&state, &id).await? {
+        return match respond::lookup(&state, &id, Ids::Any).await? {
             Some(Lookup::Pending(p)) => {
                 Ok((StatusCode::OK, Json(pending_view(&p))).into_response())
             }
@@ -162,7 +179,7 @@ pub struct ListQuery {
 /// `GET /api/v1/requests`.
 pub async fn list(
     State(state): State<Arc<AppState>>,
-    Query(q): Query<ListQuery>,
+    QueryParams(q): QueryParams<ListQuery>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
     let limit = q.limit.unwrap_or(100).clamp(1, 1000) as usize;
     let q = ListQuery {
@@ -226,7 +243,7 @@ pub async fn get(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    match respond::lookup(&state, &id).await? {
+    match respond::lookup(&state, &id, Ids::Any).await? {
         Some(Lookup::Pending(p)) => Ok(Json(pending_view(&p))),
         Some(Lookup::Ended(r)) => Ok(Json(stored_view(&r))),
         None => Err(ApiError::not_found(format!("no request {id}"))),
@@ -239,7 +256,7 @@ pub async fn respond_request(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<RespondBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let done = respond::respond(&state, &id, &body, "http").await?;
+    let done = respond::respond(&state, &id, Ids::Any, &body, "http").await?;
     Ok(Json(responded(id, done)))
 }
 
@@ -254,15 +271,18 @@ pub struct CancelBody {
     pub responded_by: Option<String>,
 }
 
-/// `POST /api/v1/requests/:id/cancel` (the body is optional).
+/// `POST /api/v1/requests/:id/cancel` (the body is optional; one that is there is
+/// JSON, labelled so).
 pub async fn cancel(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let body: CancelBody = if body.iter().all(u8::is_ascii_whitespace) {
+    let body: CancelBody = if body.is_empty() {
         CancelBody::default()
     } else {
+        super::error::require_json_type(&headers)?;
         super::error::decode(&body)?
     };
     let respond_body = RespondBody {
@@ -271,7 +291,7 @@ pub async fn cancel(
         responded_by: body.responded_by,
         ..RespondBody::default()
     };
-    let done = respond::respond(&state, &id, &respond_body, "http").await?;
+    let done = respond::respond(&state, &id, Ids::Any, &respond_body, "http").await?;
     Ok(Json(responded(id, done)))
 }
 
@@ -297,7 +317,7 @@ pub struct WaitQuery {
 pub async fn wait(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-    Query(q): Query<WaitQuery>,
+    QueryParams(q): QueryParams<WaitQuery>,
 ) -> Result<Response, ApiError> {
     let secs = q.timeout.unwrap_or(30.0);
     if !secs.is_finite() || !(0.0..=300.0).contains(&secs) {
@@ -305,7 +325,7 @@ pub async fn wait(
     }
     // Subscribe before looking, so an end between the two is not missed.
     let mut changes = state.broker.subscribe();
-    let pending = match respond::lookup(&state, &id).await? {
+    let pending = match respond::lookup(&state, &id, Ids::Any).await? {
         Some(Lookup::Pending(p)) => p,
         Some(Lookup::Ended(r)) => return Ok(Json(stored_view(&r)).into_response()),
         None => return Err(ApiError::not_found(format!("no request {id}"))),
@@ -418,7 +438,7 @@ pub async fn agents(State(state): State<Arc<AppState>>) -> Result<Json<Value>, A
 /// `GET /api/v1/events`.
 pub async fn events(
     State(state): State<Arc<AppState>>,
-    Query(q): Query<seed::Limit>,
+    QueryParams(q): QueryParams<seed::Limit>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
-    seed::recent(State(state), Query(q)).await
+    seed::recent(State(state), QueryParams(q)).await
 }

@@ -41,24 +41,43 @@ pub enum Lookup {
     Ended(Box<StoredRequest>),
 }
 
-/// Finds request `id`: in the queue first, else in the store.
-pub async fn lookup(state: &AppState, id: &str) -> Result<Option<Lookup>, ApiError> {
+/// Which requests an id may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ids {
+    /// Requests made over HTTP, by event id (seed 004's `/events/{id}/…`).
+    Events,
+    /// Any request: one made over HTTP first, else a spool question with that id.
+    Any,
+}
+
+/// Finds request `id` among `ids`: in the queue first, else in the store.
+///
+/// Requests made over HTTP always come first: a spool question's id is its asker's
+/// choice, and one named `31` must never stand in for event 31.
+pub async fn lookup(state: &AppState, id: &str, ids: Ids) -> Result<Option<Lookup>, ApiError> {
     // Ended lately: known without asking the broker or the store.
     if let Some(r) = state.deliverer.recently_ended(id) {
         return Ok(Some(Lookup::Ended(Box::new(r))));
     }
-    if let Some(p) = state.broker.find(id).await {
+    if let Some(p) = state.broker.find_stored(id).await {
         return Ok(Some(Lookup::Pending(p)));
     }
-    match state
+    let stored = state
         .store
         .find_request(id)
         .await
-        .map_err(ApiError::internal)?
-    {
-        Some(r) => Ok(Some(Lookup::Ended(Box::new(r)))),
-        None => Ok(None),
+        .map_err(ApiError::internal)?;
+    // The store lists a request made over HTTP first when ids are shared.
+    if let Some(r) = stored.as_ref().filter(|r| r.origin.is_stored()) {
+        return Ok(Some(Lookup::Ended(Box::new(r.clone()))));
     }
+    if ids == Ids::Events {
+        return Ok(None);
+    }
+    if let Some(p) = state.broker.find(id).await {
+        return Ok(Some(Lookup::Pending(p)));
+    }
+    Ok(stored.map(|r| Lookup::Ended(Box::new(r))))
 }
 
 /// The refusal for answering a request that has ended.
@@ -97,14 +116,15 @@ pub fn ended_error(r: &StoredRequest) -> ApiError {
     }
 }
 
-/// Answers request `id` with `body`, as `by`.
+/// Answers request `id` among `ids` with `body`, as `by`.
 pub async fn respond(
     state: &AppState,
     id: &str,
+    ids: Ids,
     body: &RespondBody,
     by: &str,
 ) -> Result<Responded, ApiError> {
-    let pending = match lookup(state, id).await? {
+    let pending = match lookup(state, id, ids).await? {
         Some(Lookup::Pending(p)) => p,
         Some(Lookup::Ended(r))
             if r.status == Status::Pending
@@ -115,7 +135,7 @@ pub async fn respond(
             // notice is on the way): queue it now. Commands are taken in order, so
             // the lookup after the admission finds it.
             state.broker.admit_stored(r.request.clone(), event_id);
-            match state.broker.find(id).await {
+            match state.broker.find_stored(id).await {
                 Some(p) => p,
                 None => return Err(ended_error(&r)),
             }

@@ -18,7 +18,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use super::{
     AppState,
     auth::{self, Access, Caller},
-    metrics, native, seed, stream,
+    guard, metrics, native, seed, stream,
 };
 
 /// One route.
@@ -238,13 +238,15 @@ pub fn router(state: Arc<AppState>) -> Router {
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
-        ));
+        ))
+        .layer(middleware::from_fn_with_state(state.clone(), guard::guard));
     if !state.settings.allowed_origins.is_empty() {
         let origins: Vec<HeaderValue> = state
             .settings
             .allowed_origins
             .iter()
-            .filter_map(|o| HeaderValue::from_str(o).ok())
+            .filter_map(|o| crate::config::normalise_origin(o))
+            .filter_map(|o| HeaderValue::from_str(&o).ok())
             .collect();
         router = router.layer(
             CorsLayer::new()

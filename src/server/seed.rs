@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use axum::{
-    Json,
-    extract::{Path, Query, State},
+    Extension, Json,
+    extract::{Path, State},
     http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Response},
 };
@@ -15,9 +15,10 @@ use serde_json::{Map, Value, json};
 
 use super::{
     AppState,
-    error::{ApiError, JsonBody},
+    auth::Caller,
+    error::{ApiError, JsonBody, QueryParams},
     hitl::{self, HitlSpec},
-    respond::{self, Lookup},
+    respond::{self, Ids, Lookup},
 };
 use crate::{
     api::RespondBody,
@@ -28,10 +29,14 @@ use crate::{
 /// Longest idempotency key accepted.
 const MAX_KEY: usize = 200;
 
-/// The idempotency key: the `Idempotency-Key` header, else `idempotencyKey` in the body.
+/// The idempotency key as stored: the `Idempotency-Key` header, else `idempotencyKey`
+/// in the body, within the caller's namespace ([`Caller::key_scope`]); no key when the
+/// caller's namespace is unknown.
 pub fn idempotency_key(
     headers: &HeaderMap,
     body: &mut Map<String, Value>,
+    caller: &Caller,
+    state: &AppState,
 ) -> Result<Option<String>, ApiError> {
     let from_body = body
         .remove("idempotencyKey")
@@ -52,7 +57,8 @@ pub fn idempotency_key(
         Some(k) if k.is_empty() || k.len() > MAX_KEY => Err(ApiError::bad_request(format!(
             "the idempotency key must be 1 to {MAX_KEY} characters"
         ))),
-        k => Ok(k),
+        Some(k) => Ok(caller.key_scope(state).map(|scope| format!("{scope}:{k}"))),
+        None => Ok(None),
     }
 }
 
@@ -75,6 +81,7 @@ fn take_string(
 /// `POST /events`.
 pub async fn create_event(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
@@ -84,7 +91,7 @@ pub async fn create_event(
             crate::protocol::json_type_name(&body)
         )));
     };
-    let key = idempotency_key(&headers, &mut body)?;
+    let key = idempotency_key(&headers, &mut body, &caller, &state)?;
     let source_app = take_string(&mut body, "source_app", "unknown")?;
     let session_id = take_string(&mut body, "session_id", "unknown")?;
     let hook_event_type = match take_string(&mut body, "hook_event_type", "")? {
@@ -179,7 +186,7 @@ pub async fn respond_event(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<RespondBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let done = respond::respond(&state, &id, &body, "http").await?;
+    let done = respond::respond(&state, &id, Ids::Events, &body, "http").await?;
     let event = state
         .deliverer
         .ended_event(
@@ -256,7 +263,7 @@ pub async fn event_response(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    match respond::lookup(&state, &id).await? {
+    match respond::lookup(&state, &id, Ids::Events).await? {
         Some(Lookup::Pending(_)) => Ok(no_response_yet("pending")),
         Some(Lookup::Ended(r)) => Ok(ended_response(&r, r.event_id())),
         None => {
@@ -287,7 +294,7 @@ pub struct Limit {
 /// `GET /events/recent`: newest first, as the seed's dashboard loads them.
 pub async fn recent(
     State(state): State<Arc<AppState>>,
-    Query(q): Query<Limit>,
+    QueryParams(q): QueryParams<Limit>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let events = state

@@ -1,6 +1,6 @@
 //! WebSocket streams: `/stream` (seed 004's dashboard feed: the recent events, then
 //! each new or changed one) and `/api/v1/stream` (the queue: a snapshot, then every
-//! change). Browsers may only connect from the server's own origin or an allowed one.
+//! change). Which pages may connect is the guard's to say (`guard.rs`).
 
 use std::sync::Arc;
 
@@ -9,7 +9,6 @@ use axum::{
         State,
         ws::{Message, WebSocket, WebSocketUpgrade},
     },
-    http::{HeaderMap, StatusCode, header},
     response::Response,
 };
 use serde_json::{Value, json};
@@ -18,37 +17,11 @@ use tokio::sync::broadcast::error::RecvError;
 use super::{AppState, error::ApiError, respond};
 use crate::broker::Change;
 
-/// Refuses a browser page from another origin (a cross-site WebSocket would carry
-/// the dashboard's cookie). Clients that send no Origin are not browsers.
-fn check_origin(headers: &HeaderMap, state: &AppState) -> Result<(), ApiError> {
-    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
-        return Ok(());
-    };
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    let own = origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"))
-        .is_some_and(|o| o == host);
-    if own || state.settings.allowed_origins.iter().any(|a| a == origin) {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!("WebSocket from origin {origin} refused (see allowed_origins in [http])"),
-        ))
-    }
-}
-
 /// `GET /stream`.
 pub async fn seed_stream(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
-    check_origin(&headers, &state)?;
     let mut events = state.deliverer.events.subscribe();
     let mut recent = state
         .store
@@ -80,10 +53,8 @@ pub async fn seed_stream(
 /// `GET /api/v1/stream`.
 pub async fn changes_stream(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
-    check_origin(&headers, &state)?;
     let mut changes = state.broker.subscribe();
     let pending = state.broker.pending().await;
     Ok(ws.on_upgrade(move |mut socket: WebSocket| async move {

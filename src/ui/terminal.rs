@@ -12,7 +12,7 @@ use tokio::sync::{broadcast::error::RecvError, mpsc};
 
 use crate::{
     broker::{BrokerHandle, Change, PendingRequest},
-    protocol::Reply,
+    protocol::{Reply, text::visible_line},
 };
 
 /// Who terminal answers are from.
@@ -61,15 +61,23 @@ fn show(out: &mut impl Write, p: &PendingRequest, waiting: usize) -> std::io::Re
     } else {
         format!(" {}", r.priority.as_str().to_uppercase())
     };
-    writeln!(out, "[{}]{prio} Question ({}{more}):", r.agent_name, r.kind)?;
+    // Everything the agent wrote is shown with its control characters visible: a
+    // question must not be able to redraw the screen (see `protocol::text`).
+    writeln!(
+        out,
+        "[{}]{prio} Question ({}{more}):",
+        visible_line(&r.agent_name),
+        r.kind
+    )?;
     for line in r.content.lines() {
-        writeln!(out, "  {line}")?;
+        writeln!(out, "  {}", visible_line(line))?;
     }
     if !r.context.is_null() {
+        // serde_json writes control characters in strings as \u escapes.
         writeln!(out, "  context: {}", r.context)?;
     }
     for (i, o) in r.options.iter().enumerate() {
-        writeln!(out, "  {}) {o}", i + 1)?;
+        writeln!(out, "  {}) {}", i + 1, visible_line(o))?;
     }
     writeln!(out, "{RULE}")?;
     write!(out, "{} (/cancel to decline): ", r.kind.prompt_hint())?;
@@ -120,7 +128,7 @@ pub async fn run(handle: BrokerHandle) {
                         Ok(reply) => {
                             match handle.respond(head.seq, reply, RESPONDER).await {
                                 Ok(a) => {
-                                    let _ = writeln!(out, "[{}] Answer: {}", head.request.agent_name, a.content);
+                                    let _ = writeln!(out, "[{}] Answer: {}", visible_line(&head.request.agent_name), visible_line(&a.content));
                                 }
                                 Err(e) => {
                                     let _ = writeln!(out, "Not sent: {e}");
@@ -132,7 +140,7 @@ pub async fn run(handle: BrokerHandle) {
                 }
                 change = changes.recv() => match change {
                     Ok(Change::Finished(f)) if f.seq() == head.seq => {
-                        let by = f.responded_by().map(|b| format!(" by {b}")).unwrap_or_default();
+                        let by = f.responded_by().map(|b| format!(" by {}", visible_line(b))).unwrap_or_default();
                         let _ = writeln!(out, "\n({}{by}; next question)", f.status);
                         break;
                     }

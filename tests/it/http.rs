@@ -18,7 +18,7 @@ pub(crate) struct Api {
     pub(crate) listener: Listener,
     pub(crate) base: String,
     pub(crate) token: String,
-    http: Client,
+    pub(crate) http: Client,
 }
 
 impl Api {

@@ -14,3 +14,4 @@ mod seeds;
 mod store;
 mod support;
 mod wayback;
+mod websurface;

@@ -1,0 +1,400 @@
+//! The local web surface, tried as an attacker on the same machine would: a web page in
+//! the user's browser (DNS rebinding, cross-site and cross-port requests, bodies with
+//! no content type), another OS user replaying idempotency keys, and agents writing
+//! escape sequences for the human's terminal.
+
+use std::time::Duration;
+
+use reqwest::{StatusCode, blocking::Client};
+use serde_json::{Value, json};
+
+use crate::{
+    http::{Api, hitl_event, json_of},
+    support::{Project, eventually},
+};
+
+/// Runs a Python snippet as the OS user `nobody` and returns its stdout: another user
+/// on the same machine, talking to the server over loopback.
+fn as_other_user(script: &str) -> String {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "these checks switch to another OS user and need root (CI runs as root)"
+    );
+    let out = std::process::Command::new("runuser")
+        .args(["-u", "nobody", "--", "python3", "-c", script])
+        .output()
+        .expect("runuser (util-linux) runs a command as another user");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn a_rebound_host_name_gets_nothing() {
+    let api = Api::start(None);
+    let (_, created) =
+        json_of(api.post_open("/events", &hitl_event("question", "secret?", json!({}))));
+    let id = created["id"].as_i64().unwrap();
+    let respond = api.post(
+        &format!("/events/{id}/respond"),
+        &json!({ "response": "the answer" }),
+    );
+    assert_eq!(respond.status(), StatusCode::OK);
+
+    let port = api.base.rsplit(':').next().unwrap().to_string();
+    let http = Client::new();
+    let with_host =
+        |path: &str, host: &str| http.get(api.url(path)).header("host", host).send().unwrap();
+    // A page at rebind.evil.example that now resolves to 127.0.0.1: refused, whatever
+    // the route and whether or not it would need the token.
+    for path in [
+        format!("/events/{id}/response"),
+        "/healthz".into(),
+        "/events/recent".into(),
+    ] {
+        let r = with_host(&path, &format!("rebind.evil.example:{port}"));
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{path}");
+        let (_, v) = json_of(r);
+        assert!(
+            v["error"].as_str().unwrap().contains("allowed_hosts"),
+            "{v}"
+        );
+        assert!(!v.to_string().contains("the answer"));
+    }
+    // This server's own names still work.
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        "localhost".into(),
+    ] {
+        let (status, v) = json_of(with_host(&format!("/events/{id}/response"), &host));
+        assert_eq!(status, StatusCode::OK, "{host}");
+        assert_eq!(v["data"]["response"], "the answer");
+    }
+    drop(api);
+
+    // A configured name is answered too.
+    let api = Api::start(Some("[http]\nallowed_hosts = [\"hitl.internal\"]\n"));
+    let r = Client::new()
+        .get(api.url("/healthz"))
+        .header("host", "hitl.internal")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[test]
+fn idempotency_keys_belong_to_their_caller() {
+    let api = Api::start(None);
+    let mine = json!({
+        "source_app": "victim", "session_id": "s1", "hook_event_type": "PreToolUse",
+        "payload": {},
+        "humanInTheLoop": { "type": "question", "question": "the private question?" },
+    });
+    let r = api
+        .http
+        .post(api.url("/events"))
+        .header("idempotency-key", "toolu_01ABC")
+        .json(&mine)
+        .send()
+        .unwrap();
+    let (status, first) = json_of(r);
+    assert_eq!(status, StatusCode::CREATED);
+    let id = first["id"].as_i64().unwrap();
+    api.post(
+        &format!("/events/{id}/respond"),
+        &json!({ "response": "the private answer" }),
+    );
+
+    // The same user replaying the key gets the first event back.
+    let again = api
+        .http
+        .post(api.url("/events"))
+        .header("idempotency-key", "toolu_01ABC")
+        .json(&mine)
+        .send()
+        .unwrap();
+    let (status, v) = json_of(again);
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["id"], first["id"]);
+
+    // Another OS user replaying it gets a request of its own, and none of the victim's.
+    let script = format!(
+        "import json, urllib.request\n\
+         body = json.dumps({{'source_app': 'x', 'session_id': 'y', 'hook_event_type': 'e', \
+         'humanInTheLoop': {{'type': 'question', 'question': 'mine?'}}}}).encode()\n\
+         req = urllib.request.Request('{}/events', data=body, headers={{\
+         'Content-Type': 'application/json', 'Idempotency-Key': 'toolu_01ABC'}})\n\
+         r = urllib.request.urlopen(req)\n\
+         print(r.status, r.read().decode())",
+        api.base
+    );
+    let out = as_other_user(&script);
+    let (status, body) = out.split_once(' ').unwrap();
+    assert_eq!(status, "201", "{out}");
+    assert!(!body.contains("private"), "{body}");
+    let theirs: Value = serde_json::from_str(body).unwrap();
+    assert_ne!(theirs["id"], first["id"]);
+}
+
+#[test]
+fn pages_from_other_origins_cannot_answer_create_or_stream() {
+    let api = Api::start(None);
+    let port = api.base.rsplit(':').next().unwrap().to_string();
+    let (_, created) = json_of(api.post_open(
+        "/events",
+        &hitl_event("permission", "rm -rf build?", json!({})),
+    ));
+    let id = created["id"].as_i64().unwrap();
+
+    // The dashboard's login cookie: named for this server's port.
+    let r = api.get_open(&format!("/api/v1/requests?token={}", api.token));
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(
+        cookie.starts_with(&format!("hitl_token_{port}=")),
+        "{cookie}"
+    );
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    let http = Client::new();
+
+    // A page on another loopback port (cookies ignore ports) approves with the cookie,
+    // no content type, no preflight: refused for its origin.
+    let r = http
+        .post(api.url(&format!("/events/{id}/respond")))
+        .header("cookie", &cookie)
+        .header("origin", "http://127.0.0.1:8080")
+        .header("sec-fetch-site", "same-site")
+        .header("content-type", "")
+        .body(r#"{"permission": true}"#)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    // Without an Origin but marked by the browser as from another site: refused.
+    let r = http
+        .post(api.url(&format!("/api/v1/requests/{id}/cancel")))
+        .header("cookie", &cookie)
+        .header("sec-fetch-site", "cross-site")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    // A body that is not labelled JSON is refused whoever sends it (415), on every
+    // JSON route: creates, answers, cancels with a body.
+    for (path, body) in [
+        (
+            "/events".to_string(),
+            hitl_event("question", "fake urgent?", json!({})).to_string(),
+        ),
+        (
+            format!("/events/{id}/respond"),
+            r#"{"permission": true}"#.into(),
+        ),
+        (
+            format!("/api/v1/requests/{id}/respond"),
+            r#"{"approved": true}"#.into(),
+        ),
+        (
+            format!("/api/v1/requests/{id}/cancel"),
+            r#"{"reason": "x"}"#.into(),
+        ),
+        ("/api/v1/requests".into(), r#"{"content": "q?"}"#.into()),
+    ] {
+        for content_type in [
+            None,
+            Some("text/plain"),
+            Some("application/x-www-form-urlencoded"),
+        ] {
+            let mut req = http
+                .post(api.url(&path))
+                .header("cookie", &cookie)
+                .body(body.clone());
+            if let Some(t) = content_type {
+                req = req.header("content-type", t);
+            }
+            let r = req.send().unwrap();
+            assert_eq!(
+                r.status(),
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "{path} {content_type:?}"
+            );
+        }
+    }
+    // A create from a web page with the right type still needs a CORS preflight; a
+    // direct one with a foreign Origin is refused.
+    let r = http
+        .post(api.url("/events"))
+        .header("origin", "http://evil.example")
+        .json(&hitl_event("question", "fake?", json!({})))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    // The request is still pending, untouched.
+    let (status, v) = json_of(api.get(&format!("/api/v1/requests/{id}")));
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["status"], "pending", "{v}");
+
+    // WebSockets from another origin are refused before the upgrade.
+    let ws = http
+        .get(api.url("/api/v1/stream"))
+        .header("cookie", &cookie)
+        .header("origin", "http://127.0.0.1:8080")
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .send()
+        .unwrap();
+    assert_eq!(ws.status(), StatusCode::FORBIDDEN);
+
+    // The server's own page (same origin) may answer with the cookie, and any case of
+    // the bearer scheme is the token.
+    let r = http
+        .post(api.url(&format!("/events/{id}/respond")))
+        .header("cookie", &cookie)
+        .header("origin", format!("http://localhost:{port}"))
+        .header("sec-fetch-site", "same-origin")
+        .json(&json!({ "permission": false }))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = http
+        .get(api.url("/api/v1/requests"))
+        .header("authorization", format!("bearer {}", api.token))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // Query-string errors have the JSON error shape.
+    let (status, v) = json_of(api.get("/api/v1/requests?limit=many"));
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(v["success"], false);
+    assert!(v["error"].as_str().unwrap().contains("limit"), "{v}");
+}
+
+#[test]
+fn a_wildcard_or_malformed_origin_is_refused_at_start() {
+    for (setting, says) in [
+        ("allowed_origins = [\"*\"]", "every web page"),
+        ("allowed_origins = [\"localhost:5173\"]", "is not an origin"),
+        ("allowed_hosts = [\"*.example\"]", "is not a host name"),
+    ] {
+        let p = Project::new();
+        p.user_config(&format!("[http]\n{setting}\n"));
+        let child = p
+            .hitl()
+            .args(["listen", "--ui", "none", "--http", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = crate::support::wait_output(child, Duration::from_secs(20));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{setting}: {err}");
+        assert!(err.contains(says), "{setting}: {err}");
+        assert!(!err.contains("hitl: ready"), "{err}");
+    }
+}
+
+#[test]
+fn ids_of_http_requests_and_spool_questions_never_collide() {
+    let api = Api::start(None);
+    // An HTTP request, answered and ended.
+    let (_, created) =
+        json_of(api.post_open("/events", &hitl_event("question", "over http?", json!({}))));
+    let id = created["id"].as_i64().unwrap();
+    api.post(
+        &format!("/events/{id}/respond"),
+        &json!({ "response": "http answer" }),
+    );
+    // A spool question whose id is that event's number.
+    let q = json!({
+        "version": 1, "id": id.to_string(), "agent_id": "a", "agent_name": "A",
+        "timestamp": "2026-01-01T00:00:00Z", "type": "text", "content": "from the spool?",
+    });
+    std::fs::write(
+        api.project.helpers().join(format!("questions/{id}.json")),
+        q.to_string(),
+    )
+    .unwrap();
+    api.project.wait_pending(1, Duration::from_secs(10));
+    // The event routes speak of the HTTP request only.
+    let (status, v) = json_of(api.get_open(&format!("/events/{id}/response")));
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["data"]["response"], "http answer");
+    let r = api.post(
+        &format!("/events/{id}/respond"),
+        &json!({ "response": "hijack" }),
+    );
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    // The spool question is untouched, and answered the spool's way.
+    assert!(
+        !api.project
+            .helpers()
+            .join(format!("answers/{id}.json"))
+            .exists()
+    );
+    assert_eq!(api.project.pending().len(), 1);
+}
+
+#[test]
+fn an_absurd_timeout_is_refused_before_anything_is_written() {
+    let p = Project::new();
+    let out = p.run(&["ask", "--timeout", "18446744073709551615", "q?"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("more than a week"));
+    assert_eq!(
+        std::fs::read_dir(p.helpers().join("questions"))
+            .unwrap()
+            .count(),
+        0
+    );
+
+    let api = Api::start(None);
+    let (status, v) = json_of(api.post(
+        "/api/v1/requests",
+        &json!({ "content": "q?", "timeout": 18446744073709551615u64 }),
+    ));
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    // Agent ids follow the id rule on the native API.
+    let (status, v) = json_of(api.post(
+        "/api/v1/requests",
+        &json!({ "content": "q?", "agent_id": "../../etc/passwd" }),
+    ));
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("agent_id"), "{v}");
+    // On the seed route a session id becomes a safe agent id.
+    let mut e = hitl_event("question", "q?", json!({}));
+    e["session_id"] = json!("../../etc/passwd\u{1b}[2J");
+    let (status, v) = json_of(api.post_open("/events", &e));
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let (_, pending) = json_of(api.get("/api/v1/requests"));
+    let agent = pending[0]["request"]["agent_id"].as_str().unwrap().to_string();
+    assert!(hitl::protocol::is_valid_id(&agent), "{agent}");
+}
+
+#[test]
+fn the_terminal_shows_escape_sequences_instead_of_running_them() {
+    let p = Project::new();
+    let listener = p.listen_with_stdin(&["--ui", "terminal", "--http", "off"]);
+    let q = json!({
+        "version": 1, "id": "esc1", "agent_id": "a", "agent_name": "Evil\u{1b}]0;title\u{7}",
+        "timestamp": "2026-01-01T00:00:00Z", "type": "select",
+        "content": "Allow ls?\u{1b}[1A\u{1b}[2K\rAllow rm -rf /?\u{202e}",
+        "options": ["yes\u{1b}[31m", "no"],
+    });
+    std::fs::write(p.helpers().join("questions/esc1.json"), q.to_string()).unwrap();
+    listener.wait_stdout("(/cancel to decline)", Duration::from_secs(10));
+    let shown = listener.stdout();
+    assert!(
+        !shown.contains('\u{1b}') && !shown.contains('\r') && !shown.contains('\u{202e}'),
+        "{shown:?}"
+    );
+    for visible in [
+        "\\u{1b}[1A\\u{1b}[2K\\u{d}Allow rm",
+        "\\u{202e}",
+        "yes\\u{1b}[31m",
+        "Evil\\u{1b}]0;title\\u{7}",
+    ] {
+        assert!(shown.contains(visible), "{visible} in {shown:?}");
+    }
+    eventually("the question stays pending", Duration::from_secs(1), || {
+        p.pending().len() == 1
+    });
+}
