@@ -70,7 +70,7 @@ impl Guard {
         if let Ok(ip) = bare.parse::<IpAddr>() {
             return ip.is_loopback() || ip == self.local.ip();
         }
-        if name == "localhost" || self.hosts.iter().any(|h| *h == name) {
+        if name == "localhost" || self.hosts.contains(&name) {
             return true;
         }
         // Bound to a non-loopback address without a list of names: every route needs

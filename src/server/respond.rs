@@ -44,7 +44,9 @@ pub enum Lookup {
 /// Which requests an id may name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ids {
-    /// Requests made over HTTP, by event id (seed 004's `/events/{id}/…`).
+    /// Seed 004's `/events/{id}/…`: a number is an event id and names a request made
+    /// over HTTP only; any other id may name a spool question (as the feed shows
+    /// them).
     Events,
     /// Any request: one made over HTTP first, else a spool question with that id.
     Any,
@@ -71,7 +73,7 @@ pub async fn lookup(state: &AppState, id: &str, ids: Ids) -> Result<Option<Looku
     if let Some(r) = stored.as_ref().filter(|r| r.origin.is_stored()) {
         return Ok(Some(Lookup::Ended(Box::new(r.clone()))));
     }
-    if ids == Ids::Events {
+    if ids == Ids::Events && id.bytes().all(|b| b.is_ascii_digit()) {
         return Ok(None);
     }
     if let Some(p) = state.broker.find(id).await {

@@ -365,7 +365,10 @@ fn an_absurd_timeout_is_refused_before_anything_is_written() {
     let (status, v) = json_of(api.post_open("/events", &e));
     assert_eq!(status, StatusCode::CREATED, "{v}");
     let (_, pending) = json_of(api.get("/api/v1/requests"));
-    let agent = pending[0]["request"]["agent_id"].as_str().unwrap().to_string();
+    let agent = pending[0]["request"]["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(hitl::protocol::is_valid_id(&agent), "{agent}");
 }
 
