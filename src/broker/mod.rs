@@ -50,8 +50,11 @@ use crate::{
 };
 use handle::Command;
 
-/// How long a question file that does not parse yet is given to become whole.
-const PARTIAL_GRACE: Duration = Duration::from_secs(2);
+/// How long a question file that does not parse yet, and whose writer has not closed
+/// it, may stay unchanged before it is taken as abandoned and rejected. Any change to
+/// it starts the wait again: a writer may pause mid-write for as long as it likes
+/// while it keeps writing. (A file that is closed, or renamed in, is whole or bad.)
+const PARTIAL_GRACE: Duration = Duration::from_secs(30);
 /// The broker times a spool question out this long after the asker's own deadline.
 /// Askers that keep their own timer (`hitl ask`, the seed scripts) withdraw at the
 /// deadline and report a timeout in their own way; the broker's timeout is the

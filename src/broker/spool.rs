@@ -47,14 +47,36 @@ enum Folder {
     Answers,
 }
 
+/// A question file that does not parse yet: when it was last seen to change, and how.
+struct Partial {
+    give_up: Instant,
+    size_and_mtime: Option<(u64, std::time::SystemTime)>,
+}
+
+impl Partial {
+    /// Notes another look at `path`; a change starts the grace period again.
+    fn look(&mut self, path: &Path, now: Instant) {
+        let seen = size_and_mtime(path);
+        if seen != self.size_and_mtime {
+            self.size_and_mtime = seen;
+            self.give_up = now + PARTIAL_GRACE;
+        }
+    }
+}
+
+fn size_and_mtime(path: &Path) -> Option<(u64, std::time::SystemTime)> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()?))
+}
+
 /// The broker's file-side state.
 pub(super) struct Files {
     pub(super) spools: Vec<Spool>,
     folders: HashMap<PathBuf, (usize, Folder)>,
     by_question: HashMap<PathBuf, u64>,
     by_answer: HashMap<PathBuf, u64>,
-    /// Question files that do not parse yet, with when we give up on them.
-    partial: HashMap<PathBuf, Instant>,
+    /// Question files that do not parse yet, still open for writing.
+    partial: HashMap<PathBuf, Partial>,
     /// Question files found already answered (their asker has not picked the answer up
     /// yet), with their modification time: the periodic rescan skips them while they
     /// stay as they are, instead of reading and recording them every time.
@@ -133,10 +155,15 @@ impl Broker {
                     self.files.partial.remove(&path);
                     self.reject(spool, &path, &e.to_string(), None);
                 } else {
+                    let now = Instant::now();
                     self.files
                         .partial
-                        .entry(path)
-                        .or_insert_with(|| Instant::now() + PARTIAL_GRACE);
+                        .entry(path.clone())
+                        .or_insert_with(|| Partial {
+                            give_up: now + PARTIAL_GRACE,
+                            size_and_mtime: None,
+                        })
+                        .look(&path, now);
                 }
             }
             Loaded::Bad(reason, bytes) => {
@@ -162,7 +189,8 @@ impl Broker {
             return;
         }
         let project = s.project().display().to_string();
-        if answer_path.exists() {
+        questions::clear_planted_answer(&answer_path);
+        if questions::answer_exists(&answer_path) {
             let existing = questions::read_answer(&answer_path);
             let stale = q.variant == Variant::ClaudeHelpers
                 && existing
@@ -362,6 +390,10 @@ impl Broker {
         if self.entries.get(&seq).is_some_and(|e| e.answering) {
             return;
         }
+        // Only a plain file is an answer; anything else planted there is removed.
+        if questions::clear_planted_answer(path) || !questions::answer_exists(path) {
+            return;
+        }
         let existing = questions::read_answer(path);
         let status = existing
             .as_ref()
@@ -381,7 +413,7 @@ impl Broker {
         if let Some(answer_path) = entry
             .spool()
             .map(|p| p.answer_path.clone())
-            .filter(|p| p.exists())
+            .filter(|p| questions::answer_exists(p))
         {
             self.answer_appeared(&answer_path);
             return;
@@ -459,7 +491,8 @@ impl Broker {
 
     fn reject(&mut self, spool: usize, path: &Path, reason: &str, bytes: Option<&[u8]>) {
         let s = &self.files.spools[spool];
-        match questions::reject(s, path, reason, bytes, self.opts.durable) {
+        let claimed = |answer: &Path| self.files.by_answer.contains_key(answer);
+        match questions::reject(s, path, reason, bytes, self.opts.durable, &claimed) {
             Ok(dest) => {
                 tracing::warn!(
                     "rejected {}: {reason} (moved to {})",
@@ -551,7 +584,7 @@ impl Broker {
             .files
             .by_answer
             .keys()
-            .filter(|p| p.exists())
+            .filter(|p| questions::answer_exists(p))
             .cloned()
             .collect();
         for p in answered {
@@ -639,15 +672,19 @@ impl Broker {
         let paths: Vec<(PathBuf, Instant)> = self
             .files
             .partial
-            .iter()
-            .map(|(p, t)| (p.clone(), *t))
+            .iter_mut()
+            .map(|(p, partial)| {
+                partial.look(p, now);
+                (p.clone(), partial.give_up)
+            })
             .collect();
         for (path, give_up) in paths {
             let Some((spool, _)) = self.files.folder_of(&path) else {
                 self.files.partial.remove(&path);
                 continue;
             };
-            // Past the grace period the file counts as closed: reject it if still bad.
+            // Unchanged for the whole grace period, the file counts as closed: reject it
+            // if it is still bad.
             self.question_changed(spool, path, now >= give_up);
         }
     }

@@ -20,7 +20,7 @@ pub use request::{Answer, AnswerStatus, Asker, Kind, Priority, Reply, Request};
 pub use status::Status;
 pub use time::{now, parse_timestamp};
 pub(crate) use variant::type_name as json_type_name;
-pub use variant::{ParseError, ParsedQuestion, Variant, parse_question};
+pub use variant::{ParseError, ParsedQuestion, Variant, parse_question, parse_question_at};
 
 /// Questions bigger than this many bytes are refused unless `[listen]
 /// max_question_bytes` says otherwise.

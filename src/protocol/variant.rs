@@ -11,6 +11,7 @@
 //! The canonical answer carries every field any of them reads, so only the path differs,
 //! except that claude-helpers takes an answer starting with `ERROR:` as a failure.
 
+use jiff::Timestamp;
 use serde_json::{Map, Value};
 use thiserror::Error;
 
@@ -154,8 +155,20 @@ impl ParsedQuestion {
 }
 
 /// Reads a question file's bytes. `file_stem` is its name without `.json`; it is the id
-/// of a question that has none and tells seed 001's `q_` files apart.
+/// of a question that has none and tells seed 001's `q_` files apart. A question that
+/// does not say when it was asked is dated now.
 pub fn parse_question(bytes: &[u8], file_stem: &str) -> Result<ParsedQuestion, ParseError> {
+    parse_question_at(bytes, file_stem, now())
+}
+
+/// [`parse_question`], dating a question that does not say when it was asked at
+/// `undated` (its file's modification time: the same on every read, so a restart
+/// does not make it a new question, and its age is true).
+pub fn parse_question_at(
+    bytes: &[u8],
+    file_stem: &str,
+    undated: Timestamp,
+) -> Result<ParsedQuestion, ParseError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ParseError::Empty);
     }
@@ -216,7 +229,7 @@ pub fn parse_question(bytes: &[u8], file_stem: &str) -> Result<ParsedQuestion, P
             field: "timestamp",
             expected: "an ISO-8601 string or a unix time",
         })?,
-        None => now(),
+        None => undated,
     };
     let kind = match take_string(&mut obj, "type")? {
         Some(k) => Kind::parse(&k).ok_or(ParseError::UnknownKind(k))?,

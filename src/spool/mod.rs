@@ -23,7 +23,7 @@ use anyhow::{Context, Result};
 
 pub use atomic::{Created, clear_stale_temp, create_exclusive, sync_dir, write_atomic};
 pub use listener::ListenerInfo;
-pub use read::{Refusal, read_untrusted};
+pub use read::{Refusal, read_untrusted, read_untrusted_file};
 
 /// Name of the spool folder inside a project.
 pub const HELPERS: &str = ".helpers";

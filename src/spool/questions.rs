@@ -10,9 +10,12 @@ use std::{
 use serde_json::Value;
 
 use super::{
-    Created, Refusal, Spool, create_exclusive, is_ignored_name, read_untrusted, write_atomic,
+    Created, Refusal, Spool, create_exclusive, is_ignored_name, read_untrusted,
+    read_untrusted_file, write_atomic,
 };
-use crate::protocol::{Answer, ParseError, ParsedQuestion, Variant, is_valid_id, parse_question};
+use crate::protocol::{
+    Answer, ParseError, ParsedQuestion, Variant, is_valid_id, parse_question_at,
+};
 
 /// Default size limit for a question file.
 pub use crate::protocol::DEFAULT_MAX_QUESTION_BYTES;
@@ -45,8 +48,8 @@ pub fn load_question(path: &Path, limit: u64) -> Loaded {
     let Some(stem) = stem(path) else {
         return Loaded::Gone;
     };
-    match read_untrusted(path, limit) {
-        Ok(bytes) => match parse_question(&bytes, stem) {
+    match read_untrusted_file(path, limit) {
+        Ok((bytes, meta)) => match parse_question_at(&bytes, stem, modified_at(&meta)) {
             Ok(q) => Loaded::Question(Box::new(q)),
             Err(e) if e.maybe_partial() => Loaded::Partial(e),
             Err(e) => Loaded::Bad(e.to_string(), Some(bytes)),
@@ -55,6 +58,14 @@ pub fn load_question(path: &Path, limit: u64) -> Loaded {
         Err(Refusal::Io(e)) => Loaded::Partial(ParseError::Json(e.to_string())),
         Err(r) => Loaded::Bad(r.to_string(), None),
     }
+}
+
+/// When a file was last written, as a timestamp (now if the file system cannot say).
+fn modified_at(meta: &fs::Metadata) -> jiff::Timestamp {
+    meta.modified()
+        .ok()
+        .and_then(|t| jiff::Timestamp::try_from(t).ok())
+        .unwrap_or_else(jiff::Timestamp::now)
 }
 
 /// Every entry of `questions/` that may be a question, oldest name first.
@@ -80,7 +91,7 @@ pub fn pending_questions(spool: &Spool, limit: u64) -> Vec<(PathBuf, ParsedQuest
         .unwrap_or_default()
         .into_iter()
         .filter_map(|p| match load_question(&p, limit) {
-            Loaded::Question(q) if !answer_path(spool, &q).exists() => Some((p, *q)),
+            Loaded::Question(q) if !answer_exists(&answer_path(spool, &q)) => Some((p, *q)),
             _ => None,
         })
         .collect();
@@ -120,6 +131,9 @@ pub fn deliver(
     }
     let bytes = q.variant.render_answer(answer);
     let mut outcome = create_exclusive(&spool.tmp(), &dest, &bytes, durable)?;
+    if outcome == Created::AlreadyExists && clear_planted_answer(&dest) {
+        outcome = create_exclusive(&spool.tmp(), &dest, &bytes, durable)?;
+    }
     if outcome == Created::AlreadyExists && q.variant == Variant::ClaudeHelpers {
         // claude-helpers reuses one answer path per agent: an answer older than this
         // question belongs to the previous one and was never picked up.
@@ -133,6 +147,38 @@ pub fn deliver(
         let _ = fs::remove_file(spool.queue().join(format!("{}.queue", q.request.id)));
     }
     Ok(outcome)
+}
+
+/// Whether a plain file (an answer) is at `path`; symlinks are not followed.
+pub fn answer_exists(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file())
+}
+
+/// Removes what is at an answer path if it is not a plain file: a symlink (to an
+/// existing file it would pass for an answer; dangling, it would block every real
+/// one), a FIFO or a socket. Only the broker and `hitl answer` write `answers/`, and
+/// only plain files. Says whether something was removed.
+pub fn clear_planted_answer(path: &Path) -> bool {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return false;
+    };
+    let kind = meta.file_type();
+    if kind.is_file() || kind.is_dir() {
+        return false;
+    }
+    match fs::remove_file(path) {
+        Ok(()) => {
+            tracing::warn!(
+                "removed {}: not a plain file, so not an answer (planted?)",
+                path.display()
+            );
+            true
+        }
+        Err(e) => {
+            tracing::warn!("{} is not an answer but stays: {e}", path.display());
+            false
+        }
+    }
 }
 
 /// Answer files are kept this long after they are written, as tombstones.
@@ -174,22 +220,23 @@ pub fn reject(
     reason: &str,
     bytes: Option<&[u8]>,
     durable: bool,
+    claimed: &dyn Fn(&Path) -> bool,
 ) -> io::Result<PathBuf> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "unnamed".into());
     fs::create_dir_all(spool.rejected())?;
-    let mut dest = spool.rejected().join(&name);
-    if fs::symlink_metadata(&dest).is_ok() {
-        dest = spool
+    let mut moved = spool.rejected().join(&name);
+    if fs::symlink_metadata(&moved).is_ok() {
+        moved = spool
             .rejected()
             .join(format!("{name}.{}", uuid::Uuid::now_v7().simple()));
     }
     // rename moves the entry itself: a symlink stays a symlink, a FIFO is never opened.
-    fs::rename(path, &dest)?;
+    fs::rename(path, &moved)?;
     let note = format!("{}: {reason}\n", jiff::Timestamp::now());
-    let reason_path = PathBuf::from(format!("{}.reason", dest.display()));
+    let reason_path = PathBuf::from(format!("{}.reason", moved.display()));
     let _ = fs::write(reason_path, note);
 
     if let Some((variant, id, agent_id)) = answer_target(&name, bytes) {
@@ -197,6 +244,11 @@ pub fn reject(
         let dest = spool
             .answers()
             .join(variant.answer_file_name(&id, &agent_id));
+        // A bad file may name the answer slot of a good question that waits: that
+        // slot is its asker's, and a rejection there would end the wrong question.
+        if claimed(&dest) {
+            return Ok(moved);
+        }
         let _ = create_exclusive(
             &spool.tmp(),
             &dest,
@@ -204,7 +256,7 @@ pub fn reject(
             durable,
         );
     }
-    Ok(dest)
+    Ok(moved)
 }
 
 /// Best effort: which answer file the writer of a bad question file waits for.

@@ -44,6 +44,12 @@ pub enum Refusal {
 /// Reads a regular file of at most `limit` bytes without following symlinks or
 /// blocking on special files.
 pub fn read_untrusted(path: &Path, limit: u64) -> Result<Vec<u8>, Refusal> {
+    read_untrusted_file(path, limit).map(|(bytes, _)| bytes)
+}
+
+/// [`read_untrusted`], with the metadata of the file that was read (its modification
+/// time dates a question that does not say when it was asked).
+pub fn read_untrusted_file(path: &Path, limit: u64) -> Result<(Vec<u8>, fs::Metadata), Refusal> {
     let meta = match fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Refusal::Gone),
@@ -78,7 +84,7 @@ pub fn read_untrusted(path: &Path, limit: u64) -> Result<Vec<u8>, Refusal> {
             limit,
         });
     }
-    Ok(buf)
+    Ok((buf, meta))
 }
 
 fn libc_flags() -> i32 {
