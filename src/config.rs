@@ -103,6 +103,12 @@ pub struct HttpSettings {
     pub allowed_hosts: Vec<String>,
     /// Hosts besides loopback that answers may be delivered to (`responseWebSocketUrl`).
     pub delivery_hosts: Vec<String>,
+    /// HTTP connections open at once; more are closed as they come (file descriptors
+    /// are kept for the spool and the store whatever this says).
+    pub max_connections: usize,
+    /// Seconds a connection may take to send a request head, counted from when it
+    /// opens or its last response went out: idle and slow (slowloris) clients are cut.
+    pub header_timeout: u64,
 }
 
 impl Default for HttpSettings {
@@ -116,6 +122,8 @@ impl Default for HttpSettings {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             delivery_hosts: Vec::new(),
+            max_connections: 512,
+            header_timeout: 10,
         }
     }
 }
@@ -138,6 +146,12 @@ impl HttpSettings {
                      scheme://host[:port], like \"http://localhost:5173\" (no path, no wildcard)"
                 );
             }
+        }
+        if self.max_connections == 0 {
+            anyhow::bail!("[http] max_connections must be at least 1");
+        }
+        if self.header_timeout == 0 || self.header_timeout > 3600 {
+            anyhow::bail!("[http] header_timeout must be 1 to 3600 seconds");
         }
         for host in &self.allowed_hosts {
             let ok = !host.is_empty()
@@ -255,6 +269,10 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # allowed_hosts = []
 # Hosts besides loopback that answers may be pushed to (responseWebSocketUrl).
 # delivery_hosts = []
+# HTTP connections open at once (more are closed as they come), and the seconds a
+# connection may take to send a request head before it is cut (idle or slowloris).
+# max_connections = 512
+# header_timeout = 10
 "#;
 
 fn read_table(path: &Path) -> Result<Option<toml::Table>> {

@@ -22,13 +22,11 @@ use std::{
 
 use anyhow::{Context, Result};
 use axum::{
-    extract::{ConnectInfo, Request, State, connect_info::Connected},
+    extract::{ConnectInfo, Request, State},
     http::{HeaderValue, StatusCode, header},
     middleware::Next,
     response::{IntoResponse, Response},
-    serve::IncomingStream,
 };
-use tokio::net::TcpListener;
 
 use super::{AppState, error::ApiError};
 
@@ -63,16 +61,15 @@ pub struct Peer {
     owner: Arc<OnceLock<Option<u32>>>,
 }
 
-impl Connected<IncomingStream<'_, TcpListener>> for Peer {
-    fn connect_info(stream: IncomingStream<'_, TcpListener>) -> Self {
+impl Peer {
+    /// The client at `addr`, its owner not looked up yet.
+    pub fn new(addr: SocketAddr) -> Peer {
         Peer {
-            addr: *stream.remote_addr(),
+            addr,
             owner: Arc::default(),
         }
     }
-}
 
-impl Peer {
     /// The OS user owning the client's end, if the kernel's table has it.
     fn owner(&self, server: SocketAddr) -> Option<u32> {
         *self.owner.get_or_init(|| peer_uid(self.addr, server))

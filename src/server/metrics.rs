@@ -137,5 +137,10 @@ pub async fn prometheus(State(state): State<Arc<AppState>>) -> impl IntoResponse
         "# HELP hitl_uptime_seconds Seconds since the server started.\n# TYPE hitl_uptime_seconds gauge\nhitl_uptime_seconds {}",
         state.started.elapsed().as_secs()
     );
+    let _ = writeln!(
+        out,
+        "# HELP hitl_http_connections_refused_total Connections closed on arrival at [http] max_connections.\n# TYPE hitl_http_connections_refused_total counter\nhitl_http_connections_refused_total {}",
+        super::conn::REFUSED_AT_CAP.load(std::sync::atomic::Ordering::Relaxed)
+    );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
 }

@@ -7,6 +7,7 @@
 //! `/api/v1/openapi.json`, with each route's access rule, so they cannot disagree.
 
 mod auth;
+mod conn;
 mod deliver;
 mod error;
 mod guard;
@@ -121,14 +122,14 @@ pub async fn serve(
     state: Arc<AppState>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    let limits = conn::ConnLimits {
+        max_connections: conn::reserve_descriptors(state.settings.max_connections),
+        header_timeout: std::time::Duration::from_secs(state.settings.header_timeout),
+    };
     let app = routes::router(state);
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<auth::Peer>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
-    .context("serving HTTP")
+    conn::serve(listener, app, limits, shutdown)
+        .await
+        .context("serving HTTP")
 }
 
 /// A server running in the background, from [`start`].

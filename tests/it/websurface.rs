@@ -401,3 +401,144 @@ fn the_terminal_shows_escape_sequences_instead_of_running_them() {
         p.pending().len() == 1
     });
 }
+
+/// A raw TCP connection to the server that sends `bytes` and nothing more.
+fn raw_connection(base: &str, bytes: &[u8]) -> std::net::TcpStream {
+    use std::io::Write;
+    let addr = base.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(bytes).unwrap();
+    s
+}
+
+/// Whether the server has closed `s` (reads end or fail) within `within`.
+fn closed_within(s: &mut std::net::TcpStream, within: Duration) -> bool {
+    use std::io::Read;
+    s.set_read_timeout(Some(within)).unwrap();
+    let mut buf = [0u8; 256];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                return false;
+            }
+            Err(_) => return true,
+        }
+    }
+}
+
+#[test]
+fn connections_are_capped_and_idle_or_slow_ones_are_cut() {
+    let p = Project::new();
+    p.user_config("[http]\nmax_connections = 8\nheader_timeout = 2\n");
+    let listener = p.listen(&[
+        "--ui",
+        "none",
+        "--auto-answer",
+        "ok",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    let api = Api::attach(p, listener);
+    // Eight clients that connect and say nothing hold every slot...
+    let mut idle: Vec<_> = (0..8).map(|_| raw_connection(&api.base, b"")).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // ...so a ninth is closed on arrival, and counted.
+    let mut ninth = raw_connection(
+        &api.base,
+        b"GET /healthz HTTP/1.1\r\nhost: localhost\r\n\r\n",
+    );
+    assert!(closed_within(&mut ninth, Duration::from_secs(1)));
+    // The spool does not depend on HTTP: its agents are answered meanwhile.
+    let out = api.project.run(&["ask", "--timeout", "10", "still there?"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n", "{out:?}");
+    // Idle clients are cut after header_timeout; then HTTP serves again.
+    for s in &mut idle {
+        assert!(
+            closed_within(s, Duration::from_secs(5)),
+            "an idle connection stayed open"
+        );
+    }
+    let (status, _) = json_of(api.get("/api/v1/metrics"));
+    assert_eq!(status, StatusCode::OK);
+    let text = api.get("/metrics").text().unwrap();
+    let refused: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("hitl_http_connections_refused_total "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(refused >= 1, "{text}");
+
+    // Slowloris: a header byte every 300 ms never finishes a request in time.
+    use std::io::Write;
+    let mut slow = raw_connection(&api.base, b"GET /healthz HTTP/1.1\r\n");
+    let started = std::time::Instant::now();
+    let mut cut = false;
+    while started.elapsed() < Duration::from_secs(6) {
+        if slow.write_all(b"x-slow: 1\r\n").is_err() {
+            cut = true;
+            break;
+        }
+        if closed_within(&mut slow, Duration::from_millis(300)) {
+            cut = true;
+            break;
+        }
+    }
+    assert!(cut, "a dribbling client was never cut");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn descriptors_are_kept_for_the_spool_when_clients_take_the_rest() {
+    use std::os::unix::process::CommandExt;
+    let p = Project::new();
+    let mut cmd = p.hitl();
+    cmd.args([
+        "listen",
+        "--ui",
+        "none",
+        "--auto-answer",
+        "ok",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    // A small open-file limit, as on many desktops (1024) but smaller, so the test
+    // can reach it: the server must cap HTTP below it on its own.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, 400, 400)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let listener = crate::support::Listener::start_command(cmd);
+    assert!(
+        listener.log().contains("serving at most"),
+        "{}",
+        listener.log()
+    );
+    let api = Api::attach(p, listener);
+    // Far more clients than descriptors.
+    let held: Vec<_> = (0..600)
+        .filter_map(|_| std::net::TcpStream::connect(api.base.trim_start_matches("http://")).ok())
+        .collect();
+    assert!(held.len() > 400);
+    // Questions in the spool are still read, answered and recorded.
+    for i in 0..3 {
+        let out = api
+            .project
+            .run(&["ask", "--timeout", "10", &format!("question {i}?")]);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n", "{out:?}");
+    }
+    drop(held);
+    eventually("HTTP serves again", Duration::from_secs(10), || {
+        Client::new()
+            .get(api.url("/healthz"))
+            .send()
+            .is_ok_and(|r| r.status() == StatusCode::OK)
+    });
+}
