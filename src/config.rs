@@ -93,6 +93,10 @@ pub struct HttpSettings {
     /// Apply the rate limit to loopback clients too (off: local agents are trusted
     /// not to flood the broker they run beside).
     pub rate_limit_loopback: bool,
+    /// Requests (and events) each caller may create per second, bursts of twice that,
+    /// loopback included: each OS user and the token's holder have their own budget.
+    /// 0 turns it off.
+    pub create_rate_limit: u32,
     /// Origins allowed to call the API from a browser (CORS) and to open its
     /// WebSockets, besides the server's own: `http(s)://host[:port]` each, no
     /// wildcards. Empty: none.
@@ -119,6 +123,7 @@ impl Default for HttpSettings {
             max_body_bytes: 1024 * 1024,
             rate_limit: 50,
             rate_limit_loopback: false,
+            create_rate_limit: 200,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             delivery_hosts: Vec::new(),
@@ -262,6 +267,9 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # Requests per second per client address (0: no limit), and whether loopback counts.
 # rate_limit = 50
 # rate_limit_loopback = false
+# Requests and events each caller (each OS user, or the token's holder) may create per
+# second, loopback included (0: no limit).
+# create_rate_limit = 200
 # Browser origins allowed to call the API and open its WebSockets, like
 # "http://localhost:5173" (no wildcards).
 # allowed_origins = []

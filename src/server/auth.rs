@@ -131,6 +131,30 @@ impl Caller {
     }
 }
 
+impl Caller {
+    /// Takes one create from this caller's budget (`[http] create_rate_limit`).
+    ///
+    /// Token holders share one budget, remote addresses have one each. Loopback
+    /// callers without the token draw on one shared budget while it lasts: finding
+    /// out which OS user is calling reads the kernel's socket table, which costs
+    /// milliseconds on a busy machine. Once it runs dry each OS user gets a budget of
+    /// its own, so one user's flood cannot starve another's agents.
+    pub fn take_create(&self, state: &AppState) -> Result<(), ApiError> {
+        let limiter = &state.limiter;
+        if self.authenticated {
+            return limiter.check_create("user", &state.settings);
+        }
+        if !self.local {
+            return limiter.check_create(&format!("ip {}", self.peer.addr.ip()), &state.settings);
+        }
+        if limiter.check_create("loopback", &state.settings).is_ok() {
+            return Ok(());
+        }
+        let who = self.key_scope(state).unwrap_or_else(|| "unknown".into());
+        limiter.check_create(&who, &state.settings)
+    }
+}
+
 /// The OS user owning the client's end of a loopback TCP connection to `server`,
 /// from the kernel's socket table. Only the live connection counts: a closed one with
 /// the same client port lingers in TIME_WAIT, owned by nobody in particular (uid 0).

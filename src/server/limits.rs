@@ -1,5 +1,9 @@
-//! Rate limiting: a token bucket per client address. A client over its rate gets 429
-//! with `Retry-After`; everyone else is served as usual.
+//! Rate limiting with token buckets. Every request counts against its client address
+//! (`[http] rate_limit`; loopback exempt unless `rate_limit_loopback`), and every
+//! create against its caller (`[http] create_rate_limit`, loopback included: each OS
+//! user, or the token's holder, has its own budget, so one cannot fill the store or
+//! crowd out another's requests). A client over a rate gets 429 with `Retry-After`;
+//! everyone else is served as usual.
 
 use std::{collections::HashMap, net::IpAddr, sync::Mutex, time::Instant};
 
@@ -13,7 +17,7 @@ const FORGET_AFTER_SECS: f64 = 600.0;
 
 #[derive(Debug, Default)]
 pub struct RateLimiter {
-    buckets: Mutex<HashMap<IpAddr, Bucket>>,
+    buckets: Mutex<HashMap<String, Bucket>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -28,14 +32,43 @@ impl RateLimiter {
         if s.rate_limit == 0 || (local && !s.rate_limit_loopback) {
             return Ok(());
         }
-        let rate = f64::from(s.rate_limit);
+        self.take(format!("ip {ip}"), s.rate_limit, || {
+            format!(
+                "too many requests from {ip}: at most {} per second",
+                s.rate_limit
+            )
+        })
+    }
+
+    /// Takes one create from `caller`'s bucket (see [`super::auth::Caller::key_scope`]
+    /// for who a caller is), or refuses it with 429.
+    pub fn check_create(&self, caller: &str, s: &HttpSettings) -> Result<(), ApiError> {
+        if s.create_rate_limit == 0 {
+            return Ok(());
+        }
+        self.take(format!("create {caller}"), s.create_rate_limit, || {
+            format!(
+                "too many requests created: at most {} per second per user \
+                 ([http] create_rate_limit)",
+                s.create_rate_limit
+            )
+        })
+    }
+
+    fn take(
+        &self,
+        key: String,
+        per_sec: u32,
+        why: impl FnOnce() -> String,
+    ) -> Result<(), ApiError> {
+        let rate = f64::from(per_sec);
         let burst = rate * 2.0;
         let now = Instant::now();
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         if buckets.len() > 10_000 {
             buckets.retain(|_, b| now.duration_since(b.at).as_secs_f64() < FORGET_AFTER_SECS);
         }
-        let b = buckets.entry(ip).or_insert(Bucket {
+        let b = buckets.entry(key).or_insert(Bucket {
             tokens: burst,
             at: now,
         });
@@ -46,13 +79,7 @@ impl RateLimiter {
             return Ok(());
         }
         let wait = ((1.0 - b.tokens) / rate).ceil().max(1.0) as u64;
-        let mut e = ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            format!(
-                "too many requests from {ip}: at most {} per second",
-                s.rate_limit
-            ),
-        );
+        let mut e = ApiError::new(StatusCode::TOO_MANY_REQUESTS, why());
         e.retry_after = Some(wait);
         Err(e)
     }
@@ -81,5 +108,19 @@ mod tests {
         limiter
             .check("10.0.0.2".parse().unwrap(), false, &s)
             .unwrap();
+    }
+
+    #[test]
+    fn creates_have_a_budget_per_caller() {
+        let limiter = RateLimiter::default();
+        let s = HttpSettings {
+            create_rate_limit: 2,
+            ..HttpSettings::default()
+        };
+        for _ in 0..4 {
+            limiter.check_create("uid1000", &s).unwrap();
+        }
+        assert!(limiter.check_create("uid1000", &s).is_err());
+        limiter.check_create("user", &s).unwrap();
     }
 }

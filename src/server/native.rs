@@ -73,6 +73,7 @@ pub async fn create(
     headers: HeaderMap,
     JsonBody(body): JsonBody<CreateRequest>,
 ) -> Result<Response, ApiError> {
+    caller.take_create(&state)?;
     let kind = match body.kind.as_deref() {
         None => Kind::Text,
         Some(k) => hitl::kind_of(k).ok_or_else(|| {

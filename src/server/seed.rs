@@ -91,6 +91,7 @@ pub async fn create_event(
             crate::protocol::json_type_name(&body)
         )));
     };
+    caller.take_create(&state)?;
     let key = idempotency_key(&headers, &mut body, &caller, &state)?;
     let source_app = take_string(&mut body, "source_app", "unknown")?;
     let session_id = take_string(&mut body, "session_id", "unknown")?;

@@ -542,3 +542,43 @@ fn descriptors_are_kept_for_the_spool_when_clients_take_the_rest() {
             .is_ok_and(|r| r.status() == StatusCode::OK)
     });
 }
+
+#[test]
+fn creates_are_limited_per_user_and_one_users_flood_spares_another() {
+    let api = Api::start(Some("[http]\ncreate_rate_limit = 5\n"));
+    let create = || api.post_open("/events", &hitl_event("question", "flood?", json!({})));
+    // The budget is bursts of twice the rate, loopback included.
+    let statuses: Vec<StatusCode> = (0..40).map(|_| create().status()).collect();
+    assert!(
+        statuses[..10].iter().all(|s| *s == StatusCode::CREATED),
+        "{statuses:?}"
+    );
+    let refused = create();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(refused.headers().contains_key("retry-after"));
+    let (_, v) = json_of(refused);
+    assert!(
+        v["error"].as_str().unwrap().contains("create_rate_limit"),
+        "{v}"
+    );
+    // Another OS user still has a budget of its own.
+    let script = format!(
+        "import json, urllib.request\n\
+         body = json.dumps({{'source_app': 'x', 'session_id': 'y', 'hook_event_type': 'e'}}).encode()\n\
+         req = urllib.request.Request('{}/events', data=body, headers={{'Content-Type': 'application/json'}})\n\
+         print(urllib.request.urlopen(req).status)",
+        api.base
+    );
+    assert_eq!(as_other_user(&script), "201");
+    // The flooding user (with or without the token: the token's holder is the user)
+    // stays limited; reads are not creates.
+    assert_eq!(
+        api.post(
+            "/events",
+            &hitl_event("question", "with the token", json!({}))
+        )
+        .status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(api.get("/api/v1/requests").status(), StatusCode::OK);
+}
