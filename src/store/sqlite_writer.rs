@@ -7,11 +7,21 @@
 //! transaction in one thread, statement after statement. Reads stay on sqlx.
 //!
 //! Commits do not checkpoint the WAL (that fsyncs, and would land on some unlucky
-//! request's latency); a background thread checkpoints once a second instead.
+//! request's latency); a background thread checkpoints once a second instead. A
+//! passive checkpoint never waits, so under steady writes it never catches up with
+//! the newest frame and the WAL is never started over: it would grow without bound.
+//! Once the WAL passes [`WAL_TRUNCATE_BYTES`] the thread asks the writer for a
+//! TRUNCATE checkpoint, which the writer runs between batches (it holds the write
+//! lock already, so only readers of older snapshots are waited for): every frame is
+//! folded in and the file emptied. `journal_size_limit` trims the file whenever the
+//! WAL restarts on its own.
 
 use std::{
     path::Path,
-    sync::{Arc, Mutex, Weak},
+    sync::{
+        Arc, Mutex, Weak,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
@@ -24,10 +34,19 @@ use crate::protocol::{Answer, Origin, Request, Variant};
 /// How often the WAL is folded back into the database file.
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
+/// A WAL bigger than this is checkpointed in full and emptied, whatever the load.
+pub const WAL_TRUNCATE_BYTES: u64 = 16 << 20;
+
+/// How long a TRUNCATE checkpoint waits for readers of older snapshots before the
+/// writer goes on (the checkpoint thread asks again a second later).
+const TRUNCATE_WAIT: Duration = Duration::from_millis(500);
+
 /// The SQLite write connection.
 #[derive(Debug)]
 pub struct SqliteWriter {
     conn: Mutex<Connection>,
+    /// Set by the checkpoint thread when the WAL has outgrown [`WAL_TRUNCATE_BYTES`].
+    wal_too_big: Arc<AtomicBool>,
     /// Keeps the checkpoint thread going while this writer lives.
     _alive: Arc<()>,
 }
@@ -40,6 +59,8 @@ fn open(path: &Path) -> Result<Connection> {
     // take back the last ones, and the spool still has those.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+    // When the WAL starts over, its file is cut back to this size.
+    conn.pragma_update(None, "journal_size_limit", WAL_TRUNCATE_BYTES as i64)?;
     Ok(conn)
 }
 
@@ -50,14 +71,35 @@ impl SqliteWriter {
         let alive = Arc::new(());
         let weak = Arc::downgrade(&alive);
         let checkpoint_path = path.to_path_buf();
+        let wal_too_big = Arc::new(AtomicBool::new(false));
+        let flag = wal_too_big.clone();
         std::thread::Builder::new()
             .name("hitl-checkpoint".into())
-            .spawn(move || checkpoint_loop(&checkpoint_path, weak))
+            .spawn(move || checkpoint_loop(&checkpoint_path, weak, &flag))
             .context("starting the checkpoint thread")?;
         Ok(SqliteWriter {
             conn: Mutex::new(conn),
+            wal_too_big,
             _alive: alive,
         })
+    }
+
+    /// Empties a WAL that has outgrown [`WAL_TRUNCATE_BYTES`], if the checkpoint
+    /// thread says it has. Called between batches, after their acknowledgements ran.
+    pub fn maintain(&self) {
+        if !self.wal_too_big.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = conn.busy_timeout(TRUNCATE_WAIT);
+        match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            r.get::<_, i64>(0)
+        }) {
+            Ok(0) => tracing::debug!("WAL checkpointed and emptied"),
+            Ok(_) => tracing::debug!("readers held the WAL truncation back; trying later"),
+            Err(e) => tracing::debug!("WAL truncation: {e}"),
+        }
+        let _ = conn.busy_timeout(Duration::from_secs(10));
     }
 
     /// Applies `ops` in one transaction, on this thread; returns what each did.
@@ -70,23 +112,35 @@ impl SqliteWriter {
     pub async fn apply(self: &Arc<Self>, ops: Vec<StoreOp>) -> Result<Vec<Outcome>> {
         let me = self.clone();
         tokio::task::spawn_blocking(move || {
-            let mut conn = me.conn.lock().unwrap_or_else(|e| e.into_inner());
-            apply(&mut conn, &ops)
+            let done = {
+                let mut conn = me.conn.lock().unwrap_or_else(|e| e.into_inner());
+                apply(&mut conn, &ops)
+            };
+            me.maintain();
+            done
         })
         .await
         .context("the SQLite writer thread failed")?
     }
 }
 
-fn checkpoint_loop(path: &Path, alive: Weak<()>) {
+fn checkpoint_loop(path: &Path, alive: Weak<()>, wal_too_big: &AtomicBool) {
     let Ok(conn) = open(path) else {
         return;
+    };
+    let wal = {
+        let mut p = path.as_os_str().to_owned();
+        p.push("-wal");
+        std::path::PathBuf::from(p)
     };
     while alive.upgrade().is_some() {
         std::thread::sleep(CHECKPOINT_EVERY);
         // PASSIVE: never waits for readers or blocks the writer.
         if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
             tracing::debug!("WAL checkpoint: {e}");
+        }
+        if std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_TRUNCATE_BYTES) {
+            wal_too_big.store(true, Ordering::Relaxed);
         }
     }
 }

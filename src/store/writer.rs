@@ -211,6 +211,7 @@ pub fn spawn_store_writer(store: Store) -> (mpsc::UnboundedSender<StoreMsg>, Joi
                 let began = Instant::now();
                 let committed = write_blocking(&writer, &batch.ops);
                 batch.finish(committed, began);
+                writer.maintain();
             }
             runtime.block_on(store.close());
         });

@@ -6,7 +6,7 @@
 //! `postgres://postgres@127.0.0.1:5432/test`). Under `CI=true` it must answer; elsewhere
 //! a missing server skips the PostgreSQL half with a message.
 
-use std::str::FromStr;
+use std::{str::FromStr, time::Duration};
 
 use hitl::{
     protocol::{Answer, Kind, Priority, Reply, Request, Status, Variant},
@@ -545,4 +545,57 @@ async fn batched_creates_and_settles_mean_what_they_mean_one_by_one() {
             .unwrap();
         assert_eq!(found.status, Status::Cancelled, "{name}");
     }
+}
+
+/// Under steady writes with readers about, the WAL stays bounded: passive checkpoints
+/// alone never let it start over, and it grew by hundreds of MB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wal_stays_bounded_under_steady_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let store = Store::open(db.to_str().unwrap()).await.unwrap();
+    let wal = dir.path().join("h.db-wal");
+    let big = "x".repeat(64 * 1024);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (store, stop) = (store.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = store.recent_events(5).await;
+            }
+        })
+    };
+    let started = std::time::Instant::now();
+    let (mut written, mut largest) = (0u64, 0u64);
+    while started.elapsed() < Duration::from_secs(5) {
+        let mut e = event(None, false);
+        e.payload = serde_json::json!({ "blob": big });
+        store.apply(&[StoreOp::Event(Box::new(e))]).await.unwrap();
+        written += big.len() as u64;
+        largest = largest.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    reader.await.unwrap();
+    let limit = hitl::store::sqlite_writer::WAL_TRUNCATE_BYTES;
+    eprintln!(
+        "wrote {} MB; largest WAL {} MB",
+        written >> 20,
+        largest >> 20
+    );
+    assert!(
+        written > 3 * limit,
+        "the test wrote too little to matter: {written}"
+    );
+    assert!(
+        largest < 3 * limit,
+        "the WAL reached {largest} bytes for {written} written (limit {limit})"
+    );
+    // Once quiet, the next write starts it over at no more than the limit.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    store
+        .apply(&[StoreOp::Event(Box::new(event(None, false)))])
+        .await
+        .unwrap();
+    let after = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    assert!(after <= limit, "{after}");
 }
