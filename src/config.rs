@@ -73,6 +73,41 @@ pub struct Settings {
     pub spool: SpoolSettings,
     /// `[http]`: the HTTP API of `hitl listen` and `hitl serve`.
     pub http: HttpSettings,
+    /// `[history]`: how much history is kept.
+    pub history: HistorySettings,
+}
+
+/// `[history]` settings: retention, applied hourly by the broker and by `hitl gc`.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HistorySettings {
+    /// Ended requests and agent events older than this many days are deleted; 0
+    /// keeps them for ever.
+    pub keep_days: u64,
+    /// When history's rows take more than this many MiB, the oldest ended ones are
+    /// deleted until they fit; 0: no limit.
+    pub max_mb: u64,
+}
+
+impl Default for HistorySettings {
+    fn default() -> HistorySettings {
+        // A quarter of answers to look back on; a size no laptop minds, which an
+        // agent flooding the API reaches in minutes rather than filling the disk.
+        HistorySettings {
+            keep_days: 90,
+            max_mb: 1024,
+        }
+    }
+}
+
+impl HistorySettings {
+    /// As the store's retention policy.
+    pub fn retention(&self) -> crate::store::Retention {
+        crate::store::Retention {
+            keep_days: self.keep_days,
+            max_bytes: self.max_mb.saturating_mul(1 << 20),
+        }
+    }
 }
 
 /// `[http]` settings.
@@ -281,6 +316,13 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # connection may take to send a request head before it is cut (idle or slowloris).
 # max_connections = 512
 # header_timeout = 10
+
+[history]
+# Ended requests and agent events older than this many days are deleted (0: never),
+# then the oldest ended ones while history is over max_mb MiB (0: no limit). The
+# broker applies this hourly; `hitl gc` applies it now.
+# keep_days = 90
+# max_mb = 1024
 "#;
 
 fn read_table(path: &Path) -> Result<Option<toml::Table>> {

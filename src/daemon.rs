@@ -104,6 +104,11 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
     }));
     // Requests made or ended by other brokers sharing the store.
     tasks.push(crate::replica::spawn(reader.clone(), handle.clone()));
+    // History does not grow for ever.
+    tasks.push(crate::store::spawn_sweeps(
+        reader.clone(),
+        settings.history.retention(),
+    ));
     let http = match http {
         None => None,
         Some((addr, fallback)) => Some(

@@ -116,6 +116,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Delete old history now, as the [history] settings say (the broker does it hourly).
+    Gc(hitl::cmd::gc::GcOptions),
     /// Is a listener running, how many questions wait, where history lives.
     Status {
         /// The project folder.
@@ -200,6 +202,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
         } => runtime()?.block_on(hitl::cmd::inspect::history(db, id, limit, json))?,
         Command::Status { dir, json } => hitl::cmd::inspect::status(dir.as_ref(), json)?,
+        Command::Gc(opts) => runtime()?.block_on(hitl::cmd::gc::run(opts))?,
     }
     Ok(ExitCode::SUCCESS)
 }

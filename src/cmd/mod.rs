@@ -3,6 +3,7 @@
 
 pub mod answer;
 pub mod ask;
+pub mod gc;
 pub mod init;
 pub mod inspect;
 pub mod listen;

@@ -291,6 +291,9 @@ macro_rules! with_pool {
     };
 }
 
+mod retention;
+pub use retention::{GcReport, Retention, spawn_sweeps};
+
 /// The project name requests made over HTTP are recorded under.
 pub const REMOTE_PROJECT: &str = "http";
 

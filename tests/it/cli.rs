@@ -478,3 +478,44 @@ fn the_listener_sweeps_dead_and_stale_agents() {
         fs::read_to_string(agents.join("alive.json")).is_ok_and(|s| s.contains("\"idle\""))
     });
 }
+
+#[test]
+fn gc_applies_the_retention_policy_and_says_what_it_did() {
+    let p = Project::new();
+    {
+        let _l = p.listen(&["--ui", "none", "--auto-answer", "ok", "--http", "off"]);
+        let out = p.run(&["ask", "--timeout", "10", "kept?"]);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n", "{out:?}");
+        // History trails the answer by a moment; the listener must live to write it.
+        eventually(
+            "history has the answer",
+            std::time::Duration::from_secs(5),
+            || p.history().iter().any(|h| h["status"] == "answered"),
+        );
+    }
+    let out = p.run(&["gc", "--dry-run", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["dry_run"], true);
+    assert_eq!(
+        report["requests_deleted"], 0,
+        "nothing is 90 days old: {report}"
+    );
+    // Zero days kept means "keep for ever", and no size limit: nothing goes.
+    let out = p.run(&["gc", "--keep-days", "0", "--max-mb", "0"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("deleted 0 ended requests"),
+        "{out:?}"
+    );
+    assert_eq!(p.history().len(), 1);
+    // Under its size limit, history keeps everything too.
+    let out = p.run(&["gc", "--keep-days", "0", "--max-mb", "1", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["requests_deleted"], 0, "{report}");
+    assert!(
+        report["bytes_after"].as_u64().unwrap() <= 1 << 20,
+        "{report}"
+    );
+}

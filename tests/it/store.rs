@@ -599,3 +599,152 @@ async fn the_wal_stays_bounded_under_steady_writes() {
     let after = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
     assert!(after <= limit, "{after}");
 }
+
+#[tokio::test]
+async fn retention_deletes_old_and_oversize_history_but_never_what_waits() {
+    use hitl::store::Retention;
+    let day: i64 = 24 * 3600;
+    let now_s: i64 = 1_800_000_000;
+    for (store, _guard, _dir) in stores().await {
+        let name = store.backend_name();
+        // 100 days ago: two ended requests, one still pending; an event; and an event
+        // carrying a request made over HTTP that still waits.
+        let old = now_s - 100 * day;
+        let (a, b, waiting) = (
+            request("old-a", "a?", old),
+            request("old-b", "b?", old + 1),
+            request("old-waiting", "still?", old + 2),
+        );
+        let answer = Answer::from_reply(&a, Reply::Text("x".into()), "t");
+        store
+            .apply(&[
+                finished(&a, Status::Answered, Some(answer)),
+                finished(&b, Status::Cancelled, None),
+                asked(&waiting),
+            ])
+            .await
+            .unwrap();
+        let mut e = event(None, false);
+        e.timestamp_ms = old * 1000;
+        let mut carrying = event(None, true);
+        carrying.timestamp_ms = old * 1000;
+        let mut remote = request("", "over http?", old);
+        remote.timeout = None;
+        store
+            .apply(&[
+                StoreOp::Event(Box::new(e)),
+                StoreOp::CreateRemote {
+                    request: Box::new(remote),
+                    event: Box::new(carrying),
+                },
+            ])
+            .await
+            .unwrap();
+        // And a recent ended one.
+        let fresh = request("fresh", "new?", now_s - day);
+        store
+            .apply(&[finished(&fresh, Status::Answered, None)])
+            .await
+            .unwrap();
+
+        let keep = Retention {
+            keep_days: 90,
+            max_bytes: 0,
+        };
+        let dry = store.gc(&keep, now_s * 1000, true).await.unwrap();
+        assert_eq!(
+            (dry.requests_deleted, dry.events_deleted),
+            (2, 1),
+            "{name}: {dry:?}"
+        );
+        assert_eq!(
+            store
+                .history(&HistoryQuery {
+                    limit: 0,
+                    ..HistoryQuery::default()
+                })
+                .await
+                .unwrap()
+                .len(),
+            5,
+            "{name}: a dry run deletes nothing"
+        );
+
+        let done = store.gc(&keep, now_s * 1000, false).await.unwrap();
+        assert_eq!(
+            (done.requests_deleted, done.events_deleted),
+            (2, 1),
+            "{name}: {done:?}"
+        );
+        let left: Vec<String> = store
+            .history(&HistoryQuery {
+                limit: 0,
+                ..HistoryQuery::default()
+            })
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|h| h.id)
+            .collect();
+        assert!(
+            left.contains(&"old-waiting".to_string()) && left.contains(&"fresh".to_string()),
+            "{name}: {left:?}"
+        );
+        assert_eq!(
+            left.len(),
+            3,
+            "{name}: the pending HTTP request stays too: {left:?}"
+        );
+        assert_eq!(store.pending_remote().await.unwrap().len(), 1, "{name}");
+
+        // Over the size limit: the oldest ended rows go until it fits; pending stays.
+        let big = "y".repeat(200 * 1024);
+        let ops: Vec<StoreOp> = (0..20)
+            .map(|i| {
+                finished(
+                    &request(&format!("big{i}"), &big, now_s - 50 * day + i),
+                    Status::Answered,
+                    None,
+                )
+            })
+            .collect();
+        store.apply(&ops).await.unwrap();
+        let before = store.history_bytes().await.unwrap();
+        let cap = before / 2;
+        let sized = store
+            .gc(
+                &Retention {
+                    keep_days: 0,
+                    max_bytes: cap,
+                },
+                now_s * 1000,
+                false,
+            )
+            .await
+            .unwrap();
+        assert!(sized.bytes_after <= cap, "{name}: {sized:?}");
+        assert!(sized.requests_deleted > 0, "{name}: {sized:?}");
+        let left: Vec<String> = store
+            .history(&HistoryQuery {
+                limit: 0,
+                ..HistoryQuery::default()
+            })
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|h| h.id)
+            .collect();
+        assert!(
+            left.contains(&"old-waiting".to_string()),
+            "{name}: {left:?}"
+        );
+        assert!(
+            left.contains(&"big19".to_string()),
+            "{name}: the newest stay: {left:?}"
+        );
+        assert!(
+            !left.contains(&"big0".to_string()),
+            "{name}: the oldest go first: {left:?}"
+        );
+    }
+}
