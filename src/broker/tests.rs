@@ -141,8 +141,8 @@ impl Harness {
     async fn history_status(&self, id: &str, status: &str) -> crate::store::HistoryEntry {
         let q = HistoryQuery {
             id: Some(id.to_string()),
-            project: None,
             limit: 1,
+            ..HistoryQuery::default()
         };
         for _ in 0..500 {
             if let Some(h) = self.reader.history(&q).await.unwrap().pop()

@@ -297,8 +297,8 @@ pub async fn history(
     let rows = store
         .history(&HistoryQuery {
             id,
-            project: None,
             limit,
+            ..HistoryQuery::default()
         })
         .await?;
     store.close().await;

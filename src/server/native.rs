@@ -213,30 +213,18 @@ pub async fn list(
                 .collect(),
         ));
     }
+    // Filtered and limited by the database: never the whole history for one page.
     let rows = state
         .store
         .history(&HistoryQuery {
-            limit: if q.agent.is_some() || status != "all" {
-                0
-            } else {
-                limit as i64
-            },
+            status: (status != "all").then(|| status.to_string()),
+            agent: q.agent.clone(),
+            limit: limit as i64,
             ..Default::default()
         })
         .await
         .map_err(ApiError::internal)?;
-    Ok(Json(
-        rows.into_iter()
-            .filter(|h| status == "all" || h.status == status)
-            .filter(|h| {
-                q.agent
-                    .as_ref()
-                    .is_none_or(|a| &h.agent_id == a || &h.agent_name == a)
-            })
-            .take(limit)
-            .map(|h| json!(h))
-            .collect(),
-    ))
+    Ok(Json(rows.into_iter().map(|h| json!(h)).collect()))
 }
 
 /// `GET /api/v1/requests/:id`.

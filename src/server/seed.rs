@@ -292,7 +292,13 @@ pub struct Limit {
     pub limit: Option<i64>,
 }
 
-/// `GET /events/recent`: newest first, as the seed's dashboard loads them.
+/// How much event text one feed read (`/events/recent`, `/stream`'s first message)
+/// carries at most: events can be a megabyte each, and a thousand of them would be
+/// a gigabyte held for one client.
+pub const FEED_BYTES: usize = 2 << 20;
+
+/// `GET /events/recent`: newest first, as the seed's dashboard loads them, up to
+/// [`FEED_BYTES`] of text.
 pub async fn recent(
     State(state): State<Arc<AppState>>,
     QueryParams(q): QueryParams<Limit>,
@@ -300,7 +306,7 @@ pub async fn recent(
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let events = state
         .store
-        .recent_events(limit)
+        .recent_events(limit, FEED_BYTES)
         .await
         .map_err(ApiError::internal)?;
     Ok(Json(events.iter().map(respond::event_json).collect()))

@@ -25,7 +25,7 @@ pub async fn seed_stream(
     let mut events = state.deliverer.events.subscribe();
     let mut recent = state
         .store
-        .recent_events(300)
+        .recent_events(300, super::seed::FEED_BYTES)
         .await
         .map_err(ApiError::internal)?;
     recent.reverse();

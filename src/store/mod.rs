@@ -247,6 +247,10 @@ pub struct HistoryQuery {
     pub id: Option<String>,
     /// Only requests in this project folder.
     pub project: Option<String>,
+    /// Only requests that stand so (`answered`, `timeout`, …).
+    pub status: Option<String>,
+    /// Only this agent's (by id or name).
+    pub agent: Option<String>,
     /// At most this many, newest first.
     pub limit: i64,
 }
@@ -601,14 +605,36 @@ impl Store {
         })
     }
 
-    /// The newest events, newest first, with their requests.
-    pub async fn recent_events(&self, limit: i64) -> Result<Vec<StoredEvent>> {
+    /// The newest events, newest first, with their requests: at most `limit`, and
+    /// no more once their text passes `max_bytes` (the first always comes). Rows are
+    /// read one at a time, so a feed of large events costs memory in proportion to
+    /// the budget, not to the limit.
+    pub async fn recent_events(&self, limit: i64, max_bytes: usize) -> Result<Vec<StoredEvent>> {
+        use futures_util::TryStreamExt;
         with_pool!(self, |pool| {
-            let rows = sqlx::query(concat!(events_select!(), " ORDER BY e.id DESC LIMIT $1"))
+            let mut rows = sqlx::query(concat!(events_select!(), " ORDER BY e.id DESC LIMIT $1"))
                 .bind(limit.max(0))
-                .fetch_all(pool)
-                .await?;
-            Ok(rows.iter().filter_map(stored_event).collect())
+                .fetch(pool);
+            let (mut out, mut bytes) = (Vec::new(), 0usize);
+            while let Some(row) = rows.try_next().await? {
+                let size: usize = [
+                    "payload_json",
+                    "extra_json",
+                    "hitl_json",
+                    "request_json",
+                    "answer_json",
+                ]
+                .iter()
+                .filter_map(|c| row.try_get::<Option<String>, _>(*c).ok().flatten())
+                .map(|t| t.len())
+                .sum();
+                if !out.is_empty() && bytes + size > max_bytes {
+                    break;
+                }
+                bytes += size;
+                out.extend(stored_event(&row));
+            }
+            Ok(out)
         })
     }
 
@@ -653,12 +679,16 @@ impl Store {
                  FROM requests
                  WHERE (CAST($1 AS TEXT) IS NULL OR id = $1)
                    AND (CAST($2 AS TEXT) IS NULL OR project = $2)
+                   AND (CAST($4 AS TEXT) IS NULL OR status = $4)
+                   AND (CAST($5 AS TEXT) IS NULL OR agent_id = $5 OR agent_name = $5)
                  ORDER BY asked_ms DESC, key DESC
                  LIMIT $3",
             )
             .bind(&q.id)
             .bind(&q.project)
             .bind(limit)
+            .bind(&q.status)
+            .bind(&q.agent)
             .fetch_all(pool)
             .await?;
             Ok(rows

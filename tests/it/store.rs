@@ -374,7 +374,7 @@ async fn remote_requests_events_idempotency_and_settles_on_both_backends() {
         );
 
         // The feed: newest first, with the request's status joined in.
-        let recent = store.recent_events(10).await.unwrap();
+        let recent = store.recent_events(10, usize::MAX).await.unwrap();
         assert_eq!(recent.len(), 2, "{name}");
         assert_eq!(recent[1].id, event_id, "{name}");
         assert_eq!(
@@ -561,7 +561,7 @@ async fn the_wal_stays_bounded_under_steady_writes() {
         let (store, stop) = (store.clone(), stop.clone());
         tokio::spawn(async move {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let _ = store.recent_events(5).await;
+                let _ = store.recent_events(5, usize::MAX).await;
             }
         })
     };

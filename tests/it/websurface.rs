@@ -582,3 +582,54 @@ fn creates_are_limited_per_user_and_one_users_flood_spares_another() {
     );
     assert_eq!(api.get("/api/v1/requests").status(), StatusCode::OK);
 }
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn feeds_and_filters_read_a_page_not_the_whole_history() {
+    let api = Api::start(None);
+    let blob = "z".repeat(900 * 1024);
+    for i in 0..30 {
+        let mut e = hitl_event("question", &format!("big {i}?"), json!({}));
+        e["payload"] = json!({ "blob": blob });
+        let r = api.post("/events", &e);
+        assert_eq!(r.status(), StatusCode::CREATED);
+    }
+    let (_, first) = json_of(api.get("/api/v1/requests?limit=1"));
+    let id = first[0]["id"].as_str().unwrap().to_string();
+    api.post(
+        &format!("/api/v1/requests/{id}/respond"),
+        &json!({ "response": "done" }),
+    );
+
+    let pid = api.listener.pid();
+    let before = rss_kib(pid);
+    for _ in 0..3 {
+        let (status, v) = json_of(api.get("/events/recent?limit=1000"));
+        assert_eq!(status, StatusCode::OK);
+        let n = v.as_array().unwrap().len();
+        assert!(
+            (1..=10).contains(&n),
+            "a feed is bounded by its bytes, not only its count: {n}"
+        );
+    }
+    let grown = rss_kib(pid).saturating_sub(before);
+    eprintln!("feed reads grew RSS by {grown} KiB");
+    assert!(grown < 40 * 1024, "reading the feed took {grown} KiB");
+
+    // Filters run in the database, and still find what they ask for.
+    let (status, v) = json_of(api.get("/api/v1/requests?status=answered&limit=5"));
+    assert_eq!(status, StatusCode::OK);
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{v}");
+    assert_eq!(rows[0]["id"], id.as_str());
+    let (_, v) = json_of(api.get("/api/v1/requests?status=all&agent=sess-1&limit=7"));
+    assert_eq!(v.as_array().unwrap().len(), 7);
+}
