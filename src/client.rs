@@ -3,6 +3,12 @@
 //!
 //! Waiting is a long poll (`/wait`, held open by the server until the request ends),
 //! never a busy loop. Errors say which server and what it answered.
+//!
+//! [`Servers`] is the asker's side: one or more replicas sharing a store. A request is
+//! safe in the store once created, so a server that restarts or dies is not the end
+//! of the question: the asker tries again with backoff, moving to the next replica,
+//! and keeps waiting for the same request (creates repeat safely: same idempotency
+//! key).
 
 use std::time::Duration;
 
@@ -183,5 +189,103 @@ impl Client {
         let done: Responded =
             serde_json::from_value(v).context("reading the answer the server wrote")?;
         Ok(done.answer)
+    }
+}
+
+/// Whether an error is worth trying again (the server could not be reached, dropped
+/// the connection, or said it is overloaded or stopping) rather than a refusal.
+pub fn is_transient(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        if let Some(r) = cause.downcast_ref::<Refused>() {
+            return r.status >= 500 || r.status == 429 || r.status == 408;
+        }
+        cause.downcast_ref::<reqwest::Error>().is_some()
+    })
+}
+
+/// Backoff between tries: 100 ms doubling to 5 s.
+const BACKOFF_FIRST: Duration = Duration::from_millis(100);
+const BACKOFF_MOST: Duration = Duration::from_secs(5);
+
+/// One or more replicas of a server, tried in turn.
+#[derive(Debug)]
+pub struct Servers {
+    clients: Vec<Client>,
+    current: usize,
+}
+
+impl Servers {
+    /// The servers in `list` (`URL[,URL…]`), with the user's token.
+    pub fn new(list: &str) -> Result<Servers> {
+        let clients = list
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(Client::new)
+            .collect::<Result<Vec<_>>>()?;
+        if clients.is_empty() {
+            bail!("no server URL in {list:?}");
+        }
+        Ok(Servers {
+            clients,
+            current: 0,
+        })
+    }
+
+    /// The server in use.
+    pub fn current(&self) -> &Client {
+        &self.clients[self.current]
+    }
+
+    /// Runs `call` on the current server, and after a transient failure on the next
+    /// one, with backoff, until it succeeds, fails for good, or `deadline` passes
+    /// (then the last error is returned).
+    async fn with_retries<T>(
+        &mut self,
+        deadline: Option<tokio::time::Instant>,
+        mut call: impl AsyncFnMut(&Client) -> Result<T>,
+    ) -> Result<T> {
+        let mut pause = BACKOFF_FIRST;
+        let mut said = false;
+        loop {
+            let client = self.clients[self.current].clone();
+            let e = match call(&client).await {
+                Ok(v) => return Ok(v),
+                Err(e) if is_transient(&e) => e,
+                Err(e) => return Err(e),
+            };
+            if deadline.is_some_and(|d| tokio::time::Instant::now() + pause >= d) {
+                return Err(e);
+            }
+            if !said {
+                eprintln!("hitl: {e:#}; trying again");
+                said = true;
+            }
+            self.current = (self.current + 1) % self.clients.len();
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(BACKOFF_MOST);
+        }
+    }
+
+    /// Creates `request` (retrying, on any replica, with the same `key`); its id.
+    pub async fn create(
+        &mut self,
+        request: &Request,
+        key: &str,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<String> {
+        self.with_retries(deadline, async |c: &Client| c.create(request, key).await)
+            .await
+    }
+
+    /// Waits for request `id` to end, riding out restarts and moving between
+    /// replicas, until `deadline` (when given).
+    pub async fn wait(
+        &mut self,
+        id: &str,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<Option<Answer>> {
+        self.with_retries(deadline, async |c: &Client| c.wait(id).await)
+            .await
     }
 }

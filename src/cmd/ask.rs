@@ -69,7 +69,9 @@ pub struct AskOptions {
     #[arg(long)]
     pub json: bool,
     /// Ask a hitl server over HTTP (like http://127.0.0.1:4000) instead of the
-    /// project's spool; the token comes from HITL_TOKEN or the user's token file.
+    /// project's spool; several, comma-separated, are replicas tried in turn. A
+    /// server that restarts is waited out. The token comes from HITL_TOKEN or the
+    /// user's token file.
     #[arg(long, env = "HITL_SERVER", value_name = "URL")]
     pub server: Option<String>,
 }
@@ -228,6 +230,14 @@ pub fn run(opts: AskOptions) -> Result<u8> {
 /// Asks a server over HTTP: create the request (with an idempotency key, so a retry
 /// cannot ask twice), then long-poll until it ends. The server keeps the timeout; on
 /// Ctrl-C the question is cancelled. Unreachable server: exit 3.
+/// How long `hitl ask --server` keeps trying to hand its question to a server.
+const CREATE_RETRIES_FOR: Duration = Duration::from_secs(30);
+
+/// No server took the question.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:#}")]
+struct CouldNotAsk(anyhow::Error);
+
 fn run_remote(opts: &AskOptions, server: &str) -> Result<u8> {
     let spool = match &opts.dir {
         Some(_) => Some(Spool::locate(opts.dir.as_deref())?),
@@ -236,27 +246,50 @@ fn run_remote(opts: &AskOptions, server: &str) -> Result<u8> {
     let paths = Paths::from_env();
     let settings = config::load(&paths, spool.as_ref().map(|s| s.config_file()).as_deref())?;
     let (request, _who) = build_request(opts, spool.as_ref(), &settings)?;
-    let client = crate::client::Client::new(server)?;
+    let mut servers = crate::client::Servers::new(server)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the HTTP runtime")?;
     let key = uuid::Uuid::now_v7().to_string();
     let outcome = runtime.block_on(async {
-        let id = client.create(&request, &key).await?;
+        // The question is safe in the store once created: a server that restarts
+        // or dies meanwhile is waited out, or another replica asked, until the
+        // question's own deadline (and a minute's grace for the server to say so).
+        let now = tokio::time::Instant::now();
+        let deadline = request.timeout.map(|t| now + Duration::from_secs(t + 60));
+        // Nothing is asked until a server takes it: give up on creating sooner.
+        let create_by = now
+            + request.timeout.map_or(CREATE_RETRIES_FOR, |t| {
+                CREATE_RETRIES_FOR.min(Duration::from_secs(t))
+            });
+        let id = match servers.create(&request, &key, Some(create_by)).await {
+            Ok(id) => id,
+            Err(e) => return Err(CouldNotAsk(e).into()),
+        };
         tokio::select! {
-            answer = client.wait(&id) => answer.map(|a| (id, Some(a))),
+            answer = servers.wait(&id, deadline) => answer.map(|a| (id, Some(a))),
             _ = tokio::signal::ctrl_c() => {
                 let reply = crate::protocol::Reply::Cancel {
                     reason: Some("the asker was interrupted".into()),
                 };
                 let mut r = request.clone();
                 r.id = id.clone();
-                let _ = client.respond(&r, &reply, &r.agent_name).await;
+                let _ = servers.current().respond(&r, &reply, &r.agent_name).await;
                 Ok((id, None))
             }
         }
-    })?;
+    });
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) if e.is::<CouldNotAsk>() => return Err(e),
+        // Created, then no server could be reached until the question's deadline.
+        Err(e) if crate::client::is_transient(&e) => {
+            eprintln!("hitl: {e:#}; no server answered before the question's deadline");
+            return Ok(EXIT_TIMEOUT);
+        }
+        Err(e) => return Err(e),
+    };
     match outcome {
         (id, None) => {
             eprintln!("hitl: interrupted; question {id} cancelled");

@@ -116,16 +116,13 @@ pub async fn bind(addr: &str, fallback: bool) -> Result<TcpListener> {
     }
 }
 
-/// Serves until `shutdown` completes.
-pub async fn serve(
+/// Serves until `shutdown` completes, within `limits`.
+async fn serve(
     listener: TcpListener,
     state: Arc<AppState>,
+    limits: conn::ConnLimits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    let limits = conn::ConnLimits {
-        max_connections: conn::reserve_descriptors(state.settings.max_connections),
-        header_timeout: std::time::Duration::from_secs(state.settings.header_timeout),
-    };
     let app = routes::router(state);
     conn::serve(listener, app, limits, shutdown)
         .await
@@ -153,9 +150,14 @@ pub async fn start(
     let listener = bind(addr, fallback).await?;
     let local = listener.local_addr()?;
     let token = load_or_create_token(config_dir).context("making the API token")?;
+    // Worked out (and any warning given) before the caller says it is ready.
+    let limits = conn::ConnLimits {
+        max_connections: conn::reserve_descriptors(settings.max_connections),
+        header_timeout: std::time::Duration::from_secs(settings.header_timeout),
+    };
     let state = AppState::new(backends, token, settings.clone(), local);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(serve(listener, state, async {
+    let task = tokio::spawn(serve(listener, state, limits, async {
         let _ = stopped.await;
     }));
     Ok(Running { local, stop, task })

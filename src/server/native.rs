@@ -316,7 +316,12 @@ pub async fn wait(
     let mut changes = state.broker.subscribe();
     let pending = match respond::lookup(&state, &id, Ids::Any).await? {
         Some(Lookup::Pending(p)) => p,
-        Some(Lookup::Ended(r)) => return Ok(Json(stored_view(&r)).into_response()),
+        // Pending in the store but not here: another replica's (its asker may have
+        // moved here when that one went away). Wait for it here.
+        Some(Lookup::Ended(r)) => match respond::queue_here(&state, &r).await {
+            Some(p) => p,
+            None => return Ok(Json(stored_view(&r)).into_response()),
+        },
         None => return Err(ApiError::not_found(format!("no request {id}"))),
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(secs);

@@ -82,6 +82,20 @@ pub async fn lookup(state: &AppState, id: &str, ids: Ids) -> Result<Option<Looku
     Ok(stored.map(|r| Lookup::Ended(Box::new(r))))
 }
 
+/// A request the store has as pending that this broker does not hold: made by
+/// another broker sharing the store and not queued here yet (its notice is on the
+/// way, or that broker died). Queued here now, so it can be answered and waited for;
+/// `None` when the store's row is not such a request.
+pub async fn queue_here(state: &AppState, r: &StoredRequest) -> Option<Arc<PendingRequest>> {
+    if r.status != Status::Pending || r.origin != Origin::Http {
+        return None;
+    }
+    let event_id = r.event_id()?;
+    // Commands are taken in order, so the lookup after the admission finds it.
+    state.broker.admit_stored(r.request.clone(), event_id);
+    state.broker.find_stored(&r.request.id).await
+}
+
 /// The refusal for answering a request that has ended.
 pub fn ended_error(r: &StoredRequest) -> ApiError {
     let id = &r.request.id;
@@ -128,21 +142,10 @@ pub async fn respond(
 ) -> Result<Responded, ApiError> {
     let pending = match lookup(state, id, ids).await? {
         Some(Lookup::Pending(p)) => p,
-        Some(Lookup::Ended(r))
-            if r.status == Status::Pending
-                && r.origin == Origin::Http
-                && let Some(event_id) = r.event_id() =>
-        {
-            // Made by another broker sharing the store and not queued here yet (its
-            // notice is on the way): queue it now. Commands are taken in order, so
-            // the lookup after the admission finds it.
-            state.broker.admit_stored(r.request.clone(), event_id);
-            match state.broker.find_stored(id).await {
-                Some(p) => p,
-                None => return Err(ended_error(&r)),
-            }
-        }
-        Some(Lookup::Ended(r)) => return Err(ended_error(&r)),
+        Some(Lookup::Ended(r)) => match queue_here(state, &r).await {
+            Some(p) => p,
+            None => return Err(ended_error(&r)),
+        },
         None => return Err(ApiError::not_found(format!("no request {id}"))),
     };
     let reply = hitl::reply_for(&pending.request, body).map_err(|e| {

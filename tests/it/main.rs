@@ -6,6 +6,7 @@ mod badinput;
 mod cli;
 mod compat;
 mod crash;
+mod failover;
 mod http;
 mod layering;
 mod replicas;

@@ -567,7 +567,13 @@ async fn the_wal_stays_bounded_under_steady_writes() {
     };
     let started = std::time::Instant::now();
     let (mut written, mut largest) = (0u64, 0u64);
-    while started.elapsed() < Duration::from_secs(5) {
+    let limit = hitl::store::sqlite_writer::WAL_TRUNCATE_BYTES;
+    // Enough to matter, however slow the machine is today.
+    while written < 4 * limit {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "too slow: {written} bytes"
+        );
         let mut e = event(None, false);
         e.payload = serde_json::json!({ "blob": big });
         store.apply(&[StoreOp::Event(Box::new(e))]).await.unwrap();
@@ -576,7 +582,6 @@ async fn the_wal_stays_bounded_under_steady_writes() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     reader.await.unwrap();
-    let limit = hitl::store::sqlite_writer::WAL_TRUNCATE_BYTES;
     eprintln!(
         "wrote {} MB; largest WAL {} MB",
         written >> 20,
