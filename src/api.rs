@@ -23,7 +23,11 @@ pub struct CreateRequest {
     #[serde(default, alias = "choices")]
     pub options: Vec<String>,
     /// Seconds to wait; 0 for ever (default 300).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_seconds"
+    )]
     pub timeout: Option<u64>,
     /// normal, high or urgent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -164,4 +168,21 @@ pub struct Responded {
     pub answer: Answer,
     /// `delivered`, `pending_poll` or `no_websocket`.
     pub delivery_status: String,
+}
+
+/// Seconds as any JSON number with no fraction (`30` or `30.0`: JSON does not tell
+/// them apart, and neither do JSON Schema's integers).
+fn whole_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    if let Some(u) = n.as_u64() {
+        return Ok(Some(u));
+    }
+    match n.as_f64() {
+        Some(f) if f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64 => Ok(Some(f as u64)),
+        _ => Err(serde::de::Error::custom(format!(
+            "timeout {n} is not a whole number of seconds"
+        ))),
+    }
 }

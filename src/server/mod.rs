@@ -17,6 +17,7 @@ mod metrics;
 mod native;
 mod respond;
 mod routes;
+mod schema;
 mod seed;
 mod stream;
 

@@ -18,7 +18,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use super::{
     AppState,
     auth::{self, Access, Caller},
-    guard, metrics, native, seed, stream,
+    guard, metrics, native, schema, seed, stream,
 };
 
 /// One route.
@@ -261,22 +261,59 @@ pub fn router(state: Arc<AppState>) -> Router {
     router.with_state(state)
 }
 
-/// The OpenAPI 3.1 document of [`table`].
+/// The OpenAPI 3.1 document of [`table`], with the bodies, responses and links of
+/// [`schema`].
 pub fn openapi() -> Value {
     let mut paths = Map::new();
     for r in table() {
         let entry = paths.entry(r.path.to_string()).or_insert_with(|| json!({}));
+        let operation_id = format!("{} {}", r.method, r.path);
+        let detail = schema::detail(r.method.as_str(), r.path).unwrap_or_default();
+        let mut ok = json!({ "description": "Done." });
+        if let Some(name) = detail.ok_schema {
+            ok["content"] = json!({ "application/json": { "schema": schema::reference(name) } });
+        }
+        if let Some((ops, at)) = detail.links {
+            ok["links"] = schema::links_to(ops, at);
+        }
+        let mut responses = Map::new();
+        for also in detail.also_ok {
+            let mut same = ok.clone();
+            if let Some(o) = same.as_object_mut() {
+                o.remove("links");
+            }
+            responses.insert(also.to_string(), same);
+        }
+        responses.insert(detail.ok.to_string(), ok);
+        let error = json!({
+            "description": "Refused; the body says why.",
+            "content": { "application/json": { "schema": schema::reference("Error") } },
+        });
+        for status in detail.errors.iter().chain(&[401, 403, 429]) {
+            responses.insert(status.to_string(), error.clone());
+        }
         let mut op = json!({
             "summary": r.summary,
-            "operationId": format!("{} {}", r.method, r.path),
-            "responses": { "default": { "description": "JSON; errors are {\"success\": false, \"error\": …}" } },
+            "operationId": operation_id,
+            "responses": responses,
         });
-        let params: Vec<Value> = r
+        if let Some((name, required)) = detail.body {
+            op["requestBody"] = json!({
+                "required": required,
+                "content": { "application/json": { "schema": schema::reference(name) } },
+            });
+        }
+        let mut params: Vec<Value> = r
             .path
             .split('/')
             .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
             .map(|name| json!({ "name": name, "in": "path", "required": true, "schema": { "type": "string" } }))
             .collect();
+        for (name, schema) in detail.query {
+            let schema: Value = serde_json::from_str(schema).unwrap_or_else(|_| json!({}));
+            params
+                .push(json!({ "name": name, "in": "query", "required": false, "schema": schema }));
+        }
         if !params.is_empty() {
             op["parameters"] = json!(params);
         }
@@ -300,8 +337,41 @@ pub fn openapi() -> Value {
     json!({
         "openapi": "3.1.0",
         "info": { "title": "hitl", "version": env!("CARGO_PKG_VERSION") },
-        "components": { "securitySchemes": { "token": { "type": "http", "scheme": "bearer" } } },
+        "components": {
+            "securitySchemes": { "token": { "type": "http", "scheme": "bearer" } },
+            "schemas": schema::components(),
+        },
         "security": [{ "token": [] }],
         "paths": paths,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_is_described() {
+        for r in table() {
+            assert!(
+                schema::detail(r.method.as_str(), r.path).is_some(),
+                "{} {} has no schema::detail",
+                r.method,
+                r.path
+            );
+        }
+        for r in table() {
+            let detail = schema::detail(r.method.as_str(), r.path).unwrap();
+            for (name, text) in detail.query {
+                let parsed: Result<Value, _> = serde_json::from_str(text);
+                assert!(parsed.is_ok(), "{} {} ?{name}: {text}", r.method, r.path);
+            }
+        }
+        let doc = openapi();
+        let link = &doc["paths"]["/api/v1/requests"]["post"]["responses"]["201"]["links"];
+        assert_eq!(
+            link["GET /api/v1/requests/{id}"]["parameters"]["id"],
+            "$response.body#/id"
+        );
+    }
 }

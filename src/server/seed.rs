@@ -187,7 +187,10 @@ pub async fn respond_event(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<RespondBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let done = respond::respond(&state, &id, Ids::Events, &body, "http").await?;
+    let done = match respond::respond(&state, &id, Ids::Events, &body, "http").await {
+        Err(e) if e.status == StatusCode::NOT_FOUND => return Err(no_request(&state, &id).await),
+        done => done?,
+    };
     let event = state
         .deliverer
         .ended_event(
@@ -267,21 +270,23 @@ pub async fn event_response(
     match respond::lookup(&state, &id, Ids::Events).await? {
         Some(Lookup::Pending(_)) => Ok(no_response_yet("pending")),
         Some(Lookup::Ended(r)) => Ok(ended_response(&r, r.event_id())),
-        None => {
-            if let Ok(n) = id.parse::<i64>()
-                && state
-                    .store
-                    .event(n)
-                    .await
-                    .map_err(ApiError::internal)?
-                    .is_some()
-            {
-                return Err(ApiError::bad_request(format!(
-                    "event {id} is not a human-in-the-loop request"
-                )));
-            }
-            Err(ApiError::not_found(format!("no event or request {id}")))
+        None => Err(no_request(&state, &id).await),
+    }
+}
+
+/// The refusal for an id that names no request: 400 when it names an event that
+/// asked nothing (there is nothing to answer or poll), else 404.
+async fn no_request(state: &AppState, id: &str) -> ApiError {
+    let event = match id.parse::<i64>() {
+        Ok(n) => state.store.event(n).await,
+        Err(_) => Ok(None),
+    };
+    match event {
+        Ok(Some(_)) => {
+            ApiError::bad_request(format!("event {id} is not a human-in-the-loop request"))
         }
+        Ok(None) => ApiError::not_found(format!("no event or request {id}")),
+        Err(e) => ApiError::internal(e),
     }
 }
 

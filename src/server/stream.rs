@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::{
     extract::{
         State,
-        ws::{Message, WebSocket, WebSocketUpgrade},
+        ws::{Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection},
     },
     response::Response,
 };
@@ -17,11 +17,27 @@ use tokio::sync::broadcast::error::RecvError;
 use super::{AppState, error::ApiError, respond};
 use crate::broker::Change;
 
+/// A request that is not a WebSocket upgrade gets the API's JSON error, not plain text.
+fn upgrade(
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<WebSocketUpgrade, ApiError> {
+    ws.map_err(|e| {
+        ApiError::new(
+            e.status(),
+            format!(
+                "this is a WebSocket: connect with an upgrade ({})",
+                e.body_text()
+            ),
+        )
+    })
+}
+
 /// `GET /stream`.
 pub async fn seed_stream(
     State(state): State<Arc<AppState>>,
-    ws: WebSocketUpgrade,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
+    let ws = upgrade(ws)?;
     let mut events = state.deliverer.events.subscribe();
     let mut recent = state
         .store
@@ -53,8 +69,9 @@ pub async fn seed_stream(
 /// `GET /api/v1/stream`.
 pub async fn changes_stream(
     State(state): State<Arc<AppState>>,
-    ws: WebSocketUpgrade,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
+    let ws = upgrade(ws)?;
     let mut changes = state.broker.subscribe();
     let pending = state.broker.pending().await;
     Ok(ws.on_upgrade(move |mut socket: WebSocket| async move {
