@@ -139,6 +139,28 @@ pub struct NewEvent {
     pub idempotency_key: Option<String>,
 }
 
+impl NewEvent {
+    /// The `humanInTheLoop` object as stored: without its `question` and `context`,
+    /// which the request made from it keeps. A question's text (and its tool
+    /// context, a diff say) is stored once, in the request; [`stored_event`] puts
+    /// them back on the way out.
+    pub fn hitl_json(&self) -> serde_json::Result<Option<String>> {
+        let Some(h) = &self.hitl else {
+            return Ok(None);
+        };
+        let mut h = h.clone();
+        if let Some(o) = h.as_object_mut() {
+            o.remove("question");
+            o.remove("context");
+        }
+        serde_json::to_string(&h).map(Some)
+    }
+}
+
+/// What the `content` column of `requests` holds: nothing. The text lives once, in
+/// `request_json`; the column stays for the schema's sake.
+pub(crate) const CONTENT_COLUMN: &str = "";
+
 /// A stored event with how its request stands.
 #[derive(Debug, Clone)]
 pub struct StoredEvent {
@@ -337,6 +359,18 @@ where
         Some(serde_json::Value::Object(m)) => m,
         _ => serde_json::Map::new(),
     };
+    let request = stored_request(r);
+    let mut hitl = json("hitl_json");
+    // The question and its context are stored once, in the request (see
+    // `NewEvent::hitl_json`).
+    if let (Some(serde_json::Value::Object(h)), Some(req)) = (hitl.as_mut(), &request) {
+        if !h.contains_key("question") {
+            h.insert("question".into(), req.request.content.clone().into());
+        }
+        if !h.contains_key("context") && !req.request.context.is_null() {
+            h.insert("context".into(), req.request.context.clone());
+        }
+    }
     Some(StoredEvent {
         id: r.try_get("id").ok()?,
         event: NewEvent {
@@ -346,10 +380,10 @@ where
             payload: json("payload_json").unwrap_or(serde_json::Value::Null),
             extra,
             timestamp_ms: r.try_get("timestamp_ms").ok()?,
-            hitl: json("hitl_json"),
+            hitl,
             idempotency_key: r.try_get("idempotency_key").ok()?,
         },
-        request: stored_request(r),
+        request,
     })
 }
 
@@ -674,7 +708,7 @@ impl Store {
         let limit = if q.limit > 0 { q.limit } else { i64::MAX };
         with_pool!(self, |pool| {
             let rows = sqlx::query(
-                "SELECT id, project, agent_id, agent_name, kind, priority, content, asked_at,
+                "SELECT id, project, agent_id, agent_name, kind, priority, request_json, asked_at,
                         status, answer_json, responded_by, finished_at, reason
                  FROM requests
                  WHERE (CAST($1 AS TEXT) IS NULL OR id = $1)
@@ -704,7 +738,12 @@ impl Store {
                         agent_name: r.get("agent_name"),
                         kind: r.get("kind"),
                         priority: r.get("priority"),
-                        content: r.get("content"),
+                        // The text is stored once, in the request's JSON.
+                        content: r
+                            .get::<Option<String>, _>("request_json")
+                            .and_then(|j| serde_json::from_str::<Request>(&j).ok())
+                            .map(|q| q.content)
+                            .unwrap_or_default(),
                         asked_at: r.get("asked_at"),
                         status: r.get("status"),
                         answer: answer_detail

@@ -58,7 +58,7 @@ pub async fn apply_alone(pool: &PgPool, op: &StoreOp, replica: &str) -> Result<O
                 .bind(serde_json::to_string(&event.payload)?)
                 .bind(serde_json::to_string(&event.extra)?)
                 .bind(event.timestamp_ms)
-                .bind(event.hitl.as_ref().map(serde_json::to_string).transpose()?)
+                .bind(event.hitl_json()?)
                 .bind(event.idempotency_key.as_deref().map(text))
                 .bind(uuid::Uuid::now_v7().to_string())
                 .bind(REMOTE_PROJECT)
@@ -69,7 +69,7 @@ pub async fn apply_alone(pool: &PgPool, op: &StoreOp, replica: &str) -> Result<O
                 .bind(text(&r.agent_name))
                 .bind(r.kind.as_str())
                 .bind(r.priority.as_str())
-                .bind(text(&r.content))
+                .bind(super::CONTENT_COLUMN)
                 .bind(before)
                 .bind(after)
                 .bind(r.deadline().map(|d| d.as_millisecond()))
@@ -318,7 +318,7 @@ async fn insert_request(
         .bind(text(&r.agent_name))
         .bind(r.kind.as_str())
         .bind(r.priority.as_str())
-        .bind(text(&r.content))
+        .bind(super::CONTENT_COLUMN)
         .bind(serde_json::to_string(r)?)
         .bind(origin.as_str())
         .bind(r.deadline().map(|d| d.as_millisecond()))
@@ -336,7 +336,7 @@ async fn insert_event(tx: &mut Tx<'_>, e: &NewEvent) -> Result<(i64, bool)> {
         .bind(serde_json::to_string(&e.payload)?)
         .bind(serde_json::to_string(&e.extra)?)
         .bind(e.timestamp_ms)
-        .bind(e.hitl.as_ref().map(serde_json::to_string).transpose()?)
+        .bind(e.hitl_json()?)
         .bind(e.idempotency_key.as_deref().map(text))
         .fetch_optional(&mut **tx)
         .await?;
@@ -568,8 +568,7 @@ impl EventColumns {
         self.payload_json.push(serde_json::to_string(&e.payload)?);
         self.extra_json.push(serde_json::to_string(&e.extra)?);
         self.timestamp_ms.push(e.timestamp_ms);
-        self.hitl_json
-            .push(e.hitl.as_ref().map(serde_json::to_string).transpose()?);
+        self.hitl_json.push(e.hitl_json()?);
         self.idempotency_key
             .push(e.idempotency_key.as_deref().map(owned_text));
         Ok(())
@@ -622,7 +621,7 @@ impl RequestColumns {
         self.agent_name.push(owned_text(&r.agent_name));
         self.kind.push(r.kind.as_str());
         self.priority.push(r.priority.as_str());
-        self.content.push(owned_text(&r.content));
+        self.content.push(super::CONTENT_COLUMN.to_string());
         self.request_json.push(serde_json::to_string(r)?);
         self.origin.push(origin.as_str());
         self.deadline_ms

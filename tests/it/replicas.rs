@@ -231,8 +231,13 @@ fn a_request_postgresql_refuses_fails_alone() {
         c.execute(
             "CREATE FUNCTION refuse_poison() RETURNS trigger AS $$
              BEGIN
-                 IF NEW.content = 'poison' THEN RAISE EXCEPTION 'refused by the test'; END IF;
-                 IF NEW.content = 'slow' THEN PERFORM pg_sleep(0.5); END IF;
+                 -- The text lives in request_json (stored once).
+                 IF position('\"content\":\"poison\"' in NEW.request_json) > 0 THEN
+                     RAISE EXCEPTION 'refused by the test';
+                 END IF;
+                 IF position('\"content\":\"slow\"' in NEW.request_json) > 0 THEN
+                     PERFORM pg_sleep(0.5);
+                 END IF;
                  RETURN NEW;
              END $$ LANGUAGE plpgsql;
              CREATE TRIGGER refuse_poison BEFORE INSERT ON requests

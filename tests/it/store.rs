@@ -753,3 +753,38 @@ async fn retention_deletes_old_and_oversize_history_but_never_what_waits() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_questions_text_is_stored_once_and_comes_back_whole() {
+    for (store, _guard, _dir) in stores().await {
+        let name = store.backend_name();
+        let text = "why? ".repeat(40_000); // 200 KB
+        let context = serde_json::json!({ "diff": "+".repeat(100_000) });
+        let mut r = request("", &text, 1_700_000_000);
+        r.context = context.clone();
+        let mut e = event(None, true);
+        e.hitl =
+            Some(serde_json::json!({ "type": "question", "question": text, "context": context }));
+        let before = store.history_bytes().await.unwrap();
+        store
+            .apply(&[StoreOp::CreateRemote {
+                request: Box::new(r),
+                event: Box::new(e),
+            }])
+            .await
+            .unwrap();
+        let grown = store.history_bytes().await.unwrap() - before;
+        let once = (text.len() + 100_000) as u64;
+        assert!(
+            grown < once * 3 / 2,
+            "{name}: {grown} bytes stored for {once} bytes of text and context"
+        );
+        // Whole on the way out: the feed's event, history's row.
+        let recent = store.recent_events(1, usize::MAX).await.unwrap();
+        let hitl = recent[0].event.hitl.as_ref().unwrap();
+        assert_eq!(hitl["question"], text.as_str(), "{name}");
+        assert_eq!(hitl["context"], context, "{name}");
+        let h = store.history(&HistoryQuery::default()).await.unwrap();
+        assert_eq!(h[0].content, text, "{name}");
+    }
+}
