@@ -132,24 +132,21 @@ impl BrokerHandle {
 
     /// The pending request with this id (a stored one first), if any.
     pub async fn find(&self, id: &str) -> Option<Arc<PendingRequest>> {
-        let id = id.to_string();
-        self.call(|done| Command::Find {
-            id,
-            stored_only: false,
-            done,
-        })
-        .await
-        .flatten()
+        self.find_in(id, false).await
     }
 
     /// The pending request that lives in the store (made over HTTP) with this id.
     /// Spool questions are not looked at: their ids are the asker's choice and may
     /// look like an event id.
     pub async fn find_stored(&self, id: &str) -> Option<Arc<PendingRequest>> {
+        self.find_in(id, true).await
+    }
+
+    async fn find_in(&self, id: &str, stored_only: bool) -> Option<Arc<PendingRequest>> {
         let id = id.to_string();
         self.call(|done| Command::Find {
             id,
-            stored_only: true,
+            stored_only,
             done,
         })
         .await

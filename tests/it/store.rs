@@ -605,6 +605,16 @@ async fn the_wal_stays_bounded_under_steady_writes() {
     assert!(after <= limit, "{after}");
 }
 
+/// The ids of every request history has, newest first.
+async fn history_ids(store: &Store) -> Vec<String> {
+    let all = HistoryQuery {
+        limit: 0,
+        ..HistoryQuery::default()
+    };
+    let rows = store.history(&all).await.unwrap();
+    rows.into_iter().map(|h| h.id).collect()
+}
+
 #[tokio::test]
 async fn retention_deletes_old_and_oversize_history_but_never_what_waits() {
     use hitl::store::Retention;
@@ -663,14 +673,7 @@ async fn retention_deletes_old_and_oversize_history_but_never_what_waits() {
             "{name}: {dry:?}"
         );
         assert_eq!(
-            store
-                .history(&HistoryQuery {
-                    limit: 0,
-                    ..HistoryQuery::default()
-                })
-                .await
-                .unwrap()
-                .len(),
+            history_ids(&store).await.len(),
             5,
             "{name}: a dry run deletes nothing"
         );
@@ -681,16 +684,7 @@ async fn retention_deletes_old_and_oversize_history_but_never_what_waits() {
             (2, 1),
             "{name}: {done:?}"
         );
-        let left: Vec<String> = store
-            .history(&HistoryQuery {
-                limit: 0,
-                ..HistoryQuery::default()
-            })
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|h| h.id)
-            .collect();
+        let left = history_ids(&store).await;
         assert!(
             left.contains(&"old-waiting".to_string()) && left.contains(&"fresh".to_string()),
             "{name}: {left:?}"
@@ -729,16 +723,7 @@ async fn retention_deletes_old_and_oversize_history_but_never_what_waits() {
             .unwrap();
         assert!(sized.bytes_after <= cap, "{name}: {sized:?}");
         assert!(sized.requests_deleted > 0, "{name}: {sized:?}");
-        let left: Vec<String> = store
-            .history(&HistoryQuery {
-                limit: 0,
-                ..HistoryQuery::default()
-            })
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|h| h.id)
-            .collect();
+        let left = history_ids(&store).await;
         assert!(
             left.contains(&"old-waiting".to_string()),
             "{name}: {left:?}"

@@ -90,14 +90,17 @@ fn idempotency_keys_belong_to_their_caller() {
         "payload": {},
         "humanInTheLoop": { "type": "question", "question": "the private question?" },
     });
-    let r = api
-        .http
-        .post(api.url("/events"))
-        .header("idempotency-key", "toolu_01ABC")
-        .json(&mine)
-        .send()
-        .unwrap();
-    let (status, first) = json_of(r);
+    let post_with_key = || {
+        let r = api
+            .http
+            .post(api.url("/events"))
+            .header("idempotency-key", "toolu_01ABC")
+            .json(&mine)
+            .send()
+            .unwrap();
+        json_of(r)
+    };
+    let (status, first) = post_with_key();
     assert_eq!(status, StatusCode::CREATED);
     let id = first["id"].as_i64().unwrap();
     api.post(
@@ -106,14 +109,7 @@ fn idempotency_keys_belong_to_their_caller() {
     );
 
     // The same user replaying the key gets the first event back.
-    let again = api
-        .http
-        .post(api.url("/events"))
-        .header("idempotency-key", "toolu_01ABC")
-        .json(&mine)
-        .send()
-        .unwrap();
-    let (status, v) = json_of(again);
+    let (status, v) = post_with_key();
     assert_eq!(status, StatusCode::OK);
     assert_eq!(v["id"], first["id"]);
 
