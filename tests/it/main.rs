@@ -12,6 +12,7 @@ mod layering;
 mod replicas;
 mod roundtrip;
 mod seeds;
+mod soak;
 mod store;
 mod support;
 mod wayback;

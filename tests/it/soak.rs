@@ -1,0 +1,185 @@
+//! The kill -9 soak: spool and HTTP askers keep asking while the listener is killed
+//! at random moments and started again. Every question must be answered exactly
+//! once — none lost, none answered twice — and history must have each one once.
+//!
+//! Seeded (`HITL_SOAK_SEED`, default 1) so a failure can be replayed; 50 kills here,
+//! `HITL_SOAK_KILLS=1000` (`tools/soak --long`) for the long run.
+
+use std::{
+    collections::HashMap,
+    process::{Child, Stdio},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use crate::support::{Listener, Project, wait_output};
+
+/// xorshift64*: a small seeded generator, enough to place kills.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn between(&mut self, low: u64, high: u64) -> u64 {
+        low + self.next() % (high - low + 1)
+    }
+}
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn listen(p: &Project, addr: &str) -> Listener {
+    p.listen(&["--ui", "none", "--auto-answer", "ok", "--http", addr])
+}
+
+/// What each asker said, by its question.
+type Outcomes = Arc<Mutex<HashMap<String, std::process::Output>>>;
+
+/// Keeps `width` askers of one kind going until `stop`; each is recorded.
+fn askers(
+    p: Arc<Project>,
+    kind: &'static str,
+    width: usize,
+    server: Option<String>,
+    stop: Arc<AtomicBool>,
+    outcomes: Outcomes,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut running: Vec<(String, Child)> = Vec::new();
+        let mut n = 0;
+        loop {
+            // Reap the finished.
+            let mut still = Vec::new();
+            for (q, mut child) in running.drain(..) {
+                match child.try_wait() {
+                    Ok(Some(_)) => {
+                        let out = wait_output(child, Duration::from_secs(1));
+                        outcomes.lock().unwrap().insert(q, out);
+                    }
+                    _ => still.push((q, child)),
+                }
+            }
+            running = still;
+            if stop.load(Ordering::Relaxed) {
+                if running.is_empty() {
+                    return;
+                }
+            } else if running.len() < width {
+                let q = format!("{kind} question {n}");
+                n += 1;
+                let mut cmd = p.hitl();
+                cmd.arg("ask").args(["--timeout", "300"]);
+                if let Some(s) = &server {
+                    cmd.args(["--server", s]);
+                }
+                let child = cmd
+                    .arg(&q)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                running.push((q, child));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    })
+}
+
+#[test]
+fn killing_the_listener_at_random_moments_loses_and_repeats_nothing() {
+    let kills = env_or("HITL_SOAK_KILLS", 50);
+    let mut rng = Rng(env_or("HITL_SOAK_SEED", 1).max(1));
+    let p = Arc::new(Project::new());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut listener = listen(&p, &addr);
+    let stop = Arc::new(AtomicBool::new(false));
+    let outcomes: Outcomes = Arc::default();
+    let load = [
+        askers(p.clone(), "spool", 4, None, stop.clone(), outcomes.clone()),
+        askers(
+            p.clone(),
+            "http",
+            2,
+            Some(format!("http://{addr}")),
+            stop.clone(),
+            outcomes.clone(),
+        ),
+    ];
+    let started = Instant::now();
+    for _ in 0..kills {
+        std::thread::sleep(Duration::from_millis(rng.between(10, 250)));
+        listener.signal(nix::sys::signal::Signal::SIGKILL);
+        // Sometimes straight back, sometimes after a pause askers notice.
+        std::thread::sleep(Duration::from_millis(rng.between(0, 100)));
+        listener = listen(&p, &addr);
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in load {
+        t.join().unwrap();
+    }
+    let outcomes = outcomes.lock().unwrap();
+    eprintln!(
+        "soak: {kills} kills in {:.1} s, {} questions asked",
+        started.elapsed().as_secs_f64(),
+        outcomes.len()
+    );
+    assert!(
+        outcomes.len() >= kills as usize,
+        "too little load to mean anything"
+    );
+    // Every asker got its answer, once (it prints it once and exits 0).
+    for (q, out) in outcomes.iter() {
+        assert_eq!(
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).as_ref()
+            ),
+            (Some(0), "ok\n"),
+            "{q}: {out:?}"
+        );
+    }
+    // History has each question once, answered — once the listener has written it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let history = p.history();
+        let mut seen: HashMap<String, Vec<String>> = HashMap::new();
+        for h in &history {
+            seen.entry(h["content"].as_str().unwrap_or_default().to_string())
+                .or_default()
+                .push(h["status"].as_str().unwrap_or_default().to_string());
+        }
+        let complete = outcomes
+            .keys()
+            .all(|q| seen.get(q).is_some_and(|s| s == &["answered"]));
+        if complete {
+            break;
+        }
+        if Instant::now() > deadline {
+            let wrong: Vec<_> = outcomes
+                .keys()
+                .filter(|q| seen.get(*q).is_none_or(|s| s != &["answered"]))
+                .map(|q| (q, seen.get(q)))
+                .collect();
+            panic!("history is not one answered row per question: {wrong:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(listener);
+}
