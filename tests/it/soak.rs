@@ -1,6 +1,7 @@
 //! The kill -9 soak: spool and HTTP askers keep asking while the listener is killed
-//! at random moments and started again. Every question must be answered exactly
-//! once — none lost, none answered twice — and history must have each one once.
+//! at random moments and started again, or frozen (SIGSTOP) for a while and thawed.
+//! Every question must be answered exactly once — none lost, none answered twice —
+//! and history must have each one once.
 //!
 //! Seeded (`HITL_SOAK_SEED`, default 1) so a failure can be replayed; 50 kills here,
 //! `HITL_SOAK_KILLS=1000` (`tools/soak --long`) for the long run.
@@ -123,8 +124,18 @@ fn killing_the_listener_at_random_moments_loses_and_repeats_nothing() {
         ),
     ];
     let started = Instant::now();
+    let mut pauses = 0;
     for _ in 0..kills {
         std::thread::sleep(Duration::from_millis(rng.between(10, 250)));
+        if rng.between(0, 3) == 0 {
+            // Frozen mid-work: askers and the store wait; nothing may be lost or
+            // answered twice when it thaws.
+            let pid = nix::unistd::Pid::from_raw(listener.pid() as i32);
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+            std::thread::sleep(Duration::from_millis(rng.between(50, 500)));
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+            pauses += 1;
+        }
         listener.signal(nix::sys::signal::Signal::SIGKILL);
         // Sometimes straight back, sometimes after a pause askers notice.
         std::thread::sleep(Duration::from_millis(rng.between(0, 100)));
@@ -136,7 +147,7 @@ fn killing_the_listener_at_random_moments_loses_and_repeats_nothing() {
     }
     let outcomes = outcomes.lock().unwrap();
     eprintln!(
-        "soak: {kills} kills in {:.1} s, {} questions asked",
+        "soak: {kills} kills ({pauses} after a freeze) in {:.1} s, {} questions asked",
         started.elapsed().as_secs_f64(),
         outcomes.len()
     );
