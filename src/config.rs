@@ -325,6 +325,19 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # max_mb = 1024
 "#;
 
+impl Settings {
+    /// One settings file's text as settings, as [`load`] reads each layer, with the
+    /// checks a server makes at start.
+    pub fn from_toml(text: &str) -> Result<Settings> {
+        let table: toml::Table = text.parse().context("not TOML")?;
+        let settings: Settings = toml::Value::Table(table)
+            .try_into()
+            .context("invalid settings")?;
+        settings.http.validate()?;
+        Ok(settings)
+    }
+}
+
 fn read_table(path: &Path) -> Result<Option<toml::Table>> {
     match std::fs::read_to_string(path) {
         // The file `hitl init` writes sets nothing until someone uncomments a line:
