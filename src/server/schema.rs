@@ -58,22 +58,22 @@ pub fn components() -> Value {
                             `cancelled: true` ends any. A body that does not fit the \
                             request is refused with 400.",
             "properties": {
-                "response": { "type": "string" },
-                "answer": { "type": "string" },
-                "choice": { "type": "string" },
-                "choices": { "type": "array", "items": { "type": "string" } },
-                "permission": { "type": "boolean" },
-                "approved": { "type": "boolean" },
-                "comment": { "type": "string" },
-                "cancelled": { "type": "boolean" },
-                "respondedBy": { "type": "string" },
+                "response": { "type": ["string", "null"] },
+                "answer": { "type": ["string", "null"] },
+                "choice": { "type": ["string", "null"] },
+                "choices": { "type": ["array", "null"], "items": { "type": "string" } },
+                "permission": { "type": ["boolean", "null"] },
+                "approved": { "type": ["boolean", "null"] },
+                "comment": { "type": ["string", "null"] },
+                "cancelled": { "type": ["boolean", "null"] },
+                "respondedBy": { "type": ["string", "null"] },
             },
         },
         "CancelBody": {
             "type": "object",
             "properties": {
-                "reason": { "type": "string" },
-                "respondedBy": { "type": "string" },
+                "reason": { "type": ["string", "null"] },
+                "respondedBy": { "type": ["string", "null"] },
             },
         },
         "Event": {
