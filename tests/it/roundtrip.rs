@@ -65,7 +65,9 @@ fn round_trip(p: &Project, mut cmd: Command, text: &str) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pending = p.wait_pending(1, Duration::from_secs(20));
+    // Generous: the bash fallback escapes a big text character by character, which
+    // takes seconds on a loaded machine (the suite runs tests side by side).
+    let pending = p.wait_pending(1, Duration::from_secs(90));
     let q = &pending[0];
     assert_eq!(
         q["content"].as_str().unwrap(),
