@@ -28,7 +28,7 @@ use crate::{
 };
 
 /// A responder: started with the broker's handle once the broker runs (the terminal
-/// prompt, `--auto-answer`; the dashboard, TUI, dialogs and webhooks next). It runs
+/// prompt; the dashboard, TUI, dialogs and webhooks next). It runs
 /// until the daemon stops, which aborts it.
 pub type Responder = Box<dyn FnOnce(BrokerHandle) -> JoinHandle<()> + Send>;
 
@@ -46,6 +46,9 @@ pub struct DaemonOptions {
     pub config_dir: PathBuf,
     /// Responders to start.
     pub responders: Vec<Responder>,
+    /// Answer everything at once with this text (`--auto-answer`), as the broker's
+    /// own rule.
+    pub auto_answer: Option<String>,
 }
 
 /// A running daemon, from [`start`].
@@ -76,6 +79,7 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
         http,
         config_dir,
         responders,
+        auto_answer,
     } = opts;
     let store = Store::open(&db_url).await?;
     let reader = store.clone();
@@ -90,6 +94,7 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
         BrokerOptions {
             max_question_bytes: settings.listen.max_question_bytes,
             durable: settings.spool.fsync,
+            auto_answer,
         },
         store_tx,
         undelivered,
@@ -274,6 +279,7 @@ mod tests {
             http: Some(("127.0.0.1:0".into(), false)),
             config_dir: dir.path().to_path_buf(),
             responders: vec![responder],
+            auto_answer: None,
         })
         .await
         .unwrap();

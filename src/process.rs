@@ -60,7 +60,15 @@ fn read_stat(path: &str) -> Option<Stat> {
     while n < buf.len() {
         match f.read(&mut buf[n..]) {
             Ok(0) => break,
-            Ok(k) => n += k,
+            Ok(k) => {
+                n += k;
+                // The kernel writes the whole line in one read when it fits, so the
+                // line ends here: no second read (a system call per ancestor) to see
+                // the end of the file. A line cut short fails to parse and is read on.
+                if buf[n - 1] == b'\n' {
+                    break;
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return None,
         }

@@ -9,7 +9,7 @@
 mod registry;
 
 pub use registry::{
-    AGENT_PROCESS_KEY, AgentProcess, AgentRecord, AgentStatus, list_agents, note_question,
+    AGENT_PROCESS_KEY, AgentProcess, AgentRecord, AgentStatus, list_agents, note_questions,
     record_heartbeat, record_waiting, sweep,
 };
 

@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 use super::{Identity, is_alive};
 use crate::{
     protocol::{Request, is_valid_id, parse_timestamp},
-    spool::{Spool, write_atomic},
+    spool::Spool,
 };
 
 /// After this long without a sign of life an agent is idle.
@@ -162,7 +162,8 @@ fn write_record(spool: &Spool, rec: &AgentRecord) -> Result<()> {
     let mut bytes = serde_json::to_vec_pretty(rec)?;
     bytes.push(b'\n');
     // Not fsynced: the registry is a convenience, rebuilt from the next question.
-    write_atomic(&spool.tmp(), &path, &bytes, false)
+    spool
+        .replace_file(&path, &bytes)
         .with_context(|| format!("writing {}", path.display()))
 }
 
@@ -219,28 +220,36 @@ pub fn record_heartbeat(spool: &Spool, who: &Identity) -> Result<()> {
 /// long-lived ancestor it found), so the broker can register it.
 pub const AGENT_PROCESS_KEY: &str = "agent_process";
 
-/// Records a question the broker took: the registry is the broker's to keep, off the
-/// asker's path (a registry write costs an asker more than its whole round trip on
-/// some file systems). The agent's process comes from the request's metadata when
-/// `hitl ask` put it there.
-pub fn note_question(spool: &Spool, req: &Request) -> Result<()> {
-    if !is_valid_id(&req.agent_id) {
+/// Records questions one agent asked and the broker took, in the order taken, with
+/// one write of its record: the registry is the broker's to keep, off the asker's
+/// path (a registry write costs an asker more than its whole round trip on some file
+/// systems). The agent's process comes from each request's metadata when `hitl ask`
+/// put it there. Requests of other agents are ignored.
+pub fn note_questions(spool: &Spool, requests: &[Request]) -> Result<()> {
+    let Some(first) = requests.first() else {
+        return Ok(());
+    };
+    if !is_valid_id(&first.agent_id) {
         return Ok(());
     }
-    let process = req
-        .metadata
-        .get(AGENT_PROCESS_KEY)
-        .and_then(|v| serde_json::from_value::<AgentProcess>(v.clone()).ok());
-    update(spool, &req.agent_id, &req.agent_name, |rec| {
-        rec.name = req.agent_name.clone();
-        if let Some(p) = process {
-            rec.pid = Some(p.pid);
-            rec.start_time = Some(p.start_time);
+    let agent_id = &first.agent_id;
+    let last_name = &requests[requests.len() - 1].agent_name;
+    update(spool, agent_id, last_name, |rec| {
+        for req in requests.iter().filter(|r| &r.agent_id == agent_id) {
+            rec.name = req.agent_name.clone();
+            if let Some(p) = req
+                .metadata
+                .get(AGENT_PROCESS_KEY)
+                .and_then(|v| serde_json::from_value::<AgentProcess>(v.clone()).ok())
+            {
+                rec.pid = Some(p.pid);
+                rec.start_time = Some(p.start_time);
+            }
+            if let Some(d) = &req.working_dir {
+                rec.working_dir = Some(d.clone());
+            }
+            rec.questions_asked += 1;
         }
-        if let Some(d) = &req.working_dir {
-            rec.working_dir = Some(d.clone());
-        }
-        rec.questions_asked += 1;
         rec.status = AgentStatus::Waiting;
     })
 }
@@ -384,12 +393,13 @@ mod tests {
             AGENT_PROCESS_KEY.into(),
             json!({ "pid": me.pid, "start_time": me.start_time }),
         );
-        note_question(&spool, &req).unwrap();
-        note_question(&spool, &req).unwrap();
+        note_questions(&spool, std::slice::from_ref(&req)).unwrap();
+        // A batch of one agent's questions is one write that counts each.
+        note_questions(&spool, &[req.clone(), req.clone()]).unwrap();
         let mut waiting = HashSet::new();
         let list = list_agents(&spool, &waiting);
         assert_eq!(list.len(), 1);
-        assert_eq!(list[0].questions_asked, 2);
+        assert_eq!(list[0].questions_asked, 3);
         assert_eq!(list[0].pid, Some(me.pid));
         assert_eq!(list[0].working_dir.as_deref(), Some("/w"));
         assert_eq!(list[0].status, AgentStatus::Active);

@@ -12,7 +12,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use super::{AskError, BrokerStats, Change, PendingRequest, RespondError};
 use crate::{
     protocol::{Answer, Origin, Reply, Request, Status},
-    store::{NewEvent, Outcome, StoreMsg, StoreOp},
+    store::{NewEvent, Outcome, StoreMsg, StoreOp, StoreSender},
 };
 
 pub(super) enum Command {
@@ -69,14 +69,14 @@ pub struct Asked {
 pub struct BrokerHandle {
     commands: mpsc::UnboundedSender<Command>,
     changes: broadcast::Sender<Change>,
-    store: mpsc::UnboundedSender<StoreMsg>,
+    store: StoreSender,
 }
 
 impl BrokerHandle {
     pub(super) fn new(
         commands: mpsc::UnboundedSender<Command>,
         changes: broadcast::Sender<Change>,
-        store: mpsc::UnboundedSender<StoreMsg>,
+        store: StoreSender,
     ) -> BrokerHandle {
         BrokerHandle {
             commands,
@@ -104,18 +104,6 @@ impl BrokerHandle {
         })
         .await
         .ok_or(RespondError::Stopped)?
-    }
-
-    /// Answers pending request `seq` without waiting to hear how it went: for
-    /// responders that answer everything and have nobody to tell (`--auto-answer`).
-    /// A refusal (someone answered first) is simply dropped.
-    pub fn respond_detached(&self, seq: u64, reply: Reply, by: &str) {
-        let _ = self.commands.send(Command::Respond {
-            seq,
-            reply,
-            by: by.to_string(),
-            done: None,
-        });
     }
 
     /// The pending requests in answering order.
@@ -199,12 +187,10 @@ impl BrokerHandle {
     /// Writes through the store writer and waits for the commit.
     async fn store_committed(&self, op: StoreOp) -> Option<Outcome> {
         let (ack, rx) = oneshot::channel();
-        self.store
-            .send(StoreMsg {
-                op,
-                ack: Some(ack.into()),
-            })
-            .ok()?;
+        self.store.send(StoreMsg {
+            op,
+            ack: Some(ack.into()),
+        });
         rx.await.ok().flatten()
     }
 

@@ -46,7 +46,7 @@ pub use queue::{Queue, QueueKey};
 use crate::{
     protocol::{Answer, Origin, Request, Status, Variant},
     spool::{Spool, watch::SpoolEvent},
-    store::{StoreMsg, StoreOp, Undelivered},
+    store::{StoreMsg, StoreOp, StoreSender, Undelivered},
 };
 use handle::Command;
 
@@ -82,7 +82,13 @@ pub struct BrokerOptions {
     /// fsync answer files and their folder before reporting them delivered
     /// (`[spool] fsync`).
     pub durable: bool,
+    /// Answer every request the moment it joins the queue, with this text
+    /// (`--auto-answer`): see [`Request::auto_reply`].
+    pub auto_answer: Option<String>,
 }
+
+/// Who auto answers are from, in history and answer files.
+pub const AUTO_RESPONDER: &str = "auto";
 
 /// A pending request as responders see it.
 #[derive(Debug, Clone, Serialize)]
@@ -257,7 +263,10 @@ pub struct Broker {
     deadlines: BTreeSet<(Timestamp, u64)>,
     queue: Queue,
     next_seq: u64,
-    store: mpsc::UnboundedSender<StoreMsg>,
+    store: StoreSender,
+    /// True while more work waits for this task than the command in hand: the
+    /// answer's history write then joins the writer's batch instead of going at once.
+    backlog: bool,
     changes: broadcast::Sender<Change>,
     written_tx: mpsc::UnboundedSender<Written>,
     written_rx: mpsc::UnboundedReceiver<Written>,
@@ -281,7 +290,7 @@ impl Broker {
     pub fn new(
         spools: Vec<Spool>,
         opts: BrokerOptions,
-        store: mpsc::UnboundedSender<StoreMsg>,
+        store: StoreSender,
         undelivered: Vec<Undelivered>,
         stored_pending: Vec<(Request, i64)>,
     ) -> (Broker, BrokerHandle) {
@@ -296,6 +305,7 @@ impl Broker {
             queue: Queue::default(),
             next_seq: 1,
             store,
+            backlog: true,
             changes,
             written_tx,
             written_rx,
@@ -334,14 +344,21 @@ impl Broker {
                 _ = &mut shutdown => break,
                 Some(w) = self.written_rx.recv() => self.on_written(w),
                 Some(ev) = events.recv() => {
-                    self.on_spool_event(ev);
                     // Drain what is already queued before doing anything else, so a
                     // burst of files costs one pass.
-                    while let Ok(ev) = events.try_recv() {
+                    let mut next = Some(ev);
+                    while let Some(ev) = next {
+                        next = events.try_recv().ok();
+                        self.backlog = next.is_some() || !self.commands_rx.is_empty();
                         self.on_spool_event(ev);
                     }
+                    self.backlog = true;
                 }
-                Some(cmd) = self.commands_rx.recv() => self.on_command(cmd),
+                Some(cmd) = self.commands_rx.recv() => {
+                    self.backlog = !events.is_empty() || !self.commands_rx.is_empty();
+                    self.on_command(cmd);
+                    self.backlog = true;
+                }
                 _ = async {
                     match held_due {
                         Some(due) => tokio::time::sleep_until(due).await,
@@ -428,9 +445,16 @@ impl Broker {
         pending
     }
 
-    /// Announces a queued request to every follower.
-    fn announce_queued(&self, pending: Arc<PendingRequest>) {
-        let _ = self.changes.send(Change::Queued(pending));
+    /// Announces a queued request to every follower, then applies the answer rule if
+    /// there is one. The rule is the broker's, not a responder's: a request it answers
+    /// is answered before this returns, with no other task's turn in between (an
+    /// instant answer's whole wait is otherwise made of such turns).
+    fn announce_queued(&mut self, pending: Arc<PendingRequest>) {
+        let _ = self.changes.send(Change::Queued(pending.clone()));
+        if let Some(text) = &self.opts.auto_answer {
+            let reply = pending.request.auto_reply(text);
+            self.respond(pending.seq, reply, AUTO_RESPONDER.to_string(), None);
+        }
     }
 
     fn on_command(&mut self, cmd: Command) {
@@ -488,30 +512,34 @@ impl Broker {
                 reply,
                 by,
                 done,
-            } => {
-                let refuse = |done: Reply, e| {
-                    if let Some(done) = done {
-                        let _ = done.send(Err(e));
-                    }
-                };
-                let Some(entry) = self.entries.get(&seq) else {
-                    refuse(done, RespondError::NotFound(seq.to_string()));
-                    return;
-                };
-                if entry.answering {
-                    let by = "another responder (in progress)".to_string();
-                    refuse(done, RespondError::AlreadyAnswered(by));
-                    return;
-                }
-                // The kind decides which replies fit: a refusal leaves it pending.
-                if let Err(why) = reply.fits(&entry.pending.request) {
-                    refuse(done, RespondError::Invalid(why));
-                    return;
-                }
-                let answer = Answer::from_reply(&entry.pending.request, reply, &by);
-                self.start_answer(seq, answer, false, done);
-            }
+            } => self.respond(seq, reply, by, done),
         }
+    }
+
+    /// Answers `seq` with `reply` from `by`, unless it is gone, being answered, or the
+    /// reply does not fit it (it then stays pending).
+    fn respond(&mut self, seq: u64, reply: crate::protocol::Reply, by: String, done: Reply) {
+        let refuse = |done: Reply, e| {
+            if let Some(done) = done {
+                let _ = done.send(Err(e));
+            }
+        };
+        let Some(entry) = self.entries.get(&seq) else {
+            refuse(done, RespondError::NotFound(seq.to_string()));
+            return;
+        };
+        if entry.answering {
+            let by = "another responder (in progress)".to_string();
+            refuse(done, RespondError::AlreadyAnswered(by));
+            return;
+        }
+        // The kind decides which replies fit: a refusal leaves it pending.
+        if let Err(why) = reply.fits(&entry.pending.request) {
+            refuse(done, RespondError::Invalid(why));
+            return;
+        }
+        let answer = Answer::from_reply(&entry.pending.request, reply, &by);
+        self.start_answer(seq, answer, false, done);
     }
 
     /// Sends a history write.
@@ -534,17 +562,21 @@ impl Broker {
                 self.held_due = Some(tokio::time::Instant::now() + HISTORY_QUIET);
                 return;
             }
+            StoreOp::Delivering { .. } if !self.backlog && !self.opts.durable => {
+                self.store.write_now_or_send(msg);
+                return;
+            }
             StoreOp::Delivering { .. } => {}
             _ => self.release_held(),
         }
-        send_to_store(&self.store, msg);
+        self.store.send(msg);
     }
 
     /// Sends the held-back writes, in order.
     fn release_held(&mut self) {
         self.held_due = None;
         for msg in self.held.drain(..) {
-            send_to_store(&self.store, msg);
+            self.store.send(msg);
         }
     }
 
@@ -690,17 +722,6 @@ impl Broker {
                 Some(format!("the asking process {pid} exited without an answer")),
             );
         }
-    }
-}
-
-/// Sends `msg` to the store writer. If the writer has stopped (shutting down), work
-/// waiting on the commit still runs, told nothing was committed: an asker waiting on
-/// its answer file gets it anyway.
-fn send_to_store(store: &mpsc::UnboundedSender<StoreMsg>, msg: StoreMsg) {
-    if let Err(unsent) = store.send(msg)
-        && let Some(crate::store::Ack::Then(then)) = unsent.0.ack
-    {
-        then(None);
     }
 }
 

@@ -8,10 +8,7 @@ use jiff::Timestamp;
 use serde::Serialize;
 
 use super::Broker;
-use crate::{
-    protocol::{Kind, Priority, Request},
-    spool::write_atomic,
-};
+use crate::protocol::{Kind, Priority, Request};
 
 impl Broker {
     /// Rewrites the snapshot of each spool whose queue changed (every one if `force`).
@@ -41,7 +38,7 @@ impl Broker {
             let spool = &self.files.spools[i];
             let mut bytes = serde_json::to_vec_pretty(&body).unwrap_or_default();
             bytes.push(b'\n');
-            if let Err(e) = write_atomic(&spool.tmp(), &spool.queue_snapshot(), &bytes, false) {
+            if let Err(e) = spool.replace_file(&spool.queue_snapshot(), &bytes) {
                 tracing::warn!("writing {}: {e}", spool.queue_snapshot().display());
             }
         }

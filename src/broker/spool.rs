@@ -695,11 +695,20 @@ impl Broker {
         if self.files.registry_notes.is_empty() {
             return;
         }
-        let notes = std::mem::take(&mut self.files.registry_notes);
+        // One write per agent per batch: an agent asking a hundred questions a tick
+        // costs one record write, not a hundred.
+        let mut by_agent: Vec<((usize, String), Vec<Request>)> = Vec::new();
+        for (spool, request) in std::mem::take(&mut self.files.registry_notes) {
+            let key = (spool, request.agent_id.clone());
+            match by_agent.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, requests)) => requests.push(request),
+                None => by_agent.push((key, vec![request])),
+            }
+        }
         let spools = self.files.spools.clone();
         tokio::task::spawn_blocking(move || {
-            for (spool, request) in notes {
-                if let Err(e) = agents::note_question(&spools[spool], &request) {
+            for ((spool, _), requests) in by_agent {
+                if let Err(e) = agents::note_questions(&spools[spool], &requests) {
                     tracing::debug!("agent registry not updated: {e:#}");
                 }
             }

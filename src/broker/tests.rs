@@ -33,10 +33,24 @@ impl Harness {
         let spool = Spool::new(dir.path().join("project"));
         spool.ensure_layout().unwrap();
         let db = format!("sqlite://{}", dir.path().join("history.db").display());
-        Harness::start_in(dir, spool, db).await
+        Harness::start_in(dir, spool, db, None).await
     }
 
-    async fn start_in(dir: tempfile::TempDir, spool: Spool, db: String) -> Harness {
+    /// A broker that answers everything at once with `text` (`--auto-answer`).
+    async fn start_auto(text: &str) -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::new(dir.path().join("project"));
+        spool.ensure_layout().unwrap();
+        let db = format!("sqlite://{}", dir.path().join("history.db").display());
+        Harness::start_in(dir, spool, db, Some(text.to_string())).await
+    }
+
+    async fn start_in(
+        dir: tempfile::TempDir,
+        spool: Spool,
+        db: String,
+        auto_answer: Option<String>,
+    ) -> Harness {
         let store = Store::open(&db).await.unwrap();
         let reader = store.clone();
         let undelivered = store.undelivered().await.unwrap();
@@ -47,6 +61,7 @@ impl Harness {
             BrokerOptions {
                 max_question_bytes: 1 << 20,
                 durable: false,
+                auto_answer,
             },
             store_tx,
             undelivered,
@@ -77,7 +92,7 @@ impl Harness {
         let Harness {
             _dir, spool, db, ..
         } = self;
-        Harness::start_in(_dir, spool, db).await
+        Harness::start_in(_dir, spool, db, None).await
     }
 
     async fn stop_all(&mut self) {
@@ -88,10 +103,13 @@ impl Harness {
             task.await.unwrap();
         }
         // The broker's handle and our own are the writer's last senders.
-        let (dead, _) = mpsc::unbounded_channel();
         let handle = std::mem::replace(
             &mut self.handle,
-            BrokerHandle::new(mpsc::unbounded_channel().0, broadcast::channel(1).0, dead),
+            BrokerHandle::new(
+                mpsc::unbounded_channel().0,
+                broadcast::channel(1).0,
+                crate::store::StoreSender::stopped(),
+            ),
         );
         drop(handle);
         if let Some(writer) = self.writer.take() {
@@ -184,6 +202,34 @@ fn finished(c: Change) -> Option<Arc<Finished>> {
         Change::Finished(f) => Some(f),
         Change::Queued(_) => None,
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_auto_answer_rule_answers_each_question_as_it_is_queued() {
+    let h = Harness::start_auto("ok").await;
+    let mut changes = h.handle.subscribe();
+    h.ask("a1", Kind::Text, &[], |_| {});
+    h.ask("a2", Kind::Select, &["dev", "prod"], |_| {});
+    // Followers still see each queued, then finished by the rule.
+    let (mut seen_queued, mut seen_finished) = (Vec::new(), Vec::new());
+    while seen_finished.len() < 2 {
+        match next(&mut changes, Some).await {
+            Change::Queued(p) => seen_queued.push(p.request.id.clone()),
+            Change::Finished(f) => {
+                assert!(seen_queued.contains(&f.pending.request.id));
+                assert_eq!(f.status, Status::Answered);
+                seen_finished.push(f.pending.request.id.clone());
+            }
+        }
+    }
+    let a1 = h.answer("a1").expect("a1's answer file");
+    assert_eq!(
+        (a1.content.as_str(), a1.responded_by.as_str()),
+        ("ok", "auto")
+    );
+    assert_eq!(h.answer("a2").unwrap().content, "dev");
+    h.history_status("a2", "answered").await;
+    assert!(h.handle.pending().await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -165,8 +165,8 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
                 "hitl: WARNING: --auto-answer is on: every question is answered {text:?} \
                  (yes/no: yes, select: first option, approvals: approved) without a human"
             );
-            let text = text.clone();
-            Box::new(move |h| tokio::spawn(ui::auto::run(h, text)))
+            // The broker's own rule (see `BrokerOptions::auto_answer`): no responder.
+            Box::new(|_| tokio::spawn(std::future::pending::<()>()))
         }
         (None, UiKind::Terminal) => Box::new(|h| tokio::spawn(ui::terminal::run(h))),
         (None, UiKind::None) => Box::new(|_| tokio::spawn(std::future::pending::<()>())),
@@ -178,6 +178,7 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
         http,
         config_dir: paths.config_dir.clone(),
         responders: vec![responder],
+        auto_answer: opts.auto_answer.clone(),
     })
     .await?;
     let http_url = daemon.http_addr.map(|a| format!("http://{a}"));

@@ -34,6 +34,7 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         http: Some((opts.http.clone(), false)),
         config_dir: paths.config_dir.clone(),
         responders: Vec::new(),
+        auto_answer: None,
     })
     .await?;
     let local = daemon.http_addr.expect("serve always serves HTTP");

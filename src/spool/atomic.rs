@@ -113,15 +113,27 @@ pub fn write_atomic(tmp_dir: &Path, dest: &Path, bytes: &[u8], durable: bool) ->
 ///
 /// `link(2)` fails with `EEXIST` when the name is taken, so when two responders race
 /// for the same answer exactly one file is ever created and the other learns it lost.
+///
+/// The file is written unnamed (`O_TMPFILE`) in `dest`'s own folder where the file
+/// system allows, and `tmp_dir` is only the fallback. Besides saving the temp name's
+/// removal, that keeps answers off `tmp/`'s lock: an asker renaming its question out
+/// of `tmp/` wakes the listener from inside the rename, and the listener, preempting
+/// it, would otherwise wait for the asker to get the CPU back and finish.
 pub fn create_exclusive(
     tmp_dir: &Path,
     dest: &Path,
     bytes: &[u8],
     durable: bool,
 ) -> io::Result<Created> {
-    let tmp = write_temp(tmp_dir, dest, bytes, durable)?;
-    let linked = fs::hard_link(&tmp, dest);
-    let _ = fs::remove_file(&tmp);
+    let linked = match link_unnamed(dest, bytes, durable) {
+        Some(linked) => linked,
+        None => {
+            let tmp = write_temp(tmp_dir, dest, bytes, durable)?;
+            let linked = fs::hard_link(&tmp, dest);
+            let _ = fs::remove_file(&tmp);
+            linked
+        }
+    };
     match linked {
         Ok(()) => {
             if durable {
@@ -131,6 +143,41 @@ pub fn create_exclusive(
         }
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Created::AlreadyExists),
         Err(e) => Err(e),
+    }
+}
+
+/// Writes `bytes` to an unnamed file in `dest`'s folder and links it as `dest`; what
+/// the link did. `None` when no unnamed file could be made or linked there (a file
+/// system without `O_TMPFILE`, no `/proc`): the caller then uses a named temp file.
+fn link_unnamed(dest: &Path, bytes: &[u8], durable: bool) -> Option<io::Result<()>> {
+    use std::os::fd::AsRawFd;
+    let mut file = OpenOptions::new()
+        .write(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_TMPFILE.bits())
+        .open(parent(dest))
+        .ok()?;
+    if let Err(e) = file
+        .write_all(bytes)
+        .and_then(|()| if durable { file.sync_data() } else { Ok(()) })
+    {
+        return Some(Err(e));
+    }
+    // Linking an open file by its descriptor needs its /proc name, followed.
+    let by_fd = format!("/proc/self/fd/{}", file.as_raw_fd());
+    match nix::unistd::linkat(
+        nix::fcntl::AT_FDCWD,
+        by_fd.as_str(),
+        nix::fcntl::AT_FDCWD,
+        dest,
+        nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+    ) {
+        Ok(()) => Some(Ok(())),
+        Err(nix::errno::Errno::EEXIST) => Some(Err(io::ErrorKind::AlreadyExists.into())),
+        Err(e) => {
+            tracing::debug!("linking an unnamed file as {}: {e}", dest.display());
+            None
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Spool, write_atomic};
+use super::Spool;
 
 /// What a running listener says about itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,7 +46,7 @@ impl ListenerInfo {
     pub fn write(&self, spool: &Spool) -> std::io::Result<()> {
         let mut bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
         bytes.push(b'\n');
-        write_atomic(&spool.tmp(), &spool.listener_info_file(), &bytes, false)
+        spool.replace_file(&spool.listener_info_file(), &bytes)
     }
 
     /// The listener serving `spool`, if one runs: its file, checked against the

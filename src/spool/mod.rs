@@ -108,6 +108,30 @@ impl Spool {
     pub fn tmp(&self) -> PathBuf {
         self.root.join("tmp")
     }
+    /// `.helpers/tmp/listener/`: where the files kept up to date (the agent registry,
+    /// the queue snapshot, `.listener.json`) are staged; see [`Spool::replace_file`].
+    pub fn replace_tmp(&self) -> PathBuf {
+        self.tmp().join("listener")
+    }
+    /// Replaces `dest`, a file kept up to date (the agent registry, the queue
+    /// snapshot, `.listener.json`), atomically; not fsynced (each describes live
+    /// state, rebuilt by the next write).
+    ///
+    /// Staged apart from `tmp/`, where askers create their questions: a rename over an
+    /// old file frees the old file's blocks while it holds both folders, and on a file
+    /// system that discards freed blocks at once (ext4 mounted with `discard`) that
+    /// takes a quarter of a millisecond, which every asker creating a question in
+    /// `tmp/` meanwhile would wait out.
+    pub fn replace_file(&self, dest: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        let staging = self.replace_tmp();
+        match write_atomic(&staging, dest, bytes, false) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !staging.exists() => {
+                fs::create_dir_all(&staging)?;
+                write_atomic(&staging, dest, bytes, false)
+            }
+            done => done,
+        }
+    }
     /// `.helpers/journal/`: hard links to the questions the broker has taken but whose
     /// end history has not recorded yet. An asker deletes its question file as soon as
     /// it has its answer; the link keeps the question until history has it.

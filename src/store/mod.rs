@@ -20,7 +20,7 @@ mod sql;
 pub mod sqlite_writer;
 mod writer;
 
-pub use writer::{Ack, StoreMsg, spawn_store_writer};
+pub use writer::{Ack, StoreMsg, StoreSender, spawn_store_writer};
 
 use std::{path::PathBuf, str::FromStr, sync::Arc, time::Duration};
 

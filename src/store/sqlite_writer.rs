@@ -51,9 +51,12 @@ pub struct SqliteWriter {
     _alive: Arc<()>,
 }
 
+/// How long a batch waits for another process's write lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
 fn open(path: &Path) -> Result<Connection> {
     let conn = Connection::open(path)?;
-    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // As the sqlx pool: a commit survives a process crash; only a power cut can
     // take back the last ones, and the spool still has those.
@@ -99,7 +102,20 @@ impl SqliteWriter {
             Ok(_) => tracing::debug!("readers held the WAL truncation back; trying later"),
             Err(e) => tracing::debug!("WAL truncation: {e}"),
         }
-        let _ = conn.busy_timeout(Duration::from_secs(10));
+        let _ = conn.busy_timeout(BUSY_TIMEOUT);
+    }
+
+    /// Applies `ops` in one transaction on this thread if that needs no waiting: no
+    /// batch in progress here and no other process holding the write lock. `None`
+    /// when it would have had to wait, or failed (the caller then queues them for the
+    /// writer, which retries).
+    pub fn try_apply_now(&self, ops: &[StoreOp]) -> Option<Vec<Outcome>> {
+        let mut conn = self.conn.try_lock().ok()?;
+        conn.busy_timeout(Duration::ZERO).ok()?;
+        let done = apply(&mut conn, ops);
+        let _ = conn.busy_timeout(BUSY_TIMEOUT);
+        done.map_err(|e| tracing::debug!("writing at once: {e:#}; queued instead"))
+            .ok()
     }
 
     /// Applies `ops` in one transaction, on this thread; returns what each did.

@@ -4,7 +4,10 @@
 //! that pile up while a transaction commits go into the next one, so a burst of a
 //! thousand answers costs a few commits, not a thousand.
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use tokio::{
     sync::{mpsc, oneshot},
@@ -196,13 +199,73 @@ async fn write(store: &Store, ops: &[StoreOp]) -> Vec<Option<Outcome>> {
     outcomes
 }
 
+/// Where writes go: to the writer's queue, or (SQLite) written at once when it is idle.
+/// Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct StoreSender {
+    queue: mpsc::UnboundedSender<StoreMsg>,
+    /// SQLite's write connection, for [`StoreSender::write_now_or_send`].
+    direct: Option<Arc<SqliteWriter>>,
+}
+
+impl StoreSender {
+    /// A sender whose writer has stopped: every write is refused (for tests).
+    #[cfg(test)]
+    pub(crate) fn stopped() -> StoreSender {
+        StoreSender {
+            queue: mpsc::unbounded_channel().0,
+            direct: None,
+        }
+    }
+
+    /// Queues `msg` for the writer. If the writer has stopped (shutting down), work
+    /// waiting on the commit still runs, told nothing was committed: an asker waiting
+    /// on its answer file gets it anyway. False when it had stopped.
+    pub fn send(&self, msg: StoreMsg) -> bool {
+        match self.queue.send(msg) {
+            Ok(()) => true,
+            Err(unsent) => {
+                if let Some(ack) = unsent.0.ack {
+                    ack.done(None);
+                }
+                false
+            }
+        }
+    }
+
+    /// Writes `msg` on this thread if nothing else is writing (no batch in progress
+    /// here, no other process holding the database's write lock), its
+    /// acknowledgement included; otherwise queues it as [`StoreSender::send`] does.
+    ///
+    /// For the one write on an asker's path when nothing else is going on: handing it
+    /// to the writer thread costs a wake-up of another thread, on a small virtual
+    /// machine as much as the commit itself. Under load the writer is busy and the
+    /// write joins its next batch as before. It never waits: a busy database sends it
+    /// to the writer, which has the retries.
+    pub fn write_now_or_send(&self, msg: StoreMsg) {
+        if let Some(writer) = &self.direct
+            && let Some(mut outcomes) = writer.try_apply_now(std::slice::from_ref(&msg.op))
+        {
+            if let Some(ack) = msg.ack {
+                ack.done(outcomes.pop());
+            }
+            return;
+        }
+        self.send(msg);
+    }
+}
+
 /// Starts the writer. Drop every sender, then await the handle, to flush on shutdown.
 ///
 /// On SQLite it is a thread of its own calling the store's blocking writer directly:
 /// a hop to the blocking pool per batch would be most of a small batch's cost.
-pub fn spawn_store_writer(store: Store) -> (mpsc::UnboundedSender<StoreMsg>, JoinHandle<()>) {
+pub fn spawn_store_writer(store: Store) -> (StoreSender, JoinHandle<()>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<StoreMsg>();
     if let Some(writer) = store.sqlite_writer() {
+        let sender = StoreSender {
+            queue: tx,
+            direct: Some(writer.clone()),
+        };
         let runtime = tokio::runtime::Handle::current();
         let handle = tokio::task::spawn_blocking(move || {
             let mut batch = Batch::default();
@@ -215,7 +278,7 @@ pub fn spawn_store_writer(store: Store) -> (mpsc::UnboundedSender<StoreMsg>, Joi
             }
             runtime.block_on(store.close());
         });
-        return (tx, handle);
+        return (sender, handle);
     }
     let handle = tokio::spawn(async move {
         let mut batch = Batch::default();
@@ -227,5 +290,9 @@ pub fn spawn_store_writer(store: Store) -> (mpsc::UnboundedSender<StoreMsg>, Joi
         }
         store.close().await;
     });
-    (tx, handle)
+    let sender = StoreSender {
+        queue: tx,
+        direct: None,
+    };
+    (sender, handle)
 }

@@ -1,5 +1,4 @@
 //! Responders: the ways a human (or a test) answers. Each one is an adapter over a
 //! [`crate::broker::BrokerHandle`]; none of them touches the spool or another UI.
 
-pub mod auto;
 pub mod terminal;
