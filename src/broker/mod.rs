@@ -453,7 +453,8 @@ impl Broker {
         let _ = self.changes.send(Change::Queued(pending.clone()));
         if let Some(text) = &self.opts.auto_answer {
             let reply = pending.request.auto_reply(text);
-            self.respond(pending.seq, reply, AUTO_RESPONDER.to_string(), None);
+            // No *delivering* record first: after a crash the rule answers again.
+            self.respond(pending.seq, reply, AUTO_RESPONDER.to_string(), true, None);
         }
     }
 
@@ -512,13 +513,21 @@ impl Broker {
                 reply,
                 by,
                 done,
-            } => self.respond(seq, reply, by, done),
+            } => self.respond(seq, reply, by, false, done),
         }
     }
 
     /// Answers `seq` with `reply` from `by`, unless it is gone, being answered, or the
-    /// reply does not fit it (it then stays pending).
-    fn respond(&mut self, seq: u64, reply: crate::protocol::Reply, by: String, done: Reply) {
+    /// reply does not fit it (it then stays pending). `recorded` as for
+    /// [`Broker::start_answer`].
+    fn respond(
+        &mut self,
+        seq: u64,
+        reply: crate::protocol::Reply,
+        by: String,
+        recorded: bool,
+        done: Reply,
+    ) {
         let refuse = |done: Reply, e| {
             if let Some(done) = done {
                 let _ = done.send(Err(e));
@@ -539,7 +548,7 @@ impl Broker {
             return;
         }
         let answer = Answer::from_reply(&entry.pending.request, reply, &by);
-        self.start_answer(seq, answer, false, done);
+        self.start_answer(seq, answer, recorded, done);
     }
 
     /// Sends a history write.
@@ -581,7 +590,8 @@ impl Broker {
     }
 
     /// Starts delivering an answer the way its request came; [`Broker::on_written`]
-    /// finishes the job. `recorded` skips the history write for answers already there.
+    /// finishes the job. `recorded` skips the history write before delivery, for
+    /// answers that need none (already recorded, or the broker's rule's).
     fn start_answer(&mut self, seq: u64, answer: Answer, recorded: bool, done: Reply) {
         let Some(entry) = self.entries.get_mut(&seq) else {
             return;

@@ -277,7 +277,9 @@ impl Broker {
     /// file the moment that commits: the asker waits on that file, and another
     /// thread's wake-up in between would be most of its wait.
     /// [`Broker::answer_file_written`] finishes the job. `recorded` skips the history
-    /// write for answers already there (the file is then written on the blocking pool).
+    /// write for answers that need none: already there, or the broker's own rule's,
+    /// which it gives again after a crash (the file is then written at once, on this
+    /// thread when nothing else waits, else on the blocking pool).
     pub(super) fn write_answer_file(
         &mut self,
         seq: u64,
@@ -333,6 +335,7 @@ impl Broker {
                 };
                 self.write(msg);
             }
+            None if !self.backlog && !durable => deliver(true),
             None => {
                 tokio::task::spawn_blocking(move || deliver(true));
             }

@@ -50,20 +50,10 @@ pub fn read_untrusted(path: &Path, limit: u64) -> Result<Vec<u8>, Refusal> {
 /// [`read_untrusted`], with the metadata of the file that was read (its modification
 /// time dates a question that does not say when it was asked).
 pub fn read_untrusted_file(path: &Path, limit: u64) -> Result<(Vec<u8>, fs::Metadata), Refusal> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Refusal::Gone),
-        Err(e) => return Err(e.into()),
-    };
-    check_type(&meta.file_type())?;
-    if meta.len() > limit {
-        return Err(Refusal::TooBig {
-            size: meta.len(),
-            limit,
-        });
-    }
-    // O_NOFOLLOW and O_NONBLOCK close the window between the lstat above and the open:
-    // a file swapped for a symlink fails with ELOOP, one swapped for a FIFO does not block.
+    // One open does what an lstat first would: O_NOFOLLOW refuses a symlink (ELOOP),
+    // O_NONBLOCK keeps a FIFO from blocking, O_NOCTTY keeps a terminal from becoming
+    // ours; the descriptor's own metadata then says what was opened, with no window
+    // for a swap between a check and the open.
     let file = match OpenOptions::new()
         .read(true)
         .custom_flags(libc_flags())
@@ -72,11 +62,21 @@ pub fn read_untrusted_file(path: &Path, limit: u64) -> Result<(Vec<u8>, fs::Meta
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Refusal::Gone),
         Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => return Err(Refusal::Symlink),
+        // What opening a Unix socket says.
+        Err(e) if e.raw_os_error() == Some(nix::libc::ENXIO) => {
+            return Err(Refusal::Special("socket"));
+        }
         Err(e) => return Err(e.into()),
     };
     let meta = file.metadata()?;
     check_type(&meta.file_type())?;
-    let mut buf = Vec::with_capacity(meta.len().min(limit).saturating_add(1) as usize);
+    if meta.len() > limit {
+        return Err(Refusal::TooBig {
+            size: meta.len(),
+            limit,
+        });
+    }
+    let mut buf = Vec::with_capacity(meta.len().saturating_add(1) as usize);
     file.take(limit.saturating_add(1)).read_to_end(&mut buf)?;
     if buf.len() as u64 > limit {
         return Err(Refusal::TooBig {
@@ -88,7 +88,7 @@ pub fn read_untrusted_file(path: &Path, limit: u64) -> Result<(Vec<u8>, fs::Meta
 }
 
 fn libc_flags() -> i32 {
-    nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC
+    nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY | nix::libc::O_CLOEXEC
 }
 
 fn check_type(t: &fs::FileType) -> Result<(), Refusal> {
@@ -136,6 +136,11 @@ mod tests {
         assert!(matches!(
             read_untrusted(&p.join("fifo"), 10),
             Err(Refusal::Special("FIFO"))
+        ));
+        let _socket = std::os::unix::net::UnixListener::bind(p.join("socket")).unwrap();
+        assert!(matches!(
+            read_untrusted(&p.join("socket"), 10),
+            Err(Refusal::Special("socket"))
         ));
         assert!(matches!(
             read_untrusted(&p.join("none"), 10),
