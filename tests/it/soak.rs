@@ -157,7 +157,16 @@ fn killing_the_listener_at_random_moments_loses_and_repeats_nothing() {
         outcomes.len() >= kills as usize,
         "too little load to mean anything"
     );
-    // Every asker got its answer, once (it prints it once and exits 0).
+    each_answered_once(&outcomes, || p.history());
+    drop(listener);
+}
+
+/// Every asker got its answer, once (it printed it once and exited 0), and history
+/// (read by `history`) has each question once, answered, once the listener wrote it.
+fn each_answered_once(
+    outcomes: &HashMap<String, std::process::Output>,
+    history: impl Fn() -> Vec<serde_json::Value>,
+) {
     for (q, out) in outcomes.iter() {
         assert_eq!(
             (
@@ -168,12 +177,10 @@ fn killing_the_listener_at_random_moments_loses_and_repeats_nothing() {
             "{q}: {out:?}"
         );
     }
-    // History has each question once, answered — once the listener has written it.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let history = p.history();
         let mut seen: HashMap<String, Vec<String>> = HashMap::new();
-        for h in &history {
+        for h in &history() {
             seen.entry(h["content"].as_str().unwrap_or_default().to_string())
                 .or_default()
                 .push(h["status"].as_str().unwrap_or_default().to_string());
@@ -182,7 +189,7 @@ fn killing_the_listener_at_random_moments_loses_and_repeats_nothing() {
             .keys()
             .all(|q| seen.get(q).is_some_and(|s| s == &["answered"]));
         if complete {
-            break;
+            return;
         }
         if Instant::now() > deadline {
             let wrong: Vec<_> = outcomes
@@ -194,5 +201,214 @@ fn killing_the_listener_at_random_moments_loses_and_repeats_nothing() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A PostgreSQL server of this test's own (`initdb` in a temp folder, a free port), so
+/// that freezing it disturbs no other test. Run as `postgres` when we are root, since
+/// `initdb` refuses root. Stopped when dropped.
+struct PrivatePostgres {
+    server: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl PrivatePostgres {
+    fn start() -> PrivatePostgres {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()
+            .and_then(|versions| {
+                versions
+                    .filter_map(Result::ok)
+                    .map(|e| e.path().join("bin"))
+                    .filter(|b| b.join("initdb").exists())
+                    .max()
+            })
+            .expect("PostgreSQL's server programs (apt-get install postgresql) are needed");
+        let dir = tempfile::tempdir().unwrap();
+        let owner = nix::unistd::geteuid()
+            .is_root()
+            .then(|| nix::unistd::User::from_name("postgres").unwrap())
+            .flatten();
+        if let Some(u) = &owner {
+            nix::unistd::chown(dir.path(), Some(u.uid), Some(u.gid)).unwrap();
+        }
+        let as_owner = |program: &str| {
+            let mut cmd = match &owner {
+                Some(_) => {
+                    let mut c = std::process::Command::new("setpriv");
+                    c.args(["--reuid=postgres", "--regid=postgres", "--init-groups"]);
+                    c.arg(bin.join(program));
+                    c
+                }
+                None => std::process::Command::new(bin.join(program)),
+            };
+            cmd.stdin(Stdio::null());
+            cmd
+        };
+        let data = dir.path().join("data");
+        let out = as_owner("initdb")
+            .arg("-D")
+            .arg(&data)
+            .args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "initdb: {out:?}");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let server = as_owner("postgres")
+            .arg("-D")
+            .arg(&data)
+            .args(["-p", &port.to_string(), "-k"])
+            .arg(dir.path())
+            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pg = PrivatePostgres {
+            server,
+            port,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !as_owner("pg_isready")
+            .args(["-q", "-h", "127.0.0.1", "-p", &port.to_string()])
+            .status()
+            .unwrap()
+            .success()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the private PostgreSQL never started"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        pg
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// The server's processes: the postmaster and its children (one per connection,
+    /// the writers, the checkpointer…).
+    fn processes(&self) -> Vec<nix::unistd::Pid> {
+        let master = self.server.id() as i32;
+        let mut pids = vec![nix::unistd::Pid::from_raw(master)];
+        for e in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // `pid (comm) state ppid …`: the name may hold anything but ends at the last ')'.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<i32>().ok());
+            if ppid == Some(master) {
+                pids.push(nix::unistd::Pid::from_raw(pid));
+            }
+        }
+        pids
+    }
+
+    fn signal(&self, sig: nix::sys::signal::Signal) {
+        for pid in self.processes() {
+            let _ = nix::sys::signal::kill(pid, sig);
+        }
+    }
+}
+
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        self.signal(nix::sys::signal::Signal::SIGCONT);
+        // SIGQUIT: immediate shutdown, the children too.
+        let pid = nix::unistd::Pid::from_raw(self.server.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGQUIT);
+        let _ = self.server.wait();
+    }
+}
+
+#[test]
+fn freezing_postgresql_loses_and_repeats_nothing() {
+    let freezes = env_or("HITL_SOAK_PG_FREEZES", 12);
+    let mut rng = Rng(env_or("HITL_SOAK_SEED", 1).max(1));
+    let pg = PrivatePostgres::start();
+    let db = pg.url();
+    let p = Arc::new(Project::new());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let listen = |p: &Project| {
+        p.listen(&[
+            "--ui",
+            "none",
+            "--auto-answer",
+            "ok",
+            "--http",
+            &addr,
+            "--db",
+            &db,
+        ])
+    };
+    let mut listener = listen(&p);
+    let stop = Arc::new(AtomicBool::new(false));
+    let outcomes: Outcomes = Arc::default();
+    let load = [
+        askers(p.clone(), "spool", 3, None, stop.clone(), outcomes.clone()),
+        askers(
+            p.clone(),
+            "http",
+            1,
+            Some(format!("http://{addr}")),
+            stop.clone(),
+            outcomes.clone(),
+        ),
+    ];
+    let started = Instant::now();
+    let mut kills = 0;
+    for _ in 0..freezes {
+        std::thread::sleep(Duration::from_millis(rng.between(50, 400)));
+        // Every statement in flight, and every new one, waits; the askers wait too.
+        pg.signal(nix::sys::signal::Signal::SIGSTOP);
+        std::thread::sleep(Duration::from_millis(rng.between(100, 1500)));
+        // Sometimes the listener dies while its store is frozen.
+        if rng.between(0, 2) == 0 {
+            listener.signal(nix::sys::signal::Signal::SIGKILL);
+            kills += 1;
+            pg.signal(nix::sys::signal::Signal::SIGCONT);
+            listener = listen(&p);
+        } else {
+            pg.signal(nix::sys::signal::Signal::SIGCONT);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in load {
+        t.join().unwrap();
+    }
+    let outcomes = outcomes.lock().unwrap();
+    eprintln!(
+        "soak: {freezes} PostgreSQL freezes ({kills} with the listener killed meanwhile) \
+         in {:.1} s, {} questions asked",
+        started.elapsed().as_secs_f64(),
+        outcomes.len()
+    );
+    assert!(
+        outcomes.len() >= freezes as usize,
+        "too little load to mean anything"
+    );
+    each_answered_once(&outcomes, || {
+        let out = p.run(&["history", "--json", "--limit", "0", "--db", &db]);
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    });
     drop(listener);
 }
