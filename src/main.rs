@@ -210,6 +210,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: logs piped to a file or a supervisor stay text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("HITL_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),

@@ -368,6 +368,7 @@ impl Broker {
                 _ = tick.tick() => {
                     let now = Instant::now();
                     self.expire_timeouts();
+                    self.apply_rule_again();
                     self.retry_partials(now);
                     self.flush_registry_notes();
                     self.release_held();
@@ -455,6 +456,25 @@ impl Broker {
             let reply = pending.request.auto_reply(text);
             // No *delivering* record first: after a crash the rule answers again.
             self.respond(pending.seq, reply, AUTO_RESPONDER.to_string(), true, None);
+        }
+    }
+
+    /// Answers again, by the rule, whatever is still pending: an answer that could not
+    /// be written (a full disk) leaves its request pending, and no responder's turn
+    /// comes round again for a rule.
+    fn apply_rule_again(&mut self) {
+        let Some(text) = self.opts.auto_answer.clone() else {
+            return;
+        };
+        let waiting: Vec<(u64, crate::protocol::Reply)> = self
+            .queue
+            .iter()
+            .filter_map(|seq| self.entries.get(&seq))
+            .filter(|e| !e.answering)
+            .map(|e| (e.pending.seq, e.pending.request.auto_reply(&text)))
+            .collect();
+        for (seq, reply) in waiting {
+            self.respond(seq, reply, AUTO_RESPONDER.to_string(), true, None);
         }
     }
 

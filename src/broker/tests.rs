@@ -233,6 +233,29 @@ async fn the_auto_answer_rule_answers_each_question_as_it_is_queued() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rule_answers_again_what_could_not_be_written() {
+    let h = Harness::start_auto("ok").await;
+    let mut changes = h.handle.subscribe();
+    // No answers/ folder to write in (a file in its place): the answer fails.
+    let answers = h.spool.answers();
+    std::fs::rename(&answers, h.spool.root().join("answers.away")).unwrap();
+    std::fs::write(&answers, b"not a folder").unwrap();
+    h.ask("w1", Kind::Text, &[], |_| {});
+    next(&mut changes, queued).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(h.handle.pending().await.len(), 1, "still pending");
+    // The folder is back: the next tick's rule delivers it.
+    std::fs::remove_file(&answers).unwrap();
+    std::fs::rename(h.spool.root().join("answers.away"), &answers).unwrap();
+    let f = next(&mut changes, finished).await;
+    assert_eq!(
+        (f.pending.request.id.as_str(), f.status),
+        ("w1", Status::Answered)
+    );
+    assert_eq!(h.answer("w1").unwrap().content, "ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_is_queued_answered_delivered_and_recorded() {
     let h = Harness::start().await;
     let mut changes = h.handle.subscribe();

@@ -69,39 +69,117 @@ impl From<StoreOp> for StoreMsg {
 
 const MAX_BATCH: usize = 1024;
 
+/// History records that could not be written are kept and tried again this often
+/// (a full disk, a database gone for a while), instead of being lost.
+const PARKED_RETRY: Duration = Duration::from_secs(2);
+
+/// At most this many are kept; past it the oldest go (with an error in the log).
+const MAX_PARKED: usize = 100_000;
+
 /// Ops taken from the channel for one transaction, with who to tell.
 #[derive(Default)]
 struct Batch {
     ops: Vec<StoreOp>,
     acks: Vec<(usize, Ack)>,
+    /// History records whose writing failed, to go first in the next batch.
+    parked: Vec<StoreMsg>,
 }
 
 impl Batch {
-    /// Adds `first` and whatever else is already waiting, up to [`MAX_BATCH`].
-    fn fill(&mut self, first: StoreMsg, rx: &mut mpsc::UnboundedReceiver<StoreMsg>) {
-        let mut next = Some(first);
+    /// Adds the parked records, then `first` and whatever else is already waiting, up
+    /// to [`MAX_BATCH`].
+    fn fill(&mut self, first: Option<StoreMsg>, rx: &mut mpsc::UnboundedReceiver<StoreMsg>) {
+        let parked = std::mem::take(&mut self.parked);
+        let mut pending = parked.into_iter().chain(first);
+        let mut next = pending.next();
         while let Some(msg) = next.take() {
             if let Some(ack) = msg.ack {
                 self.acks.push((self.ops.len(), ack));
             }
             self.ops.push(msg.op);
-            if self.ops.len() < MAX_BATCH {
+            next = pending.next();
+            if next.is_none() && self.ops.len() < MAX_BATCH {
                 next = rx.try_recv().ok();
             }
         }
     }
 
-    /// Tells everyone waiting how it went, and empties the batch.
+    /// Tells everyone waiting how it went, and empties the batch. A history record
+    /// that was not written is parked for the next batch instead; its waiter (the
+    /// journal link's removal) hears only once it is.
     fn finish(&mut self, committed: Vec<Option<Outcome>>, began: Instant) {
         tracing::debug!(
             ops = self.ops.len(),
             micros = began.elapsed().as_micros() as u64,
             "history batch"
         );
+        let mut acks: Vec<Option<Ack>> = (0..self.ops.len()).map(|_| None).collect();
         for (i, ack) in self.acks.drain(..) {
-            ack.done(committed.get(i).cloned().flatten());
+            acks[i] = Some(ack);
         }
-        self.ops.clear();
+        let mut parked = 0;
+        for ((op, ack), outcome) in self.ops.drain(..).zip(acks).zip(committed) {
+            match (outcome, &op) {
+                (None, StoreOp::Asked { .. } | StoreOp::Finished { .. }) => {
+                    self.parked.push(StoreMsg { op, ack });
+                    parked += 1;
+                }
+                (outcome, _) => {
+                    if let Some(ack) = ack {
+                        ack.done(outcome);
+                    }
+                }
+            }
+        }
+        if parked > 0 {
+            tracing::warn!(
+                "{parked} history record(s) kept to write again in {} s",
+                PARKED_RETRY.as_secs()
+            );
+        }
+        if self.parked.len() > MAX_PARKED {
+            let lost = self.parked.len() - MAX_PARKED;
+            tracing::error!("{lost} history record(s) dropped: too many kept unwritten");
+            for msg in self.parked.drain(..lost) {
+                if let Some(ack) = msg.ack {
+                    ack.done(None);
+                }
+            }
+        }
+    }
+
+    /// Gives up on the parked records (shutting down): their waiters hear nothing
+    /// was written. The spool's journal still has their questions for the next start.
+    fn abandon_parked(&mut self) {
+        if !self.parked.is_empty() {
+            tracing::error!(
+                "{} history record(s) not written at shutdown; the next start replays \
+                 their questions from the journal",
+                self.parked.len()
+            );
+        }
+        for msg in self.parked.drain(..) {
+            if let Some(ack) = msg.ack {
+                ack.done(None);
+            }
+        }
+    }
+}
+
+/// The next op for the writer: waits for one, or (with records parked) at most
+/// [`PARKED_RETRY`], returning `Ok(None)` to retry those. `Err(())` once every
+/// sender is gone.
+async fn next_msg(
+    rx: &mut mpsc::UnboundedReceiver<StoreMsg>,
+    parked: bool,
+) -> Result<Option<StoreMsg>, ()> {
+    if !parked {
+        return rx.recv().await.map(Some).ok_or(());
+    }
+    match tokio::time::timeout(PARKED_RETRY, rx.recv()).await {
+        Ok(Some(msg)) => Ok(Some(msg)),
+        Ok(None) => Err(()),
+        Err(_) => Ok(None),
     }
 }
 
@@ -137,8 +215,8 @@ impl Retries {
             Some(pause)
         } else {
             tracing::error!(
-                "writing history failed, a record not written (the spool keeps its \
-                 questions; a request made over HTTP was not accepted): {e:#}"
+                "writing to the store failed: {e:#} (history records are kept and \
+                 written again later; a request made over HTTP was not accepted)"
             );
             None
         }
@@ -269,25 +347,56 @@ pub fn spawn_store_writer(store: Store) -> (StoreSender, JoinHandle<()>) {
         let runtime = tokio::runtime::Handle::current();
         let handle = tokio::task::spawn_blocking(move || {
             let mut batch = Batch::default();
-            while let Some(first) = rx.blocking_recv() {
+            loop {
+                let first = match rx.try_recv() {
+                    Ok(msg) => Some(msg),
+                    Err(mpsc::error::TryRecvError::Disconnected) if batch.parked.is_empty() => {
+                        break;
+                    }
+                    Err(_) if batch.parked.is_empty() => match rx.blocking_recv() {
+                        Some(msg) => Some(msg),
+                        None => break,
+                    },
+                    Err(_) => match runtime.block_on(next_msg(&mut rx, true)) {
+                        Ok(msg) => msg,
+                        Err(()) => {
+                            // Every sender is gone: one last try, then give up.
+                            batch.fill(None, &mut rx);
+                            let committed = write_blocking(&writer, &batch.ops);
+                            batch.finish(committed, Instant::now());
+                            break;
+                        }
+                    },
+                };
                 batch.fill(first, &mut rx);
                 let began = Instant::now();
                 let committed = write_blocking(&writer, &batch.ops);
                 batch.finish(committed, began);
                 writer.maintain();
             }
+            batch.abandon_parked();
             runtime.block_on(store.close());
         });
         return (sender, handle);
     }
     let handle = tokio::spawn(async move {
         let mut batch = Batch::default();
-        while let Some(first) = rx.recv().await {
-            batch.fill(first, &mut rx);
+        loop {
+            match next_msg(&mut rx, !batch.parked.is_empty()).await {
+                Ok(first) => batch.fill(first, &mut rx),
+                Err(()) if batch.parked.is_empty() => break,
+                Err(()) => {
+                    batch.fill(None, &mut rx);
+                    let committed = write(&store, &batch.ops).await;
+                    batch.finish(committed, Instant::now());
+                    break;
+                }
+            }
             let began = Instant::now();
             let committed = write(&store, &batch.ops).await;
             batch.finish(committed, began);
         }
+        batch.abandon_parked();
         store.close().await;
     });
     let sender = StoreSender {

@@ -412,3 +412,153 @@ fn freezing_postgresql_loses_and_repeats_nothing() {
     });
     drop(listener);
 }
+
+/// A small file system of the test's own (a size-limited tmpfs; mounting needs root),
+/// to fill up. Unmounted when dropped.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(mib: u32) -> Option<SmallDisk> {
+        if !nix::unistd::geteuid().is_root() {
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={mib}m,mode=0755"),
+                "tmpfs",
+            ])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "mount: {out:?}");
+        Some(SmallDisk { dir })
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// Takes every free byte with one file; returns it, to remove later.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let path = self.path().join("filler");
+        let mut f = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0u8; 64 << 10];
+        loop {
+            match f.write(&chunk) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(nix::libc::ENOSPC) => break,
+                Err(e) => panic!("filling the disk: {e}"),
+            }
+        }
+        // The last pages of a nearly full disk too.
+        for _ in 0..64 {
+            if f.write(&chunk[..1024]).is_err() {
+                break;
+            }
+        }
+        path
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[test]
+fn a_full_disk_loses_and_repeats_nothing() {
+    let fills = env_or("HITL_SOAK_FILLS", 10);
+    let mut rng = Rng(env_or("HITL_SOAK_SEED", 1).max(1));
+    let Some(disk) = SmallDisk::mount(64) else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "the full-disk soak needs root (to mount a small file system)"
+        );
+        eprintln!("skipped: the full-disk soak needs root (to mount a small file system)");
+        return;
+    };
+    // The project and its history both live on the small disk.
+    let p = Arc::new(Project::new_in(disk.path()));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut listener = listen(&p, &addr);
+    let stop = Arc::new(AtomicBool::new(false));
+    let outcomes: Outcomes = Arc::default();
+    let load = [
+        askers(p.clone(), "spool", 3, None, stop.clone(), outcomes.clone()),
+        askers(
+            p.clone(),
+            "http",
+            1,
+            Some(format!("http://{addr}")),
+            stop.clone(),
+            outcomes.clone(),
+        ),
+    ];
+    let started = Instant::now();
+    let mut kills = 0;
+    for _ in 0..fills {
+        std::thread::sleep(Duration::from_millis(rng.between(100, 400)));
+        let filler = disk.fill();
+        std::thread::sleep(Duration::from_millis(rng.between(200, 1500)));
+        // Sometimes the listener dies while the disk is full.
+        if rng.between(0, 3) == 0 {
+            listener.signal(nix::sys::signal::Signal::SIGKILL);
+            kills += 1;
+            std::fs::remove_file(filler).unwrap();
+            listener = listen(&p, &addr);
+        } else {
+            std::fs::remove_file(filler).unwrap();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in load {
+        t.join().unwrap();
+    }
+    let outcomes = outcomes.lock().unwrap();
+    // An asker that could not write its question was told so (exit 3) and asked
+    // nothing; every other one was answered once.
+    let (refused, asked): (HashMap<_, _>, HashMap<_, _>) = outcomes
+        .iter()
+        .map(|(q, o)| (q.clone(), o.clone()))
+        .partition(|(_, out)| {
+            out.status.code() == Some(3)
+                && String::from_utf8_lossy(&out.stderr).contains("No space left on device")
+        });
+    eprintln!(
+        "soak: the disk filled {fills} times ({kills} with the listener killed meanwhile) \
+         in {:.1} s: {} questions answered, {} refused at once for want of space",
+        started.elapsed().as_secs_f64(),
+        asked.len(),
+        refused.len()
+    );
+    assert!(
+        asked.len() >= fills as usize,
+        "too little load to mean anything"
+    );
+    each_answered_once(&asked, || p.history());
+    let history = p.history();
+    for q in refused.keys() {
+        assert!(
+            !history.iter().any(|h| h["content"] == q.as_str()),
+            "{q} was refused, yet history has it"
+        );
+    }
+    drop(listener);
+}

@@ -53,6 +53,15 @@ impl Project {
         Project::in_dir(tmp)
     }
 
+    /// A project (and its HITL_HOME, so its history too) under `parent`.
+    pub fn new_in(parent: &std::path::Path) -> Project {
+        let tmp = tempfile::Builder::new()
+            .prefix("hitl-it-")
+            .tempdir_in(parent)
+            .unwrap();
+        Project::in_dir(tmp)
+    }
+
     fn in_dir(tmp: TempDir) -> Project {
         let dir = tmp.path().join("project");
         let home = tmp.path().join("home");
