@@ -4,7 +4,9 @@
 //! and history must have each one once.
 //!
 //! Seeded (`HITL_SOAK_SEED`, default 1) so a failure can be replayed; 50 kills here,
-//! `HITL_SOAK_KILLS=1000` (`tools/soak --long`) for the long run.
+//! `HITL_SOAK_KILLS=1000` (`tools/soak --long`) for the long run. The same askers
+//! ride out PostgreSQL frozen (`HITL_SOAK_PG_FREEZES`) and a full disk
+//! (`HITL_SOAK_FILLS`).
 
 use std::{
     collections::HashMap,
