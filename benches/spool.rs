@@ -224,6 +224,7 @@ fn question(id: &str) -> Vec<u8> {
             pid: me.pid,
             start_time: Some(me.start_time),
         }),
+        created_by: None,
     };
     serde_json::to_vec_pretty(&r).unwrap()
 }

@@ -302,6 +302,7 @@ mod tests {
             context: serde_json::Value::Null,
             metadata: serde_json::Map::new(),
             asker: None,
+            created_by: None,
         };
         let id = client.create(&request, "k-1").await.unwrap();
         let answer = client.wait(&id).await.unwrap().expect("answered");

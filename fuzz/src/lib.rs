@@ -21,5 +21,6 @@ pub fn request_of(kind: Kind) -> Request {
         context: serde_json::Value::Null,
         metadata: serde_json::Map::new(),
         asker: None::<Asker>,
+        created_by: None,
     }
 }

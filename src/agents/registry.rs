@@ -387,6 +387,7 @@ mod tests {
             context: Value::Null,
             metadata: Map::new(),
             asker: None,
+            created_by: None,
         };
         let me = crate::process::this_process();
         req.metadata.insert(

@@ -526,6 +526,7 @@ impl Broker {
                     context: serde_json::Value::Null,
                     metadata: serde_json::Map::new(),
                     asker: None,
+                    created_by: None,
                 };
                 self.stats.total_errors += 1;
                 self.record(StoreOp::Finished {

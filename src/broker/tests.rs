@@ -137,6 +137,7 @@ impl Harness {
             context: serde_json::Value::Null,
             metadata: serde_json::Map::new(),
             asker: None,
+            created_by: None,
         };
         tweak(&mut r);
         let path = self.question_path(id);
@@ -469,6 +470,7 @@ async fn a_stored_request_is_asked_answered_and_requeued_after_a_restart() {
         context: serde_json::Value::Null,
         metadata: serde_json::Map::new(),
         asker: None,
+        created_by: None,
     };
     let event = || NewEvent {
         source_app: "web".into(),

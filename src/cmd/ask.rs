@@ -140,6 +140,7 @@ fn build_request(
             pid: me.pid,
             start_time: Some(me.start_time),
         }),
+        created_by: None,
     };
     Ok((request, who))
 }

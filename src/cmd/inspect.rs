@@ -140,6 +140,11 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
     );
     for l in &list {
         let r = &l.request;
+        // A request another OS user made says so first, whatever agent it names.
+        let question = match r.created_by_other() {
+            Some(who) => format!("[{who}] {}", r.content),
+            None => r.content.clone(),
+        };
         println!(
             "{:<34} {:<8} {:<11} {:<6} {:<20} {:>5}  {}",
             one_line(&r.id, 34),
@@ -148,7 +153,7 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
             l.origin.as_str(),
             one_line(&r.agent_name, 20),
             age(r.timestamp),
-            one_line(&r.content, 60)
+            one_line(&question, 80)
         );
     }
     Ok(())

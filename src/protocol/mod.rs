@@ -16,7 +16,7 @@ mod variant;
 
 pub use id::{IdError, id_from, is_valid_id, validate_id};
 pub use origin::Origin;
-pub use request::{Answer, AnswerStatus, Asker, Kind, Priority, Reply, Request};
+pub use request::{Answer, AnswerStatus, Asker, CREATED_BY_USER, Kind, Priority, Reply, Request};
 pub use status::Status;
 pub use time::{now, parse_timestamp};
 pub(crate) use variant::type_name as json_type_name;

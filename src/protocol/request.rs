@@ -201,6 +201,25 @@ pub struct Request {
     /// The waiting process, when the asker said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub asker: Option<Asker>,
+    /// Who created it over HTTP, as the server saw the caller: [`CREATED_BY_USER`] (the
+    /// token, or a loopback process of the server's own OS user), else another OS user
+    /// of this machine (`uid 1001 (bob)`), whatever agent name it gave. Set by the
+    /// server, never read from a body; absent for the spool, where only the user can
+    /// write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<String>,
+}
+
+/// [`Request::created_by`] for the user's own callers.
+pub const CREATED_BY_USER: &str = "user";
+
+impl Request {
+    /// Who else than the user created it, if someone did: shown beside it in every
+    /// view, so a request another OS user made in an agent's name is not mistaken for
+    /// the agent's.
+    pub fn created_by_other(&self) -> Option<&str> {
+        self.created_by.as_deref().filter(|c| *c != CREATED_BY_USER)
+    }
 }
 
 fn is_empty_object(v: &Value) -> bool {
@@ -541,6 +560,7 @@ mod tests {
             context: Value::Null,
             metadata: Map::new(),
             asker: None,
+            created_by: None,
         }
     }
 

@@ -324,6 +324,7 @@ pub fn parse_question_at(
             context,
             metadata,
             asker,
+            created_by: None,
         },
         variant,
     })

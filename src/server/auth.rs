@@ -72,7 +72,9 @@ impl Peer {
 
     /// The OS user owning the client's end, if the kernel's table has it.
     fn owner(&self, server: SocketAddr) -> Option<u32> {
-        *self.owner.get_or_init(|| peer_uid(self.addr, server))
+        *self
+            .owner
+            .get_or_init(|| super::peer::owner(self.addr, server))
     }
 }
 
@@ -132,6 +134,25 @@ impl Caller {
 }
 
 impl Caller {
+    /// Who this caller is, for [`crate::protocol::Request::created_by`]: the user (the
+    /// token, or a loopback client running as the server's OS user), else the loopback
+    /// client's OS user by uid and name, else `unknown`.
+    pub fn who(&self, state: &AppState) -> String {
+        if self.authenticated {
+            return crate::protocol::CREATED_BY_USER.into();
+        }
+        match self.peer.owner(state.local_addr) {
+            Some(uid) if uid == nix::unistd::geteuid().as_raw() => {
+                crate::protocol::CREATED_BY_USER.into()
+            }
+            Some(uid) => match nix::unistd::User::from_uid(uid.into()) {
+                Ok(Some(u)) => format!("uid {uid} ({})", u.name),
+                _ => format!("uid {uid}"),
+            },
+            None => "unknown".into(),
+        }
+    }
+
     /// Takes one create from this caller's budget (`[http] create_rate_limit`).
     ///
     /// Token holders share one budget, remote addresses have one each. Loopback
@@ -153,26 +174,6 @@ impl Caller {
         let who = self.key_scope(state).unwrap_or_else(|| "unknown".into());
         limiter.check_create(&who, &state.settings)
     }
-}
-
-/// The OS user owning the client's end of a loopback TCP connection to `server`,
-/// from the kernel's socket table. Only the live connection counts: a closed one with
-/// the same client port lingers in TIME_WAIT, owned by nobody in particular (uid 0).
-fn peer_uid(peer: SocketAddr, server: SocketAddr) -> Option<u32> {
-    let table = if peer.is_ipv4() {
-        procfs::net::tcp()
-    } else {
-        procfs::net::tcp6()
-    };
-    table
-        .ok()?
-        .into_iter()
-        .find(|e| {
-            e.local_address == peer
-                && e.remote_address == server
-                && e.state == procfs::net::TcpState::Established
-        })
-        .map(|e| e.uid)
 }
 
 /// The token: `HITL_TOKEN`, else the `token` file in `config_dir`, made (0600) if absent.

@@ -122,6 +122,7 @@ pub fn request_from_spec(
         context: spec.context.clone().unwrap_or(Value::Null),
         metadata,
         asker: None,
+        created_by: None,
     })
 }
 

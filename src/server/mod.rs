@@ -15,6 +15,7 @@ pub mod hitl;
 mod limits;
 mod metrics;
 mod native;
+mod peer;
 mod respond;
 mod routes;
 mod schema;

@@ -131,6 +131,7 @@ pub async fn create(
         context: body.context.clone(),
         metadata,
         asker: None,
+        created_by: Some(caller.who(&state)),
     };
     let event = NewEvent {
         source_app: agent_name,

@@ -134,8 +134,10 @@ pub async fn create_event(
     };
     let spec: HitlSpec = serde_json::from_value(hitl_value)
         .map_err(|e| ApiError::bad_request(format!("humanInTheLoop: {e}")))?;
-    let request =
+    let mut request =
         hitl::request_from_spec(&spec, &source_app, &session_id).map_err(ApiError::bad_request)?;
+    // Any caller may name any app and session: who really asked goes with it.
+    request.created_by = Some(caller.who(&state));
     let submitted = state
         .broker
         .ask(request, Origin::Http, event.clone())

@@ -69,6 +69,13 @@ fn show(out: &mut impl Write, p: &PendingRequest, waiting: usize) -> std::io::Re
         visible_line(&r.agent_name),
         r.kind
     )?;
+    if let Some(who) = r.created_by_other() {
+        writeln!(
+            out,
+            "  (asked by another OS user, {}: not necessarily one of your agents)",
+            visible_line(who)
+        )?;
+    }
     for line in r.content.lines() {
         writeln!(out, "  {}", visible_line(line))?;
     }

@@ -117,6 +117,7 @@ fn request(id: &str, content: &str, at: i64) -> Request {
         context: serde_json::json!({"file": "x.rs"}),
         metadata: serde_json::Map::new(),
         asker: None,
+        created_by: None,
     }
 }
 

@@ -637,3 +637,54 @@ fn feeds_and_filters_read_a_page_not_the_whole_history() {
     let (_, v) = json_of(api.get("/api/v1/requests?status=all&agent=sess-1&limit=7"));
     assert_eq!(v.as_array().unwrap().len(), 7);
 }
+
+#[test]
+fn who_created_a_request_goes_with_it_whatever_app_it_names() {
+    // Another OS user creates a request in the name of the user's own agent…
+    let p = Project::new();
+    let listener = p.listen_with_stdin(&["--ui", "terminal", "--http", "127.0.0.1:0"]);
+    let base = listener.http_base();
+    let script = format!(
+        "import json, urllib.request\n\
+         body = json.dumps({{'source_app': 'claude-code', 'session_id': 'the-users-session', \
+         'hook_event_type': 'PreToolUse', 'created_by': 'user', \
+         'humanInTheLoop': {{'type': 'approval', 'question': 'Deploy to prod?'}}}}).encode()\n\
+         req = urllib.request.Request('{base}/events', data=body, headers={{\
+         'Content-Type': 'application/json'}})\n\
+         print(urllib.request.urlopen(req).status)"
+    );
+    assert_eq!(as_other_user(&script), "201");
+    // …and the user's own agent asks over HTTP too.
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{base}/events"))
+        .json(&hitl_event("question", "Which branch?", json!({})))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+
+    // The terminal says who asked, beside the name the request gives itself.
+    listener.wait_stdout(
+        "(asked by another OS user, uid 65534",
+        Duration::from_secs(10),
+    );
+    // So do the CLI's views: the JSON has it, the table marks it.
+    let pending = p.wait_pending(2, Duration::from_secs(10));
+    let created_by = |q: &str| {
+        pending
+            .iter()
+            .find(|v| v["content"] == q)
+            .map(|v| v["created_by"].clone())
+            .unwrap()
+    };
+    assert!(
+        created_by("Deploy to prod?")
+            .as_str()
+            .is_some_and(|c| c.starts_with("uid 65534")),
+        "{pending:?}"
+    );
+    assert_eq!(created_by("Which branch?"), "user");
+    let table = String::from_utf8(p.run(&["pending"]).stdout).unwrap();
+    let line = table.lines().find(|l| l.contains("Deploy")).unwrap();
+    assert!(line.contains("[uid 65534"), "{table}");
+    drop(listener);
+}
