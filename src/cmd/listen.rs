@@ -185,7 +185,9 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
 
     let projects: Vec<PathBuf> = spools.iter().map(|s| s.project().to_path_buf()).collect();
     for s in &spools {
-        ListenerInfo::new(&projects, http_url.as_deref()).write(s)?;
+        ListenerInfo::new(&projects, http_url.as_deref())
+            .write(s)
+            .with_context(|| format!("writing {}", s.listener_info_file().display()))?;
     }
     let names: Vec<String> = projects.iter().map(|p| p.display().to_string()).collect();
     eprintln!(

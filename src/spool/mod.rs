@@ -125,7 +125,8 @@ impl Spool {
     pub fn replace_file(&self, dest: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let staging = self.replace_tmp();
         match write_atomic(&staging, dest, bytes, false) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !staging.exists() => {
+            // Made on first use; another thread may be making it at this moment.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 fs::create_dir_all(&staging)?;
                 write_atomic(&staging, dest, bytes, false)
             }
@@ -224,6 +225,26 @@ pub fn is_ignored_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn files_kept_up_to_date_are_replaced_from_many_threads_at_first_use() {
+        // The staging folder is made on first use: threads racing to make it all
+        // write their file (the listener's start writes two at once).
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let spool = Spool::new(dir.path().join("p"));
+            spool.ensure_layout().unwrap();
+            std::thread::scope(|s| {
+                for i in 0..4 {
+                    let spool = &spool;
+                    s.spawn(move || {
+                        let dest = spool.queue().join(format!("f{i}.json"));
+                        spool.replace_file(&dest, b"{}").unwrap();
+                    });
+                }
+            });
+        }
+    }
 
     #[test]
     fn finds_the_nearest_project() {

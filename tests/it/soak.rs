@@ -100,33 +100,59 @@ fn askers(
     })
 }
 
-#[test]
-fn killing_the_listener_at_random_moments_loses_and_repeats_nothing() {
-    let kills = env_or("HITL_SOAK_KILLS", 50);
-    let mut rng = Rng(env_or("HITL_SOAK_SEED", 1).max(1));
-    let p = Arc::new(Project::new());
+/// A free loopback address for a listener's HTTP, the same across its restarts.
+fn free_addr() -> String {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let addr = format!("127.0.0.1:{port}");
+    format!("127.0.0.1:{port}")
+}
+
+/// The soaks' askers: enough that trouble lands mid-question, few enough that the
+/// tests running beside them still get the CPU.
+struct Load {
+    stop: Arc<AtomicBool>,
+    outcomes: Outcomes,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    /// Three spool askers of `p`, and one over HTTP to the listener at `addr`.
+    fn start(p: &Arc<Project>, addr: &str) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let outcomes: Outcomes = Arc::default();
+        let http = Some(format!("http://{addr}"));
+        let threads = vec![
+            askers(p.clone(), "spool", 3, None, stop.clone(), outcomes.clone()),
+            askers(p.clone(), "http", 1, http, stop.clone(), outcomes.clone()),
+        ];
+        Load {
+            stop,
+            outcomes,
+            threads,
+        }
+    }
+
+    /// Stops asking, waits for every asker, and returns what each said.
+    fn finish(self) -> HashMap<String, std::process::Output> {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            t.join().unwrap();
+        }
+        std::mem::take(&mut *self.outcomes.lock().unwrap())
+    }
+}
+
+#[test]
+fn killing_the_listener_at_random_moments_loses_and_repeats_nothing() {
+    let kills = env_or("HITL_SOAK_KILLS", 50);
+    let mut rng = Rng(env_or("HITL_SOAK_SEED", 1).max(1));
+    let p = Arc::new(Project::new());
+    let addr = free_addr();
     let mut listener = listen(&p, &addr);
-    let stop = Arc::new(AtomicBool::new(false));
-    let outcomes: Outcomes = Arc::default();
-    let load = [
-        // Enough askers that kills land mid-question, few enough that the tests
-        // running beside this one still get the CPU.
-        askers(p.clone(), "spool", 3, None, stop.clone(), outcomes.clone()),
-        askers(
-            p.clone(),
-            "http",
-            1,
-            Some(format!("http://{addr}")),
-            stop.clone(),
-            outcomes.clone(),
-        ),
-    ];
+    let load = Load::start(&p, &addr);
     let started = Instant::now();
     let mut pauses = 0;
     for _ in 0..kills {
@@ -145,11 +171,7 @@ fn killing_the_listener_at_random_moments_loses_and_repeats_nothing() {
         std::thread::sleep(Duration::from_millis(rng.between(0, 100)));
         listener = listen(&p, &addr);
     }
-    stop.store(true, Ordering::Relaxed);
-    for t in load {
-        t.join().unwrap();
-    }
-    let outcomes = outcomes.lock().unwrap();
+    let outcomes = load.finish();
     eprintln!(
         "soak: {kills} kills ({pauses} after a freeze) in {:.1} s, {} questions asked",
         started.elapsed().as_secs_f64(),
@@ -343,12 +365,7 @@ fn freezing_postgresql_loses_and_repeats_nothing() {
     let pg = PrivatePostgres::start();
     let db = pg.url();
     let p = Arc::new(Project::new());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_addr();
     let listen = |p: &Project| {
         p.listen(&[
             "--ui",
@@ -362,19 +379,7 @@ fn freezing_postgresql_loses_and_repeats_nothing() {
         ])
     };
     let mut listener = listen(&p);
-    let stop = Arc::new(AtomicBool::new(false));
-    let outcomes: Outcomes = Arc::default();
-    let load = [
-        askers(p.clone(), "spool", 3, None, stop.clone(), outcomes.clone()),
-        askers(
-            p.clone(),
-            "http",
-            1,
-            Some(format!("http://{addr}")),
-            stop.clone(),
-            outcomes.clone(),
-        ),
-    ];
+    let load = Load::start(&p, &addr);
     let started = Instant::now();
     let mut kills = 0;
     for _ in 0..freezes {
@@ -392,11 +397,7 @@ fn freezing_postgresql_loses_and_repeats_nothing() {
             pg.signal(nix::sys::signal::Signal::SIGCONT);
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    for t in load {
-        t.join().unwrap();
-    }
-    let outcomes = outcomes.lock().unwrap();
+    let outcomes = load.finish();
     eprintln!(
         "soak: {freezes} PostgreSQL freezes ({kills} with the listener killed meanwhile) \
          in {:.1} s, {} questions asked",
@@ -493,26 +494,9 @@ fn a_full_disk_loses_and_repeats_nothing() {
     };
     // The project and its history both live on the small disk.
     let p = Arc::new(Project::new_in(disk.path()));
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_addr();
     let mut listener = listen(&p, &addr);
-    let stop = Arc::new(AtomicBool::new(false));
-    let outcomes: Outcomes = Arc::default();
-    let load = [
-        askers(p.clone(), "spool", 3, None, stop.clone(), outcomes.clone()),
-        askers(
-            p.clone(),
-            "http",
-            1,
-            Some(format!("http://{addr}")),
-            stop.clone(),
-            outcomes.clone(),
-        ),
-    ];
+    let load = Load::start(&p, &addr);
     let started = Instant::now();
     let mut kills = 0;
     for _ in 0..fills {
@@ -529,17 +513,11 @@ fn a_full_disk_loses_and_repeats_nothing() {
             std::fs::remove_file(filler).unwrap();
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    for t in load {
-        t.join().unwrap();
-    }
-    let outcomes = outcomes.lock().unwrap();
+    let outcomes = load.finish();
     // An asker that could not write its question was told so (exit 3) and asked
     // nothing; every other one was answered once.
-    let (refused, asked): (HashMap<_, _>, HashMap<_, _>) = outcomes
-        .iter()
-        .map(|(q, o)| (q.clone(), o.clone()))
-        .partition(|(_, out)| {
+    let (refused, asked): (HashMap<_, _>, HashMap<_, _>) =
+        outcomes.into_iter().partition(|(_, out)| {
             out.status.code() == Some(3)
                 && String::from_utf8_lossy(&out.stderr).contains("No space left on device")
         });
