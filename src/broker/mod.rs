@@ -591,7 +591,7 @@ impl Broker {
                 self.held_due = Some(tokio::time::Instant::now() + HISTORY_QUIET);
                 return;
             }
-            StoreOp::Delivering { .. } if !self.backlog && !self.opts.durable => {
+            StoreOp::Delivering { .. } if self.answer_at_once() => {
                 self.store.write_now_or_send(msg);
                 return;
             }
@@ -599,6 +599,13 @@ impl Broker {
             _ => self.release_held(),
         }
         self.store.send(msg);
+    }
+
+    /// Whether an answer's write (its record, its file) goes on this thread now
+    /// rather than to another: when nothing else waits for the broker, and no fsync
+    /// (`[spool] fsync`) would hold it up.
+    fn answer_at_once(&self) -> bool {
+        !self.backlog && !self.opts.durable
     }
 
     /// Sends the held-back writes, in order.

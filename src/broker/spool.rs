@@ -335,7 +335,7 @@ impl Broker {
                 };
                 self.write(msg);
             }
-            None if !self.backlog && !durable => deliver(true),
+            None if self.answer_at_once() => deliver(true),
             None => {
                 tokio::task::spawn_blocking(move || deliver(true));
             }

@@ -78,6 +78,14 @@ impl Peer {
     }
 }
 
+/// Who a caller is, as far as the machine can tell.
+enum Identity {
+    /// The user: the token, or a loopback client running as the server's OS user.
+    User,
+    /// Another OS user of this machine, by uid.
+    OtherUser(u32),
+}
+
 /// The caller of one HTTP request, as the auth layer found it.
 #[derive(Debug, Clone)]
 pub struct Caller {
@@ -123,12 +131,21 @@ impl Caller {
     /// OS user), else the loopback client's own OS user. `None` when the kernel cannot
     /// say who it is: its keys are then not honoured at all.
     pub fn key_scope(&self, state: &AppState) -> Option<String> {
+        Some(match self.identity(state)? {
+            Identity::User => "user".into(),
+            Identity::OtherUser(uid) => format!("uid{uid}"),
+        })
+    }
+
+    /// Whether this caller is the user or another OS user; `None` when the kernel
+    /// cannot say (the client is gone).
+    fn identity(&self, state: &AppState) -> Option<Identity> {
         if self.authenticated {
-            return Some("user".into());
+            return Some(Identity::User);
         }
         match self.peer.owner(state.local_addr)? {
-            uid if uid == nix::unistd::geteuid().as_raw() => Some("user".into()),
-            uid => Some(format!("uid{uid}")),
+            uid if uid == nix::unistd::geteuid().as_raw() => Some(Identity::User),
+            uid => Some(Identity::OtherUser(uid)),
         }
     }
 }
@@ -138,14 +155,9 @@ impl Caller {
     /// token, or a loopback client running as the server's OS user), else the loopback
     /// client's OS user by uid and name, else `unknown`.
     pub fn who(&self, state: &AppState) -> String {
-        if self.authenticated {
-            return crate::protocol::CREATED_BY_USER.into();
-        }
-        match self.peer.owner(state.local_addr) {
-            Some(uid) if uid == nix::unistd::geteuid().as_raw() => {
-                crate::protocol::CREATED_BY_USER.into()
-            }
-            Some(uid) => match nix::unistd::User::from_uid(uid.into()) {
+        match self.identity(state) {
+            Some(Identity::User) => crate::protocol::CREATED_BY_USER.into(),
+            Some(Identity::OtherUser(uid)) => match nix::unistd::User::from_uid(uid.into()) {
                 Ok(Some(u)) => format!("uid {uid} ({})", u.name),
                 _ => format!("uid {uid}"),
             },

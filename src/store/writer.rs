@@ -104,6 +104,27 @@ impl Batch {
         }
     }
 
+    /// Fills the batch from what [`next_msg`] returned. `Some(last)`: there is a batch
+    /// to write, `last` when every sender is gone and the parked records get their
+    /// final try; `None`: nothing is left to write.
+    fn take(
+        &mut self,
+        next: Result<Option<StoreMsg>, ()>,
+        rx: &mut mpsc::UnboundedReceiver<StoreMsg>,
+    ) -> Option<bool> {
+        match next {
+            Ok(first) => {
+                self.fill(first, rx);
+                Some(false)
+            }
+            Err(()) if self.parked.is_empty() => None,
+            Err(()) => {
+                self.fill(None, rx);
+                Some(true)
+            }
+        }
+    }
+
     /// Tells everyone waiting how it went, and empties the batch. A history record
     /// that was not written is parked for the next batch instead; its waiter (the
     /// journal link's removal) hears only once it is.
@@ -348,31 +369,17 @@ pub fn spawn_store_writer(store: Store) -> (StoreSender, JoinHandle<()>) {
         let handle = tokio::task::spawn_blocking(move || {
             let mut batch = Batch::default();
             loop {
-                let first = match rx.try_recv() {
-                    Ok(msg) => Some(msg),
-                    Err(mpsc::error::TryRecvError::Disconnected) if batch.parked.is_empty() => {
-                        break;
-                    }
-                    Err(_) if batch.parked.is_empty() => match rx.blocking_recv() {
-                        Some(msg) => Some(msg),
-                        None => break,
-                    },
-                    Err(_) => match runtime.block_on(next_msg(&mut rx, true)) {
-                        Ok(msg) => msg,
-                        Err(()) => {
-                            // Every sender is gone: one last try, then give up.
-                            batch.fill(None, &mut rx);
-                            let committed = write_blocking(&writer, &batch.ops);
-                            batch.finish(committed, Instant::now());
-                            break;
-                        }
-                    },
+                let next = runtime.block_on(next_msg(&mut rx, !batch.parked.is_empty()));
+                let Some(last) = batch.take(next, &mut rx) else {
+                    break;
                 };
-                batch.fill(first, &mut rx);
                 let began = Instant::now();
                 let committed = write_blocking(&writer, &batch.ops);
                 batch.finish(committed, began);
                 writer.maintain();
+                if last {
+                    break;
+                }
             }
             batch.abandon_parked();
             runtime.block_on(store.close());
@@ -382,19 +389,16 @@ pub fn spawn_store_writer(store: Store) -> (StoreSender, JoinHandle<()>) {
     let handle = tokio::spawn(async move {
         let mut batch = Batch::default();
         loop {
-            match next_msg(&mut rx, !batch.parked.is_empty()).await {
-                Ok(first) => batch.fill(first, &mut rx),
-                Err(()) if batch.parked.is_empty() => break,
-                Err(()) => {
-                    batch.fill(None, &mut rx);
-                    let committed = write(&store, &batch.ops).await;
-                    batch.finish(committed, Instant::now());
-                    break;
-                }
-            }
+            let next = next_msg(&mut rx, !batch.parked.is_empty()).await;
+            let Some(last) = batch.take(next, &mut rx) else {
+                break;
+            };
             let began = Instant::now();
             let committed = write(&store, &batch.ops).await;
             batch.finish(committed, began);
+            if last {
+                break;
+            }
         }
         batch.abandon_parked();
         store.close().await;
