@@ -25,7 +25,11 @@ use std::{
 use serde_json::{Value, json};
 use sqlx::{Connection, Executor};
 
-const HITL: &str = env!("CARGO_BIN_EXE_hitl");
+/// The binary under test; `BENCH_HITL` names another (a build of an older commit, to
+/// compare two in one sitting).
+fn hitl() -> String {
+    std::env::var("BENCH_HITL").unwrap_or_else(|_| env!("CARGO_BIN_EXE_hitl").to_string())
+}
 
 /// A running `hitl serve`, killed on drop.
 struct Server {
@@ -46,7 +50,7 @@ fn serve(home: &std::path::Path, db: &str) -> Server {
     // (`[http] create_rate_limit`, a policy, not a cost) would refuse most of them.
     std::fs::create_dir_all(home).unwrap();
     std::fs::write(home.join("config.toml"), "[http]\ncreate_rate_limit = 0\n").unwrap();
-    let mut child = Command::new(HITL)
+    let mut child = Command::new(hitl())
         .args(["serve", "--http", "127.0.0.1:0", "--db", db])
         .env("HITL_HOME", home)
         .env(
@@ -403,7 +407,8 @@ fn main() {
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");
-    // `--only sqlite` or `--only postgres` runs one backend's set.
+    // `--only sqlite` or `--only postgres` runs one backend's set; `--only seed` or
+    // `--only pairs`, one part of SQLite's.
     let only = args
         .iter()
         .position(|a| a == "--only")
@@ -421,8 +426,9 @@ fn main() {
         .build()
         .unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    if run("sqlite") {
-        sqlite_set(&rt, tmp.path(), rounds, secs);
+    if run("sqlite") || run("seed") || run("pairs") {
+        let part = |name: &str| run("sqlite") || run(name);
+        sqlite_set(&rt, tmp.path(), rounds, secs, &part);
     }
     // Under CI a missing PostgreSQL fails the run instead of skipping its figures.
     if run("postgres")
@@ -434,13 +440,32 @@ fn main() {
 }
 
 /// SQLite, on disk: the verdicts on the targets.
-fn sqlite_set(rt: &tokio::runtime::Runtime, tmp: &std::path::Path, rounds: usize, secs: f64) {
+fn sqlite_set(
+    rt: &tokio::runtime::Runtime,
+    tmp: &std::path::Path,
+    rounds: usize,
+    secs: f64,
+    part: &dyn Fn(&str) -> bool,
+) {
     let sqlite = serve(tmp, &format!("sqlite://{}", tmp.join("bench.db").display()));
+    if part("delivered") {
+        delivered_set(rt, &sqlite, rounds);
+    }
+    if part("seed") {
+        seed_set(rt, &sqlite, rounds);
+    }
+    if part("pairs") {
+        pairs_set(rt, &sqlite, secs);
+    }
+}
+
+/// Create -> respond -> the asker's long poll returns, three runs.
+fn delivered_set(rt: &tokio::runtime::Runtime, sqlite: &Server, rounds: usize) {
     // This class of machine has slow spells of a second or more (other tenants); one
     // run can land in one. Three runs each, all printed; the verdict is the median's.
     let mut runs = Vec::new();
     for run in 1..=3 {
-        let lat = rt.block_on(whole_request_latency(&sqlite, &sqlite, rounds));
+        let lat = rt.block_on(whole_request_latency(sqlite, sqlite, rounds));
         let (p50, p99) = (pct(&lat, 0.5), pct(&lat, 0.99));
         println!(
             "SQLite: create -> respond -> delivered, {rounds} requests, run {run}: p50 {p50:.3} ms, p99 {p99:.3} ms"
@@ -452,6 +477,10 @@ fn sqlite_set(rt: &tokio::runtime::Runtime, tmp: &std::path::Path, rounds: usize
         "SQLite: create -> respond -> delivered: median run's p99 {p99:.3} ms (target p99 <= 3 ms: {})",
         verdict(p99 <= 3.0)
     );
+}
+
+/// Seed 004's client round beside three bare round trips, three runs.
+fn seed_set(rt: &tokio::runtime::Runtime, sqlite: &Server, rounds: usize) {
     // Seed 004's client round beside the floor: three bare round trips to a handler
     // that does nothing.
     let bare = rt.block_on(bare_round_trips(rounds));
@@ -463,7 +492,7 @@ fn sqlite_set(rt: &tokio::runtime::Runtime, tmp: &std::path::Path, rounds: usize
     );
     let mut rounds_p50 = Vec::new();
     for run in 1..=3 {
-        let r = rt.block_on(seed_round(&sqlite, rounds));
+        let r = rt.block_on(seed_round(sqlite, rounds));
         let (p50, p99) = (pct(&r, 0.5), pct(&r, 0.99));
         println!(
             "SQLite: seed round (create -> respond -> read back, keep-alive), {rounds} rounds, run {run}: p50 {p50:.3} ms, p99 {p99:.3} ms"
@@ -476,9 +505,13 @@ fn sqlite_set(rt: &tokio::runtime::Runtime, tmp: &std::path::Path, rounds: usize
         round / (bare_p50 * 3.0),
         verdict(round <= 0.9)
     );
+}
+
+/// Create+respond pairs from 64 clients: rate and server CPU, three runs.
+fn pairs_set(rt: &tokio::runtime::Runtime, sqlite: &Server, secs: f64) {
     let (mut rates, mut cpus) = (Vec::new(), Vec::new());
     for run in 1..=3 {
-        let (rate, cpu) = rt.block_on(throughput(&sqlite, 64, secs));
+        let (rate, cpu) = rt.block_on(throughput(sqlite, 64, secs));
         println!(
             "SQLite: create+respond pairs, 64 clients, {secs} s, run {run}: {rate:.0} pairs/s, server CPU {cpu:.3} ms/pair"
         );
