@@ -50,11 +50,15 @@ pub struct CreateRequest {
     /// Free-form labels.
     #[serde(default)]
     pub metadata: Map<String, Value>,
+    /// The way the asker came when one of hitl's own adapters asks over HTTP (`hook`,
+    /// `mcp`, …); `http` when absent. Never `spool`: spool questions are files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
 }
 
 impl CreateRequest {
-    /// The body that asks `r` (its id is the server's to choose).
-    pub fn from_request(r: &Request, idempotency_key: &str) -> CreateRequest {
+    /// The body that asks `r` (its id is the server's to choose), come by `origin`.
+    pub fn from_request(r: &Request, origin: Origin, idempotency_key: &str) -> CreateRequest {
         CreateRequest {
             content: r.content.clone(),
             kind: Some(r.kind.as_str().to_string()),
@@ -67,6 +71,7 @@ impl CreateRequest {
             working_dir: r.working_dir.clone(),
             idempotency_key: Some(idempotency_key.to_string()),
             metadata: Map::new(),
+            origin: (origin != Origin::Http).then_some(origin),
         }
     }
 }

@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::{
     api::{CreateRequest, RequestView, RespondBody, Responded},
     config::Paths,
-    protocol::{Answer, Reply, Request, Status},
+    protocol::{Answer, Origin, Reply, Request, Status},
 };
 
 /// Longest single long poll; the loop asks again until the request ends.
@@ -102,9 +102,15 @@ impl Client {
         }
     }
 
-    /// Creates a request; returns its id. `idempotency_key` makes a retry safe.
-    pub async fn create(&self, request: &Request, idempotency_key: &str) -> Result<String> {
-        let body = CreateRequest::from_request(request, idempotency_key);
+    /// Creates a request come by `origin`; returns its id. `idempotency_key` makes a
+    /// retry safe.
+    pub async fn create(
+        &self,
+        request: &Request,
+        origin: Origin,
+        idempotency_key: &str,
+    ) -> Result<String> {
+        let body = CreateRequest::from_request(request, origin, idempotency_key);
         let url = format!("{}/api/v1/requests", self.base);
         let (status, v) = self.send(self.http.post(url).json(&body), "asking").await?;
         if !status.is_success() {
@@ -269,15 +275,19 @@ impl Servers {
         }
     }
 
-    /// Creates `request` (retrying, on any replica, with the same `key`); its id.
+    /// Creates `request`, come by `origin` (retrying, on any replica, with the same
+    /// `key`); its id.
     pub async fn create(
         &mut self,
         request: &Request,
+        origin: Origin,
         key: &str,
         deadline: Option<tokio::time::Instant>,
     ) -> Result<String> {
-        self.with_retries(deadline, async |c: &Client| c.create(request, key).await)
-            .await
+        self.with_retries(deadline, async |c: &Client| {
+            c.create(request, origin, key).await
+        })
+        .await
     }
 
     /// Waits for request `id` to end, riding out restarts and moving between

@@ -148,13 +148,13 @@ impl BrokerHandle {
             .unwrap_or_default()
     }
 
-    /// Queues a request made over HTTP that is already in the store (another broker
-    /// sharing it made it). Known ids are ignored.
-    pub fn admit_stored(&self, request: Request, event_id: i64) {
+    /// Queues a request that is already in the store (another broker sharing it made
+    /// it), come by `origin`. Known ids are ignored.
+    pub fn admit_stored(&self, request: Request, origin: Origin, event_id: i64) {
         let (done, _) = oneshot::channel();
         let _ = self.commands.send(Command::Admit {
             request: Box::new(request),
-            origin: Origin::Http,
+            origin,
             event_id,
             done,
         });
@@ -211,6 +211,7 @@ impl BrokerHandle {
         }
         let op = StoreOp::CreateRemote {
             request: Box::new(request.clone()),
+            origin,
             event: Box::new(event),
         };
         let Some(Outcome::Created { event_id, existing }) = self.store_committed(op).await else {

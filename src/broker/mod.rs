@@ -292,7 +292,7 @@ impl Broker {
         opts: BrokerOptions,
         store: StoreSender,
         undelivered: Vec<Undelivered>,
-        stored_pending: Vec<(Request, i64)>,
+        stored_pending: Vec<(Request, Origin, i64)>,
     ) -> (Broker, BrokerHandle) {
         let (commands, commands_rx) = mpsc::unbounded_channel();
         let (changes, _) = broadcast::channel(16 * 1024);

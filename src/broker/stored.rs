@@ -18,13 +18,13 @@ use crate::{
 /// The broker's index of its stored requests.
 pub(super) struct Stored {
     /// Still pending when the last broker stopped: queued at the start.
-    at_start: Vec<(Request, i64)>,
+    at_start: Vec<(Request, Origin, i64)>,
     /// The queued ones, by id (their ids are unique).
     by_id: HashMap<String, u64>,
 }
 
 impl Stored {
-    pub(super) fn new(at_start: Vec<(Request, i64)>) -> Stored {
+    pub(super) fn new(at_start: Vec<(Request, Origin, i64)>) -> Stored {
         Stored {
             at_start,
             by_id: HashMap::new(),
@@ -39,8 +39,8 @@ impl Stored {
 impl Broker {
     /// Queues what the store still had pending when the last broker stopped.
     pub(super) fn requeue_stored(&mut self) {
-        for (request, event_id) in std::mem::take(&mut self.stored.at_start) {
-            self.admit_stored(request, Origin::Http, event_id);
+        for (request, origin, event_id) in std::mem::take(&mut self.stored.at_start) {
+            self.admit_stored(request, origin, event_id);
         }
     }
 

@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::{
     agents,
     config::{self, Paths},
-    protocol::{Answer, Asker, Kind, MAX_TIMEOUT_SECS, Priority, Request, VERSION},
+    protocol::{Answer, Asker, Kind, MAX_TIMEOUT_SECS, Origin, Priority, Request, VERSION},
     spool::{
         ListenerInfo, Spool,
         questions::read_answer,
@@ -264,7 +264,7 @@ fn run_remote(opts: &AskOptions, server: &str) -> Result<u8> {
             + request.timeout.map_or(CREATE_RETRIES_FOR, |t| {
                 CREATE_RETRIES_FOR.min(Duration::from_secs(t))
             });
-        let id = match servers.create(&request, &key, Some(create_by)).await {
+        let id = match servers.create(&request, Origin::Http, &key, Some(create_by)).await {
             Ok(id) => id,
             Err(e) => return Err(CouldNotAsk(e).into()),
         };

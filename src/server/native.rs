@@ -74,6 +74,15 @@ pub async fn create(
     JsonBody(body): JsonBody<CreateRequest>,
 ) -> Result<Response, ApiError> {
     caller.take_create(&state)?;
+    let origin = match body.origin {
+        None => Origin::Http,
+        Some(Origin::Spool) => {
+            return Err(ApiError::bad_request(
+                "origin \"spool\" is for question files; over HTTP say http, hook, mcp, task or mailbox",
+            ));
+        }
+        Some(o) => o,
+    };
     let kind = match body.kind.as_deref() {
         None => Kind::Text,
         Some(k) => hitl::kind_of(k).ok_or_else(|| {
@@ -150,7 +159,7 @@ pub async fn create(
     };
     let submitted = state
         .broker
-        .ask(request, Origin::Http, event)
+        .ask(request, origin, event)
         .await
         .map_err(|e| ApiError::unavailable(e.to_string()))?;
     if submitted.existing || submitted.pending.is_none() {

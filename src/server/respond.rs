@@ -19,7 +19,7 @@ use super::{
 use crate::{
     api::RespondBody,
     broker::{PendingRequest, RespondError},
-    protocol::{Answer, Origin, Status},
+    protocol::{Answer, Status},
     store::{StoredEvent, StoredRequest},
 };
 
@@ -87,12 +87,12 @@ pub async fn lookup(state: &AppState, id: &str, ids: Ids) -> Result<Option<Looku
 /// way, or that broker died). Queued here now, so it can be answered and waited for;
 /// `None` when the store's row is not such a request.
 pub async fn queue_here(state: &AppState, r: &StoredRequest) -> Option<Arc<PendingRequest>> {
-    if r.status != Status::Pending || r.origin != Origin::Http {
+    if r.status != Status::Pending || !r.origin.is_stored() {
         return None;
     }
     let event_id = r.event_id()?;
     // Commands are taken in order, so the lookup after the admission finds it.
-    state.broker.admit_stored(r.request.clone(), event_id);
+    state.broker.admit_stored(r.request.clone(), r.origin, event_id);
     state.broker.find_stored(&r.request.id).await
 }
 

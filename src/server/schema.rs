@@ -44,6 +44,8 @@ pub fn components() -> Value {
                 "agent_name": { "type": ["string", "null"], "maxLength": 128, "pattern": NO_CONTROLS },
                 "working_dir": { "type": ["string", "null"] },
                 "idempotency_key": { "type": ["string", "null"], "minLength": 1, "maxLength": 200 },
+                "origin": { "enum": ["http", "hook", "mcp", "task", "mailbox", null],
+                            "description": "The way the asker came, when one of hitl's own adapters asks over HTTP (default http)." },
                 "metadata": { "type": "object" },
             },
             // A choice needs its options.

@@ -82,6 +82,8 @@ pub enum StoreOp {
     CreateRemote {
         /// The request (its id is filled in from the event's).
         request: Box<Request>,
+        /// The way it came (any but the spool).
+        origin: Origin,
         /// The event that carried it.
         event: Box<NewEvent>,
     },
@@ -193,7 +195,8 @@ impl StoredRequest {
     /// The id of the agent event that carried a request made over HTTP (its id is
     /// that number as text); `None` for every other origin.
     pub fn event_id(&self) -> Option<i64> {
-        (self.origin == Origin::Http)
+        self.origin
+            .is_stored()
             .then(|| self.request.id.parse().ok())
             .flatten()
     }
@@ -396,7 +399,7 @@ macro_rules! events_select {
                 r.request_json, r.origin, r.status, r.answer_json, r.reason, r.finished_at
          FROM events e
          LEFT JOIN requests r
-           ON e.hitl_json IS NOT NULL AND r.origin = 'http' AND r.id = CAST(e.id AS TEXT)"
+           ON e.hitl_json IS NOT NULL AND r.origin <> 'spool' AND r.id = CAST(e.id AS TEXT)"
     };
 }
 
@@ -590,13 +593,14 @@ impl Store {
         Ok(Some(rx))
     }
 
-    /// Requests made over HTTP that are still pending, oldest first, with the id of
-    /// the event that carried each: a starting broker queues them again.
-    pub async fn pending_remote(&self) -> Result<Vec<(Request, i64)>> {
+    /// Requests living in the store (every origin but the spool) that are still
+    /// pending, oldest first, with their origin and the id of the event that carried
+    /// each: a starting broker queues them again.
+    pub async fn pending_remote(&self) -> Result<Vec<(Request, Origin, i64)>> {
         with_pool!(self, |pool| {
             let rows = sqlx::query(
-                "SELECT request_json FROM requests
-                 WHERE origin = 'http' AND status = 'pending' ORDER BY asked_ms",
+                "SELECT request_json, origin FROM requests
+                 WHERE origin <> 'spool' AND status = 'pending' ORDER BY asked_ms",
             )
             .fetch_all(pool)
             .await?;
@@ -605,18 +609,19 @@ impl Store {
                 .filter_map(|r| {
                     let request: Request =
                         serde_json::from_str(&r.get::<String, _>("request_json")).ok()?;
+                    let origin = Origin::parse(&r.get::<String, _>("origin"))?;
                     let event_id = request.id.parse().ok()?;
-                    Some((request, event_id))
+                    Some((request, origin, event_id))
                 })
                 .collect())
         })
     }
 
-    /// The ids of the requests made over HTTP that are still pending.
+    /// The ids of the requests living in the store that are still pending.
     pub async fn pending_remote_ids(&self) -> Result<Vec<String>> {
         with_pool!(self, |pool| {
             Ok(sqlx::query_scalar(
-                "SELECT id FROM requests WHERE origin = 'http' AND status = 'pending'",
+                "SELECT id FROM requests WHERE origin <> 'spool' AND status = 'pending'",
             )
             .fetch_all(pool)
             .await?)
@@ -629,7 +634,7 @@ impl Store {
             let row = sqlx::query(
                 "SELECT request_json, origin, status, answer_json, reason, finished_at
                  FROM requests WHERE id = $1
-                 ORDER BY CASE WHEN origin = 'http' THEN 0 ELSE 1 END, asked_ms DESC, key DESC
+                 ORDER BY CASE WHEN origin <> 'spool' THEN 0 ELSE 1 END, asked_ms DESC, key DESC
                  LIMIT 1",
             )
             .bind(id)

@@ -80,7 +80,7 @@ macro_rules! old_requests {
 macro_rules! old_events {
     () => {
         "SELECT id FROM events e WHERE e.timestamp_ms < $1
-         AND NOT EXISTS (SELECT 1 FROM requests r WHERE r.origin = 'http'
+         AND NOT EXISTS (SELECT 1 FROM requests r WHERE r.origin <> 'spool'
                          AND r.status = 'pending' AND r.id = CAST(e.id AS TEXT))
          ORDER BY e.timestamp_ms LIMIT $2"
     };

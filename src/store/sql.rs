@@ -43,7 +43,7 @@ pub const EVENT_BY_KEY: &str = "SELECT id FROM events WHERE idempotency_key = $1
 /// responded_by, finished_at, reason, id.
 pub const SETTLE: &str = "UPDATE requests SET status = $1, answer_json = $2, responded_by = $3,
         finished_at = $4, reason = $5
-    WHERE origin = 'http' AND id = $6 AND status = 'pending'";
+    WHERE origin <> 'spool' AND id = $6 AND status = 'pending'";
 
 /// Tells other replicas of a change, on commit (PostgreSQL). Binds: channel, payload.
 pub const NOTIFY: &str = "SELECT pg_notify($1, $2)";
@@ -85,7 +85,7 @@ pub const PG_SETTLE_MANY: &str = "UPDATE requests SET status = v.status,
         finished_at = $6, reason = v.reason
     FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
         AS v (id, status, answer_json, responded_by, reason)
-    WHERE requests.origin = 'http' AND requests.id = v.id AND requests.status = 'pending'
+    WHERE requests.origin <> 'spool' AND requests.id = v.id AND requests.status = 'pending'
     RETURNING requests.id";
 
 /// A lone request made over HTTP in one statement (no transaction around it): its
@@ -94,7 +94,7 @@ pub const PG_SETTLE_MANY: &str = "UPDATE requests SET status = v.status,
 /// `$19` and `$20`, for the id to go between. Binds: the event's columns as
 /// [`INSERT_EVENT`]; key, project, asked_at, asked_ms, variant, agent_id, agent_name,
 /// kind, priority, content, JSON before the id, JSON after it, deadline_ms; channel,
-/// replica.
+/// replica; origin.
 pub const PG_CREATE_ALONE: &str = "WITH ev AS (
         INSERT INTO events (source_app, session_id, hook_event_type, payload_json,
             extra_json, timestamp_ms, hitl_json, idempotency_key)
@@ -105,7 +105,7 @@ pub const PG_CREATE_ALONE: &str = "WITH ev AS (
         INSERT INTO requests (key, project, id, asked_at, asked_ms, variant, agent_id,
             agent_name, kind, priority, content, request_json, origin, deadline_ms)
         SELECT $9, $10, CAST(ev.id AS TEXT), $11, $12, $13, $14, $15, $16, $17, $18,
-            $19 || CAST(ev.id AS TEXT) || $20, 'http', $21
+            $19 || CAST(ev.id AS TEXT) || $20, $24, $21
         FROM ev
         RETURNING id
     )
@@ -118,7 +118,7 @@ pub const PG_CREATE_ALONE: &str = "WITH ev AS (
 pub const PG_SETTLE_ALONE: &str = "WITH s AS (
         UPDATE requests SET status = $1, answer_json = $2, responded_by = $3,
             finished_at = $4, reason = $5
-        WHERE origin = 'http' AND id = $6 AND status = 'pending'
+        WHERE origin <> 'spool' AND id = $6 AND status = 'pending'
         RETURNING id
     )
     SELECT s.id, pg_notify($7, json_build_object('r', $8::text, 'k', 'settled',

@@ -279,12 +279,16 @@ fn apply(conn: &mut Connection, ops: &[StoreOp]) -> Result<Vec<Outcome>> {
                 let (event_id, existing) = insert_event(&tx, event)?;
                 Outcome::Created { event_id, existing }
             }
-            StoreOp::CreateRemote { request, event } => {
+            StoreOp::CreateRemote {
+                request,
+                origin,
+                event,
+            } => {
                 let (event_id, existing) = insert_event(&tx, event)?;
                 if !existing {
                     let mut r = (**request).clone();
                     r.id = event_id.to_string();
-                    insert_request(&tx, REMOTE_PROJECT, &r, Variant::Canonical, Origin::Http)?;
+                    insert_request(&tx, REMOTE_PROJECT, &r, Variant::Canonical, *origin)?;
                 }
                 Outcome::Created { event_id, existing }
             }

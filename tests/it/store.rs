@@ -291,6 +291,7 @@ async fn remote_requests_events_idempotency_and_settles_on_both_backends() {
         let r = request("", "Why?", 1_700_000_000);
         let create = |key: &str| StoreOp::CreateRemote {
             request: Box::new(r.clone()),
+            origin: hitl::protocol::Origin::Http,
             event: Box::new(event(Some(key), true)),
         };
         // Two in one batch with one key: one request; the repeat reports the first.
@@ -411,6 +412,7 @@ async fn batched_creates_and_settles_mean_what_they_mean_one_by_one() {
         let name = store.backend_name();
         let create = |key: Option<&str>, content: &str| StoreOp::CreateRemote {
             request: Box::new(request("", content, 1_700_000_000)),
+            origin: hitl::protocol::Origin::Http,
             event: Box::new(event(key, true)),
         };
         let first = store.apply(&[create(Some("k0"), "zero")]).await.unwrap();
@@ -651,6 +653,7 @@ async fn retention_deletes_old_and_oversize_history_but_never_what_waits() {
                 StoreOp::Event(Box::new(e)),
                 StoreOp::CreateRemote {
                     request: Box::new(remote),
+                    origin: hitl::protocol::Origin::Http,
                     event: Box::new(carrying),
                 },
             ])
@@ -755,6 +758,7 @@ async fn a_questions_text_is_stored_once_and_comes_back_whole() {
         store
             .apply(&[StoreOp::CreateRemote {
                 request: Box::new(r),
+                origin: hitl::protocol::Origin::Http,
                 event: Box::new(e),
             }])
             .await
