@@ -75,6 +75,125 @@ pub struct Settings {
     pub http: HttpSettings,
     /// `[history]`: how much history is kept.
     pub history: HistorySettings,
+    /// `[hook]`: what `hitl hook` asks the human about, and what it says unanswered.
+    pub hook: HookSettings,
+}
+
+/// `[hook]` settings: the policy of `hitl hook`, Claude Code's hook handler. A tool
+/// call no rule names gets no opinion (Claude Code's own permissions apply).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HookSettings {
+    /// Tools that always ask the human (answered remotely: AskUserQuestion's choices,
+    /// ExitPlanMode's plan).
+    pub decision_tools: Vec<String>,
+    /// Globs of files whose writing (Edit, Write, MultiEdit, NotebookEdit) asks first.
+    /// A glob without `/` matches a file name at any depth; one with `/` matches the
+    /// path from the project's root (`**` for any folders), or an absolute path.
+    pub protected_paths: Vec<String>,
+    /// Regular expressions of shell commands that ask first, matched against the
+    /// whole command and each command in it (split on `;`, `&&`, `||`, `|`, `&`,
+    /// newlines, `$(…)`, backticks and `sh -c '…'`), with `sudo`, `env` and variable
+    /// assignments in front taken off.
+    pub dangerous_commands: Vec<String>,
+    /// Every PermissionRequest (Claude Code about to show its permission dialog) is
+    /// asked through hitl, answerable from any of its UIs.
+    pub permission_requests: bool,
+    /// Seconds to wait for the human, unless `timeouts` names the tool.
+    pub timeout: u64,
+    /// Seconds to wait per tool name.
+    pub timeouts: std::collections::BTreeMap<String, u64>,
+    /// When no human answers in time, or no listener runs, for a protected file or a
+    /// dangerous command: "deny", "ask" (Claude Code's own prompt) or "none" (no
+    /// opinion).
+    pub unanswered_dangerous: Unanswered,
+    /// The same for everything else asked (decision tools, permission requests).
+    pub unanswered_other: Unanswered,
+}
+
+/// What `hitl hook` says when no human answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unanswered {
+    /// Refuse the call.
+    Deny,
+    /// Leave it to Claude Code's own prompt.
+    Ask,
+    /// No opinion: Claude Code's permission settings decide.
+    None,
+}
+
+/// Seed 004's protected files, and more.
+pub const DEFAULT_PROTECTED_PATHS: &[&str] = &[
+    ".env",
+    ".env.*",
+    "*.env",
+    "**/package.json",
+    "**/settings.json",
+    "**/*.config.*",
+    "**/CLAUDE.md",
+    ".claude/**",
+    "**/docker-compose*.yml",
+    "**/Dockerfile*",
+    "**/.gitlab-ci.yml",
+    "**/.github/**",
+    ".git/**",
+    ".helpers/**",
+    "*.pem",
+    "*.key",
+    "id_rsa*",
+    "id_ed25519*",
+    "/etc/**",
+    "~/.ssh/**",
+    "~/.bashrc",
+    "~/.profile",
+    "~/.zshrc",
+];
+
+/// Seed 004's dangerous commands, and more.
+pub const DEFAULT_DANGEROUS_COMMANDS: &[&str] = &[
+    // A recursive rm of the root, home, a wildcard or an absolute path.
+    r"^rm\s+(-\S+\s+)*-[a-zA-Z]*[rR][a-zA-Z]*(\s+-\S+)*\s+(--\s+)?(/|~|\$HOME|\*)",
+    r"^rm\s+(-\S+\s+)*--recursive\b",
+    r"^dd\s.*\bof=/dev/",
+    r"^mkfs(\.|\s)",
+    // A fork bomb.
+    r":\(\)\s*\{.*:\s*\|\s*:.*\}",
+    r"^git\s+push\s(.*\s)?(--force\b|--force-with-lease\b|-[a-zA-Z]*f\b|\+\S)",
+    r"^git\s+reset\s+(.*\s)?--hard\b",
+    r"^git\s+clean\s+(.*\s)?-[a-zA-Z]*f",
+    // Something downloaded, run at once.
+    r"\b(curl|wget)\b[^|]*\|\s*(sudo\s+)?(ba|z|da|k)?sh\b",
+    r"^chmod\s+(-\S+\s+)*0?777\b",
+    r"^chown\s+(-\S+\s+)*-[a-zA-Z]*R",
+    r"^(shutdown|reboot|halt|poweroff)\b",
+    r">\s*/dev/(sd|nvme|hd|vd|xvd)[a-z0-9]*",
+    r"^(DROP|TRUNCATE)\s",
+];
+
+impl Default for HookSettings {
+    fn default() -> HookSettings {
+        HookSettings {
+            decision_tools: vec!["AskUserQuestion".into(), "ExitPlanMode".into()],
+            protected_paths: DEFAULT_PROTECTED_PATHS.iter().map(|s| s.to_string()).collect(),
+            dangerous_commands: DEFAULT_DANGEROUS_COMMANDS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            permission_requests: true,
+            timeout: 120,
+            timeouts: [("AskUserQuestion".to_string(), 300)].into_iter().collect(),
+            unanswered_dangerous: Unanswered::Deny,
+            unanswered_other: Unanswered::None,
+        }
+    }
+}
+
+impl HookSettings {
+    /// Seconds to wait for the human about `tool`.
+    pub fn timeout_for(&self, tool: &str) -> u64 {
+        self.timeouts.get(tool).copied().unwrap_or(self.timeout)
+    }
 }
 
 /// `[history]` settings: retention, applied hourly by the broker and by `hitl gc`.
@@ -323,6 +442,32 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # broker applies this hourly; `hitl gc` applies it now.
 # keep_days = 90
 # max_mb = 1024
+
+[hook]
+# `hitl hook`, Claude Code's hook handler (`hitl init --claude` installs it). A tool
+# call no rule names gets no opinion: Claude Code's own permission settings apply.
+# Tools that always ask the human, answered from any hitl UI.
+# decision_tools = ["AskUserQuestion", "ExitPlanMode"]
+# Files whose writing asks first: a glob without "/" matches a file name anywhere,
+# one with "/" the path from the project root ("**" for any folders) or an absolute
+# path ("~/" for home). Setting the list replaces the defaults (seed 004's and more:
+# .env files, package.json, settings.json, *.config.*, CLAUDE.md, .claude/, Docker
+# and CI files, .git/, .helpers/, keys, /etc, ~/.ssh).
+# protected_paths = [".env", ".env.*", "**/package.json"]
+# Shell commands that ask first (regular expressions, matched against each command
+# of a line; replaces the defaults: recursive rm of / ~ * or absolute paths, dd to a
+# device, mkfs, fork bombs, force pushes, git reset --hard, git clean -f, curl | sh,
+# chmod 777, chown -R, shutdown, writes to disks, DROP/TRUNCATE).
+# dangerous_commands = ['^rm\s+-rf\s+/']
+# Ask every PermissionRequest (Claude Code about to show its permission dialog).
+# permission_requests = true
+# Seconds to wait for the human, and per tool.
+# timeout = 120
+# timeouts = { AskUserQuestion = 300 }
+# Unanswered in time, or no listener: "deny", "ask" (Claude Code's own prompt) or
+# "none" (no opinion); for protected files and dangerous commands, and for the rest.
+# unanswered_dangerous = "deny"
+# unanswered_other = "none"
 "#;
 
 impl Settings {

@@ -10,6 +10,7 @@
 pub mod agents;
 pub mod api;
 pub mod broker;
+pub mod claude;
 pub mod client;
 pub mod cmd;
 pub mod config;

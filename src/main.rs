@@ -43,6 +43,16 @@ enum Command {
     /// Exit status: 0 answered (approved), 1 cancelled or denied, 2 timed out,
     /// 3 cannot ask, 130 interrupted.
     Ask(AskOptions),
+    /// Claude Code's hook handler: reads the hook's JSON on stdin, asks the human
+    /// through the project's listener when the [hook] policy says so, and writes
+    /// Claude Code's decision on stdout (nothing when it has no opinion).
+    ///
+    /// Always exits 0: the decision is in the JSON. Install it with `hitl init --claude`.
+    Hook {
+        /// The hook event.
+        #[arg(value_enum)]
+        event: hitl::claude::hook::HookEvent,
+    },
     /// List the questions waiting for an answer.
     Pending {
         /// The project folder.
@@ -155,6 +165,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     ExitCode::from(EXIT_CANNOT_ASK)
                 }
             });
+        }
+        Command::Hook { event } => {
+            // Stdout is Claude Code's: a failure is said on stderr and means no opinion.
+            if let Err(e) = hitl::claude::hook::run(event) {
+                eprintln!("hitl hook: {e:#}");
+            }
         }
         Command::Pending { dir, json } => hitl::cmd::inspect::pending(dir.as_ref(), json)?,
         Command::Answer {

@@ -1,0 +1,410 @@
+//! `hitl hook EVENT`: Claude Code's hook handler. Reads the hook's JSON on stdin,
+//! decides by the policy ([`super::policy`]), asks the human through the project's
+//! listener when the policy says so (origin `hook`, so every hitl UI can answer), and
+//! writes Claude Code's decision JSON on stdout.
+//!
+//! Stdout is the protocol: nothing else is ever written there (messages go to
+//! stderr), and the exit status is 0 whatever happens, so that a decision is always
+//! read from the JSON (Claude Code ignores exit 2 for PermissionRequest, and any other
+//! failure status lets the call through unannounced).
+
+use std::{io::Read, path::PathBuf, time::Duration};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+use super::policy::{self, Concern, Place};
+use crate::{
+    config::{self, HookSettings, Paths, Unanswered},
+    protocol::{Answer, AnswerStatus, Kind, Origin, Priority, Reply, Request, VERSION},
+    spool::{ListenerInfo, Spool},
+};
+
+/// The largest hook input read (a Write's content can be big; past this the call
+/// gets no opinion rather than an unbounded read).
+const MAX_INPUT_BYTES: u64 = 16 << 20;
+
+/// How long handing the question to the listener may take before it counts as
+/// unanswered.
+const CREATE_WITHIN: Duration = Duration::from_secs(5);
+
+/// The hook events `hitl hook` handles, named as in `hitl hook EVENT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HookEvent {
+    /// Before a tool runs: allow, deny or ask, by policy.
+    PreToolUse,
+    /// Claude Code is about to show its permission dialog: answered through hitl.
+    PermissionRequest,
+    /// After a tool ran.
+    PostToolUse,
+    /// Claude Code wants the user's attention.
+    Notification,
+    /// The main agent finished its turn.
+    Stop,
+    /// A subagent finished.
+    SubagentStop,
+    /// The user sent a prompt.
+    UserPromptSubmit,
+    /// A session began.
+    SessionStart,
+    /// A session ended.
+    SessionEnd,
+    /// An MCP server asks the user for input.
+    Elicitation,
+}
+
+/// What the hook says to Claude Code.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// No opinion: empty stdout. Claude Code's own permissions decide.
+    NoOpinion,
+    /// Let the call run, with why (and, for decision tools, the input to run with).
+    Allow {
+        /// Who approved, and their comment.
+        reason: String,
+        /// The input to run the tool with, replacing Claude's.
+        updated_input: Option<Value>,
+    },
+    /// Refuse it, with why (shown to Claude).
+    Deny {
+        /// Who denied, and their comment.
+        reason: String,
+    },
+    /// Leave it to Claude Code's own prompt, with why (shown to the user).
+    Ask {
+        /// Why hitl did not decide.
+        reason: String,
+    },
+}
+
+/// Runs the hook for `event` on stdin; writes the decision on stdout.
+pub fn run(event: HookEvent) -> Result<()> {
+    let mut input = Vec::new();
+    std::io::stdin()
+        .take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut input)
+        .context("reading the hook input from stdin")?;
+    if input.len() as u64 > MAX_INPUT_BYTES {
+        bail!("the hook input is over {MAX_INPUT_BYTES} bytes; no opinion");
+    }
+    let input: Value = serde_json::from_slice(&input).context("the hook input is not JSON")?;
+    let decision = decide(event, &input)?;
+    if let Some(out) = output(event, &decision) {
+        println!("{out}");
+    }
+    Ok(())
+}
+
+/// The decision for one hook call.
+pub fn decide(event: HookEvent, input: &Value) -> Result<Decision> {
+    if !matches!(
+        event,
+        HookEvent::PreToolUse | HookEvent::PermissionRequest
+    ) {
+        return Ok(Decision::NoOpinion);
+    }
+    let tool = input.get("tool_name").and_then(Value::as_str).unwrap_or("");
+    let tool_input = input.get("tool_input").cloned().unwrap_or(Value::Null);
+    let place = place(input);
+    let spool = Spool::find(&place.project).or_else(|| Spool::find(&place.cwd));
+    let settings = config::load(
+        &Paths::from_env(),
+        spool.as_ref().map(|s| s.config_file()).as_deref(),
+    )?
+    .hook;
+    let concern = match (event, policy::concern(&settings, &place, tool, &tool_input)?) {
+        (_, Some(c)) => c,
+        (HookEvent::PermissionRequest, None) if settings.permission_requests => {
+            Concern::Permission
+        }
+        _ => return Ok(Decision::NoOpinion),
+    };
+    if tool == "AskUserQuestion" && event == HookEvent::PreToolUse {
+        // Its choices go back in `updatedInput`, which an approval cannot carry: asked
+        // as such once the question kinds can hold several questions.
+        return Ok(Decision::NoOpinion);
+    }
+    let unanswered = if concern.is_dangerous() {
+        settings.unanswered_dangerous
+    } else {
+        settings.unanswered_other
+    };
+    let request = approval_request(event, tool, &tool_input, &concern, input, &settings, &place);
+    let Some(spool) = spool else {
+        return Ok(when_unanswered(
+            unanswered,
+            &concern,
+            "no hitl project here (run `hitl init`)",
+        ));
+    };
+    let Some(url) = ListenerInfo::running(&spool).and_then(|l| l.http) else {
+        return Ok(when_unanswered(
+            unanswered,
+            &concern,
+            "no hitl listener with HTTP runs for this project",
+        ));
+    };
+    match ask(&url, &request) {
+        Ok(Some(answer)) => Ok(from_answer(&answer, &concern, unanswered, tool, &tool_input)),
+        Ok(None) => Ok(when_unanswered(
+            unanswered,
+            &concern,
+            "the question was withdrawn unanswered",
+        )),
+        Err(e) => {
+            eprintln!("hitl: {e:#}");
+            Ok(when_unanswered(
+                unanswered,
+                &concern,
+                "the hitl listener could not be asked",
+            ))
+        }
+    }
+}
+
+/// The project and folder of a call: `CLAUDE_PROJECT_DIR` and the input's `cwd`.
+fn place(input: &Value) -> Place {
+    let cwd = input
+        .get("cwd")
+        .and_then(Value::as_str)
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_else(|| PathBuf::from("/"));
+    let project = std::env::var_os("CLAUDE_PROJECT_DIR")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cwd.clone());
+    Place {
+        project,
+        cwd,
+        home: std::env::var_os("HOME").map(PathBuf::from),
+    }
+}
+
+/// The approval asked of the human for a call.
+fn approval_request(
+    event: HookEvent,
+    tool: &str,
+    tool_input: &Value,
+    concern: &Concern,
+    input: &Value,
+    settings: &HookSettings,
+    place: &Place,
+) -> Request {
+    let session = input
+        .get("session_id")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown");
+    let who = crate::agents::identify();
+    let what = match tool {
+        "Bash" => format!(
+            "run `{}`",
+            tool_input.get("command").and_then(Value::as_str).unwrap_or("")
+        ),
+        "ExitPlanMode" => "carry out this plan".to_string(),
+        _ => match concern {
+            Concern::ProtectedPath { path, .. } => format!("{tool} {path}"),
+            _ => format!("use {tool}"),
+        },
+    };
+    let content = match concern {
+        Concern::DecisionTool | Concern::Permission => format!("Allow Claude to {what}?"),
+        c => format!("Allow Claude to {what}? ({})", c.describe()),
+    };
+    let mut context = json!({
+        "tool_name": tool,
+        "tool_input": tool_input,
+        "hook_event": input.get("hook_event_name").cloned().unwrap_or(json!(null)),
+        "session_id": session,
+        "cwd": place.cwd,
+        "why": concern.describe(),
+    });
+    if let Some(s) = input.get("permission_suggestions") {
+        context["permission_suggestions"] = s.clone();
+    }
+    Request {
+        version: VERSION,
+        id: String::new(),
+        agent_id: who.id,
+        agent_name: who.name,
+        working_dir: Some(place.cwd.display().to_string()),
+        timestamp: jiff::Timestamp::now(),
+        kind: if event == HookEvent::PermissionRequest {
+            Kind::Permission
+        } else {
+            Kind::Approval
+        },
+        content,
+        options: Vec::new(),
+        priority: if concern.is_dangerous() {
+            Priority::High
+        } else {
+            Priority::Normal
+        },
+        timeout: Some(settings.timeout_for(tool)).filter(|&t| t > 0),
+        context,
+        metadata: Default::default(),
+        asker: None,
+        created_by: None,
+    }
+}
+
+/// Asks the listener at `url` and waits for the end. On SIGTERM or SIGINT (Claude
+/// Code giving up on the hook) the question is withdrawn.
+fn ask(url: &str, request: &Request) -> Result<Option<Answer>> {
+    let mut servers = crate::client::Servers::new(url)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the HTTP runtime")?;
+    let key = uuid::Uuid::now_v7().to_string();
+    runtime.block_on(async {
+        let now = tokio::time::Instant::now();
+        let id = servers
+            .create(request, Origin::Hook, &key, Some(now + CREATE_WITHIN))
+            .await?;
+        let deadline = request.timeout.map(|t| now + Duration::from_secs(t + 30));
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            answer = servers.wait(&id, deadline) => answer,
+            _ = term.recv() => withdraw(&servers, request, &id).await,
+            _ = tokio::signal::ctrl_c() => withdraw(&servers, request, &id).await,
+        }
+    })
+}
+
+async fn withdraw(
+    servers: &crate::client::Servers,
+    request: &Request,
+    id: &str,
+) -> Result<Option<Answer>> {
+    let reply = Reply::Cancel {
+        reason: Some("Claude Code stopped waiting for the hook".into()),
+    };
+    let mut r = request.clone();
+    r.id = id.to_string();
+    let _ = servers.current().respond(&r, &reply, &r.agent_name).await;
+    Ok(None)
+}
+
+/// The decision a human's answer makes.
+fn from_answer(
+    answer: &Answer,
+    concern: &Concern,
+    unanswered: Unanswered,
+    tool: &str,
+    tool_input: &Value,
+) -> Decision {
+    let by = &answer.responded_by;
+    let comment = answer
+        .comment
+        .as_deref()
+        .filter(|c| !c.trim().is_empty())
+        .map(|c| format!(": {c}"))
+        .unwrap_or_default();
+    match answer.status {
+        AnswerStatus::Timeout => when_unanswered(unanswered, concern, "no answer in time"),
+        AnswerStatus::Cancelled => Decision::Deny {
+            reason: format!("Cancelled in hitl by {by}{comment}"),
+        },
+        AnswerStatus::Answered if answer.approved == Some(true) => Decision::Allow {
+            reason: format!("Approved in hitl by {by}{comment}"),
+            // ExitPlanMode needs its input echoed to go ahead without a prompt.
+            updated_input: (tool == "ExitPlanMode").then(|| tool_input.clone()),
+        },
+        AnswerStatus::Answered => Decision::Deny {
+            reason: format!("Denied in hitl by {by}{comment}"),
+        },
+    }
+}
+
+/// What the policy says when no human answered, and why not.
+fn when_unanswered(unanswered: Unanswered, concern: &Concern, why: &str) -> Decision {
+    let reason = format!("{why}; {}", concern.describe());
+    match unanswered {
+        Unanswered::Deny => Decision::Deny {
+            reason: format!("Not approved in hitl ({reason})"),
+        },
+        Unanswered::Ask => Decision::Ask { reason },
+        Unanswered::None => Decision::NoOpinion,
+    }
+}
+
+/// The stdout JSON for `decision`, in the format of `event`; `None`: print nothing.
+pub fn output(event: HookEvent, decision: &Decision) -> Option<Value> {
+    match (event, decision) {
+        (_, Decision::NoOpinion) => None,
+        (HookEvent::PermissionRequest, Decision::Allow { updated_input, .. }) => {
+            let mut d = json!({ "behavior": "allow" });
+            if let Some(i) = updated_input {
+                d["updatedInput"] = i.clone();
+            }
+            Some(json!({ "hookSpecificOutput": {
+                "hookEventName": "PermissionRequest", "decision": d } }))
+        }
+        (HookEvent::PermissionRequest, Decision::Deny { reason }) => {
+            Some(json!({ "hookSpecificOutput": {
+                "hookEventName": "PermissionRequest",
+                "decision": { "behavior": "deny", "message": reason } } }))
+        }
+        // Claude Code's own dialog is what a PermissionRequest without a decision gets.
+        (HookEvent::PermissionRequest, Decision::Ask { .. }) => None,
+        (_, d) => {
+            let (verdict, reason, updated) = match d {
+                Decision::Allow {
+                    reason,
+                    updated_input,
+                } => ("allow", reason, updated_input.clone()),
+                Decision::Deny { reason } => ("deny", reason, None),
+                Decision::Ask { reason } => ("ask", reason, None),
+                Decision::NoOpinion => unreachable!("handled above"),
+            };
+            let mut out = json!({ "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": verdict,
+                "permissionDecisionReason": reason,
+            } });
+            if let Some(i) = updated {
+                out["hookSpecificOutput"]["updatedInput"] = i;
+            }
+            Some(out)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decisions_are_written_in_claude_codes_formats() {
+        let allow = Decision::Allow {
+            reason: "ok".into(),
+            updated_input: None,
+        };
+        let deny = Decision::Deny { reason: "no".into() };
+        assert_eq!(
+            output(HookEvent::PreToolUse, &allow).unwrap(),
+            json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                "permissionDecision": "allow", "permissionDecisionReason": "ok"}})
+        );
+        assert_eq!(
+            output(HookEvent::PreToolUse, &deny).unwrap()["hookSpecificOutput"]
+                ["permissionDecision"],
+            "deny"
+        );
+        assert_eq!(
+            output(HookEvent::PermissionRequest, &deny).unwrap(),
+            json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+                "decision": {"behavior": "deny", "message": "no"}}})
+        );
+        assert_eq!(
+            output(HookEvent::PermissionRequest, &allow).unwrap(),
+            json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+                "decision": {"behavior": "allow"}}})
+        );
+        assert_eq!(output(HookEvent::PreToolUse, &Decision::NoOpinion), None);
+        let ask = Decision::Ask { reason: "?".into() };
+        assert_eq!(output(HookEvent::PermissionRequest, &ask), None);
+    }
+}

@@ -1,0 +1,5 @@
+//! Claude Code: `hitl hook` (its hook handler) and the policy deciding which tool
+//! calls ask the human.
+
+pub mod hook;
+pub mod policy;
