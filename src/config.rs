@@ -175,7 +175,10 @@ impl Default for HookSettings {
     fn default() -> HookSettings {
         HookSettings {
             decision_tools: vec!["AskUserQuestion".into(), "ExitPlanMode".into()],
-            protected_paths: DEFAULT_PROTECTED_PATHS.iter().map(|s| s.to_string()).collect(),
+            protected_paths: DEFAULT_PROTECTED_PATHS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             dangerous_commands: DEFAULT_DANGEROUS_COMMANDS
                 .iter()
                 .map(|s| s.to_string())

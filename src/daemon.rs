@@ -304,7 +304,10 @@ mod tests {
             asker: None,
             created_by: None,
         };
-        let id = client.create(&request, crate::protocol::Origin::Http, "k-1").await.unwrap();
+        let id = client
+            .create(&request, crate::protocol::Origin::Http, "k-1")
+            .await
+            .unwrap();
         let answer = client.wait(&id).await.unwrap().expect("answered");
         assert_eq!(answer.content, "from the test's responder");
         assert_eq!(answer.responded_by, "test");

@@ -97,10 +97,7 @@ pub fn run(event: HookEvent) -> Result<()> {
 
 /// The decision for one hook call.
 pub fn decide(event: HookEvent, input: &Value) -> Result<Decision> {
-    if !matches!(
-        event,
-        HookEvent::PreToolUse | HookEvent::PermissionRequest
-    ) {
+    if !matches!(event, HookEvent::PreToolUse | HookEvent::PermissionRequest) {
         return Ok(Decision::NoOpinion);
     }
     let tool = input.get("tool_name").and_then(Value::as_str).unwrap_or("");
@@ -112,11 +109,12 @@ pub fn decide(event: HookEvent, input: &Value) -> Result<Decision> {
         spool.as_ref().map(|s| s.config_file()).as_deref(),
     )?
     .hook;
-    let concern = match (event, policy::concern(&settings, &place, tool, &tool_input)?) {
+    let concern = match (
+        event,
+        policy::concern(&settings, &place, tool, &tool_input)?,
+    ) {
         (_, Some(c)) => c,
-        (HookEvent::PermissionRequest, None) if settings.permission_requests => {
-            Concern::Permission
-        }
+        (HookEvent::PermissionRequest, None) if settings.permission_requests => Concern::Permission,
         _ => return Ok(Decision::NoOpinion),
     };
     if tool == "AskUserQuestion" && event == HookEvent::PreToolUse {
@@ -145,7 +143,13 @@ pub fn decide(event: HookEvent, input: &Value) -> Result<Decision> {
         ));
     };
     match ask(&url, &request) {
-        Ok(Some(answer)) => Ok(from_answer(&answer, &concern, unanswered, tool, &tool_input)),
+        Ok(Some(answer)) => Ok(from_answer(
+            &answer,
+            &concern,
+            unanswered,
+            tool,
+            &tool_input,
+        )),
         Ok(None) => Ok(when_unanswered(
             unanswered,
             &concern,
@@ -199,7 +203,10 @@ fn approval_request(
     let what = match tool {
         "Bash" => format!(
             "run `{}`",
-            tool_input.get("command").and_then(Value::as_str).unwrap_or("")
+            tool_input
+                .get("command")
+                .and_then(Value::as_str)
+                .unwrap_or("")
         ),
         "ExitPlanMode" => "carry out this plan".to_string(),
         _ => match concern {
@@ -382,15 +389,16 @@ mod tests {
             reason: "ok".into(),
             updated_input: None,
         };
-        let deny = Decision::Deny { reason: "no".into() };
+        let deny = Decision::Deny {
+            reason: "no".into(),
+        };
         assert_eq!(
             output(HookEvent::PreToolUse, &allow).unwrap(),
             json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
                 "permissionDecision": "allow", "permissionDecisionReason": "ok"}})
         );
         assert_eq!(
-            output(HookEvent::PreToolUse, &deny).unwrap()["hookSpecificOutput"]
-                ["permissionDecision"],
+            output(HookEvent::PreToolUse, &deny).unwrap()["hookSpecificOutput"]["permissionDecision"],
             "deny"
         );
         assert_eq!(

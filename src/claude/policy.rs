@@ -236,12 +236,14 @@ fn push_command(current: &mut String, out: &mut Vec<String>, depth: usize) {
     loop {
         let (first, rest) = words.split_once(char::is_whitespace).unwrap_or((words, ""));
         let is_assignment = first.contains('=')
-            && first
-                .split('=')
-                .next()
-                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_alphanumeric() || c == '_'));
-        let is_wrapper = matches!(first, "sudo" | "env" | "command" | "exec" | "nohup" | "time")
-            || (first.starts_with('-') && !rest.is_empty() && words != command.trim());
+            && first.split('=').next().is_some_and(|n| {
+                !n.is_empty() && n.chars().all(|c| c.is_alphanumeric() || c == '_')
+            });
+        let is_wrapper =
+            matches!(
+                first,
+                "sudo" | "env" | "command" | "exec" | "nohup" | "time"
+            ) || (first.starts_with('-') && !rest.is_empty() && words != command.trim());
         if (is_assignment || is_wrapper) && !rest.trim().is_empty() {
             words = rest.trim_start();
         } else {
@@ -298,8 +300,7 @@ fn protected_path(globs: &[String], place: &Place, raw: &str) -> Result<Option<C
         absolute.push(path.clone());
     }
     for glob in globs {
-        let (pattern, against): (String, &[PathBuf]) = if let Some(rest) = glob.strip_prefix("~/")
-        {
+        let (pattern, against): (String, &[PathBuf]) = if let Some(rest) = glob.strip_prefix("~/") {
             let Some(home) = &place.home else { continue };
             (format!("{}/{rest}", home.display()), &absolute)
         } else if glob.starts_with('/') {
@@ -408,12 +409,18 @@ mod tests {
         );
         let parts = split_command("echo $(rm -rf ~) `mkfs.ext4 /dev/sda`");
         assert!(parts.contains(&"rm -rf ~".to_string()), "{parts:?}");
-        assert!(parts.contains(&"mkfs.ext4 /dev/sda".to_string()), "{parts:?}");
+        assert!(
+            parts.contains(&"mkfs.ext4 /dev/sda".to_string()),
+            "{parts:?}"
+        );
         let parts = split_command("sudo FOO=1 env BAR=2 rm -rf /");
         assert!(parts.contains(&"rm -rf /".to_string()), "{parts:?}");
         let parts = split_command("bash -c 'cd /tmp; rm -rf /'");
         assert!(parts.contains(&"rm -rf /".to_string()), "{parts:?}");
-        assert_eq!(split_command("echo 'a; b' \"c | d\""), ["echo 'a; b' \"c | d\""]);
+        assert_eq!(
+            split_command("echo 'a; b' \"c | d\""),
+            ["echo 'a; b' \"c | d\""]
+        );
     }
 
     #[test]
@@ -494,7 +501,11 @@ mod tests {
         // Relative to the call's folder.
         assert!(write(root, &root.join("sub"), "../.env").is_some());
         for path in [p("src/main.rs"), p("README.md"), p("sub/environment.ts")] {
-            assert_eq!(write(root, root, &path), None, "{path} should get no opinion");
+            assert_eq!(
+                write(root, root, &path),
+                None,
+                "{path} should get no opinion"
+            );
         }
     }
 

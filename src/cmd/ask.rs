@@ -264,7 +264,10 @@ fn run_remote(opts: &AskOptions, server: &str) -> Result<u8> {
             + request.timeout.map_or(CREATE_RETRIES_FOR, |t| {
                 CREATE_RETRIES_FOR.min(Duration::from_secs(t))
             });
-        let id = match servers.create(&request, Origin::Http, &key, Some(create_by)).await {
+        let id = match servers
+            .create(&request, Origin::Http, &key, Some(create_by))
+            .await
+        {
             Ok(id) => id,
             Err(e) => return Err(CouldNotAsk(e).into()),
         };

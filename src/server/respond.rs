@@ -92,7 +92,9 @@ pub async fn queue_here(state: &AppState, r: &StoredRequest) -> Option<Arc<Pendi
     }
     let event_id = r.event_id()?;
     // Commands are taken in order, so the lookup after the admission finds it.
-    state.broker.admit_stored(r.request.clone(), r.origin, event_id);
+    state
+        .broker
+        .admit_stored(r.request.clone(), r.origin, event_id);
     state.broker.find_stored(&r.request.id).await
 }
 

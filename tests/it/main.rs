@@ -7,6 +7,7 @@ mod cli;
 mod compat;
 mod crash;
 mod failover;
+mod hook;
 mod http;
 mod layering;
 mod replicas;
