@@ -48,7 +48,7 @@ fn main() {
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");
-    // `--only NAME` runs one section: roundtrip, ask, concurrent, scale.
+    // `--only NAME` runs one section: roundtrip, ask, hook, concurrent, scale.
     let only = args
         .iter()
         .position(|a| a == "--only")
@@ -111,6 +111,58 @@ fn main() {
             );
             println!();
         }
+    }
+    if run("hook") {
+        let n = if quick { 150 } else { 500 };
+        let (tmp, spool) = temp_project(&std::env::temp_dir());
+        let home = tmp.path().join("home");
+        println!(
+            "`hitl hook pre-tool-use`, a call no rule names (no opinion), on disk ({}), {n} of each alternating:",
+            fs_type(&std::env::temp_dir())
+        );
+        let mut bare_all = Vec::new();
+        for (name, tool, input) in [
+            (
+                "Read (no rule for the tool)",
+                "Read",
+                serde_json::json!({ "file_path": spool.project().join("src/lib.rs") }),
+            ),
+            (
+                "Bash `cargo test` (command patterns)",
+                "Bash",
+                serde_json::json!({ "command": "cargo test --quiet && git status" }),
+            ),
+            (
+                "Write src/lib.rs (path globs)",
+                "Write",
+                serde_json::json!({ "file_path": spool.project().join("src/lib.rs"), "content": "x" }),
+            ),
+        ] {
+            let body = serde_json::json!({
+                "session_id": "bench", "cwd": spool.project(), "hook_event_name": "PreToolUse",
+                "tool_name": tool, "tool_input": input, "tool_use_id": "toolu_bench",
+            })
+            .to_string();
+            let (mut hooks, mut bare) = (Vec::with_capacity(n), Vec::with_capacity(n));
+            for _ in 0..n {
+                hooks.push(hook_call(spool.project(), &home, &body));
+                bare.push(bare_start());
+            }
+            let (hooks, bare) = (stats(&hooks), stats(&bare));
+            let ratio = hooks.p50 / bare.p50;
+            row(
+                &format!("  {name}"),
+                &hooks,
+                &format!("p50 {ratio:.2}× bare, target ≤ 1.2× {}", met(ratio <= 1.2)),
+            );
+            bare_all.push(bare);
+        }
+        row(
+            "  baseline: hitl --version (last set)",
+            &bare_all[bare_all.len() - 1],
+            "",
+        );
+        println!();
     }
     if run("concurrent") {
         let (secs, failures) = concurrent_ask_processes(&std::env::temp_dir(), 1000);
@@ -414,6 +466,32 @@ fn ask_processes(parent: &Path, n: usize) -> (Vec<f64>, Vec<f64>) {
     }
     stop(listener);
     (asks, bare)
+}
+
+/// One `hitl hook pre-tool-use` with `body` on stdin, spawn to exit; it must have
+/// no opinion (empty stdout).
+fn hook_call(project: &Path, home: &Path, body: &str) -> f64 {
+    use std::io::Write;
+    let start = Instant::now();
+    let mut child = Command::new(HITL)
+        .args(["hook", "pre-tool-use"])
+        .current_dir(project)
+        .env("HITL_HOME", home)
+        .env("CLAUDE_PROJECT_DIR", project)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let elapsed = start.elapsed().as_secs_f64() * 1000.0;
+    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    elapsed
 }
 
 /// One run of `hitl --version`, spawn to exit.

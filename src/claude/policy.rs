@@ -109,11 +109,16 @@ fn dangerous_command(patterns: &[String], command: &str) -> Result<Option<Concer
     if patterns.is_empty() {
         return Ok(None);
     }
-    let set = regex::RegexSet::new(patterns).context("[hook] dangerous_commands")?;
+    // ASCII classes (`\s`, `\b`, `\w`): compiling Unicode's tables costs a
+    // millisecond, on every Bash call of every session, and shell syntax is ASCII.
+    let set = regex::bytes::RegexSetBuilder::new(patterns)
+        .unicode(false)
+        .build()
+        .context("[hook] dangerous_commands")?;
     let mut parts = vec![command.trim().to_string()];
     parts.extend(split_command(command));
     for part in parts {
-        if let Some(i) = set.matches(&part).iter().next() {
+        if let Some(i) = set.matches(part.as_bytes()).iter().next() {
             return Ok(Some(Concern::DangerousCommand {
                 part,
                 pattern: patterns[i].clone(),
@@ -299,34 +304,54 @@ fn protected_path(globs: &[String], place: &Place, raw: &str) -> Result<Option<C
         }
         absolute.push(path.clone());
     }
-    for glob in globs {
-        let (pattern, against): (String, &[PathBuf]) = if let Some(rest) = glob.strip_prefix("~/") {
+    // Three sets, each built once (one compile per set, not per glob): globs
+    // without `/` against file names, the rest against paths from the project's
+    // root, absolute and `~/` ones against absolute paths.
+    let mut sets: [(globset::GlobSetBuilder, Vec<usize>); 3] =
+        std::array::from_fn(|_| (globset::GlobSetBuilder::new(), Vec::new()));
+    for (i, glob) in globs.iter().enumerate() {
+        let (pattern, set) = if let Some(rest) = glob.strip_prefix("~/") {
             let Some(home) = &place.home else { continue };
-            (format!("{}/{rest}", home.display()), &absolute)
+            (format!("{}/{rest}", home.display()), 2)
         } else if glob.starts_with('/') {
-            (glob.clone(), &absolute)
+            (glob.clone(), 2)
         } else if glob.contains('/') {
-            (glob.clone(), &relative)
+            (glob.clone(), 1)
         } else {
-            (glob.clone(), &names)
+            (glob.clone(), 0)
         };
-        let matcher = globset::GlobBuilder::new(&pattern)
+        let g = globset::GlobBuilder::new(&pattern)
             .literal_separator(true)
             .build()
-            .with_context(|| format!("[hook] protected_paths: {glob:?}"))?
-            .compile_matcher();
-        if let Some(hit) = against.iter().find(|p| matcher.is_match(p)) {
-            let shown = relative
-                .first()
-                .filter(|r| !r.as_os_str().is_empty())
-                .unwrap_or(hit);
-            return Ok(Some(Concern::ProtectedPath {
-                path: shown.display().to_string(),
-                glob: glob.clone(),
-            }));
+            .with_context(|| format!("[hook] protected_paths: {glob:?}"))?;
+        sets[set].0.add(g);
+        sets[set].1.push(i);
+    }
+    let mut first: Option<(usize, &PathBuf)> = None;
+    for ((builder, index), against) in sets.iter().zip([&names, &relative, &absolute]) {
+        if index.is_empty() {
+            continue;
+        }
+        let set = builder.build().context("[hook] protected_paths")?;
+        for path in against.iter() {
+            if let Some(&m) = set.matches(path).iter().min() {
+                let glob = index[m];
+                if first.is_none_or(|(g, _)| glob < g) {
+                    first = Some((glob, path));
+                }
+            }
         }
     }
-    Ok(None)
+    Ok(first.map(|(glob, hit)| {
+        let shown = relative
+            .first()
+            .filter(|r| !r.as_os_str().is_empty())
+            .unwrap_or(hit);
+        Concern::ProtectedPath {
+            path: shown.display().to_string(),
+            glob: globs[glob].clone(),
+        }
+    }))
 }
 
 /// `path` with `.`, `..` and doubled slashes worked out, without touching the disk.
