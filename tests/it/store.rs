@@ -340,7 +340,12 @@ async fn remote_requests_events_idempotency_and_settles_on_both_backends() {
             pending[0].0.id, id,
             "{name}: the request takes its event's id"
         );
-        assert_eq!(pending[0].1.to_string(), id, "{name}: with its event id");
+        assert_eq!(
+            pending[0].1,
+            hitl::protocol::Origin::Http,
+            "{name}: with its origin"
+        );
+        assert_eq!(pending[0].2.to_string(), id, "{name}: with its event id");
         assert_eq!(pending[0].0.content, "Why?");
 
         // The first settle wins; the second changes nothing.
