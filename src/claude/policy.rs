@@ -109,23 +109,65 @@ fn dangerous_command(patterns: &[String], command: &str) -> Result<Option<Concer
     if patterns.is_empty() {
         return Ok(None);
     }
-    // ASCII classes (`\s`, `\b`, `\w`): compiling Unicode's tables costs a
-    // millisecond, on every Bash call of every session, and shell syntax is ASCII.
-    let set = regex::bytes::RegexSetBuilder::new(patterns)
-        .unicode(false)
-        .build()
-        .context("[hook] dangerous_commands")?;
+    // regex-lite: compiling costs microseconds where the full engine's automata cost
+    // a millisecond, on every Bash call of every session; a command is short, and
+    // its classes (`\s`, `\b`) ASCII. A pattern anchored to a command's first word
+    // (`^rm\s…`) is compiled only for a command starting with that word.
     let mut parts = vec![command.trim().to_string()];
     parts.extend(split_command(command));
+    let mut compiled: Vec<Option<regex_lite::Regex>> = vec![None; patterns.len()];
     for part in parts {
-        if let Some(i) = set.matches(part.as_bytes()).iter().next() {
-            return Ok(Some(Concern::DangerousCommand {
-                part,
-                pattern: patterns[i].clone(),
-            }));
+        for (i, pattern) in patterns.iter().enumerate() {
+            if let Some(word) = required_start(pattern)
+                && !part.starts_with(word)
+            {
+                continue;
+            }
+            if compiled[i].is_none() {
+                compiled[i] = Some(
+                    regex_lite::Regex::new(pattern)
+                        .with_context(|| format!("[hook] dangerous_commands: {pattern:?}"))?,
+                );
+            }
+            if compiled[i].as_ref().is_some_and(|r| r.is_match(&part)) {
+                return Ok(Some(Concern::DangerousCommand {
+                    part,
+                    pattern: pattern.clone(),
+                }));
+            }
         }
     }
     Ok(None)
+}
+
+/// The word every match of `pattern` starts with, when it is anchored (`^rm\s…`
+/// gives `rm`): letters, digits, `_`, `-` and `.` after `^`, without one a
+/// quantifier follows. `None` for anything less plain (an alternation at the top,
+/// a group or class first, flags).
+fn required_start(pattern: &str) -> Option<&str> {
+    let body = pattern.strip_prefix('^')?;
+    let (mut depth, mut escaped, mut in_class) = (0i32, false, false);
+    for c in body.chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '[' if !in_class => in_class = true,
+            ']' if in_class => in_class = false,
+            _ if in_class => {}
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            '|' if depth == 0 => return None,
+            _ => {}
+        }
+    }
+    let end = body
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        .unwrap_or(body.len());
+    let word = match body[end..].chars().next() {
+        Some('?' | '*' | '{') => &body[..end.saturating_sub(1)],
+        _ => &body[..end],
+    };
+    (!word.is_empty()).then_some(word)
 }
 
 /// The simple commands in a shell line: split on `;`, `&&`, `||`, `|`, `&` and
@@ -304,54 +346,100 @@ fn protected_path(globs: &[String], place: &Place, raw: &str) -> Result<Option<C
         }
         absolute.push(path.clone());
     }
-    // Three sets, each built once (one compile per set, not per glob): globs
-    // without `/` against file names, the rest against paths from the project's
-    // root, absolute and `~/` ones against absolute paths.
-    let mut sets: [(globset::GlobSetBuilder, Vec<usize>); 3] =
-        std::array::from_fn(|_| (globset::GlobSetBuilder::new(), Vec::new()));
-    for (i, glob) in globs.iter().enumerate() {
-        let (pattern, set) = if let Some(rest) = glob.strip_prefix("~/") {
+    // globset reads the globs; regex-lite runs them: its compile costs microseconds
+    // where the full engine's automata cost a millisecond, on every file write of
+    // every session. Globs without `/` match file names, the rest paths from the
+    // project's root, absolute and `~/` ones absolute paths.
+    for glob in globs {
+        let (pattern, against): (String, &[PathBuf]) = if let Some(rest) = glob.strip_prefix("~/") {
             let Some(home) = &place.home else { continue };
-            (format!("{}/{rest}", home.display()), 2)
+            (format!("{}/{rest}", home.display()), &absolute)
         } else if glob.starts_with('/') {
-            (glob.clone(), 2)
+            (glob.clone(), &absolute)
         } else if glob.contains('/') {
-            (glob.clone(), 1)
+            (glob.clone(), &relative)
         } else {
-            (glob.clone(), 0)
+            (glob.clone(), &names)
         };
-        let g = globset::GlobBuilder::new(&pattern)
-            .literal_separator(true)
-            .build()
-            .with_context(|| format!("[hook] protected_paths: {glob:?}"))?;
-        sets[set].0.add(g);
-        sets[set].1.push(i);
-    }
-    let mut first: Option<(usize, &PathBuf)> = None;
-    for ((builder, index), against) in sets.iter().zip([&names, &relative, &absolute]) {
-        if index.is_empty() {
+        // Most writes are to ordinary files: a path lacking the glob's one piece of
+        // literal text cannot match, and needs no matcher compiled.
+        let texts: Vec<std::borrow::Cow<str>> =
+            against.iter().map(|p| p.to_string_lossy()).collect();
+        if let Some(literal) = required_text(&pattern)
+            && !texts.iter().any(|t| t.contains(literal.as_str()))
+        {
             continue;
         }
-        let set = builder.build().context("[hook] protected_paths")?;
-        for path in against.iter() {
-            if let Some(&m) = set.matches(path).iter().min() {
-                let glob = index[m];
-                if first.is_none_or(|(g, _)| glob < g) {
-                    first = Some((glob, path));
-                }
-            }
+        let matcher =
+            glob_matcher(&pattern).with_context(|| format!("[hook] protected_paths: {glob:?}"))?;
+        if let Some(hit) = against
+            .iter()
+            .find(|p| matcher.is_match(&p.to_string_lossy()))
+        {
+            let shown = relative
+                .first()
+                .filter(|r| !r.as_os_str().is_empty())
+                .unwrap_or(hit);
+            return Ok(Some(Concern::ProtectedPath {
+                path: shown.display().to_string(),
+                glob: glob.clone(),
+            }));
         }
     }
-    Ok(first.map(|(glob, hit)| {
-        let shown = relative
-            .first()
-            .filter(|r| !r.as_os_str().is_empty())
-            .unwrap_or(hit);
-        Concern::ProtectedPath {
-            path: shown.display().to_string(),
-            glob: globs[glob].clone(),
+    Ok(None)
+}
+
+/// The longest run of plain text that every match of `glob` contains (`None` when
+/// the glob has braces or escapes, whose text is not plain). `**` with its slashes
+/// can match nothing at all, so they are not part of any run.
+fn required_text(glob: &str) -> Option<String> {
+    if glob.contains(['{', '\\']) {
+        return None;
+    }
+    let glob = glob
+        .replace("/**/", "*")
+        .replace("**/", "*")
+        .replace("/**", "*");
+    let mut best = "";
+    let mut rest = glob.as_str();
+    while !rest.is_empty() {
+        let end = rest.find(['*', '?', '[']).unwrap_or(rest.len());
+        if end > best.len() {
+            best = &rest[..end];
         }
-    }))
+        rest = &rest[end..];
+        rest = match rest.chars().next() {
+            // A class: up to its closing bracket (one right after `[` or `[!` is
+            // part of the class).
+            Some('[') => {
+                let skip = if rest[1..].starts_with(['!', '^']) {
+                    2
+                } else {
+                    1
+                };
+                match rest.get(skip + 1..).and_then(|r| r.find(']')) {
+                    Some(i) => &rest[skip + 1 + i + 1..],
+                    None => return None,
+                }
+            }
+            Some(c) => &rest[c.len_utf8()..],
+            None => rest,
+        };
+    }
+    (!best.is_empty()).then(|| best.to_string())
+}
+
+/// A glob (globset's syntax, `*` not crossing `/`) as a regex-lite matcher.
+fn glob_matcher(glob: &str) -> Result<regex_lite::Regex> {
+    let g = globset::GlobBuilder::new(glob)
+        .literal_separator(true)
+        .build()?;
+    // globset's regex asks for bytes mode (`(?-u)`); regex-lite has no Unicode mode
+    // to leave.
+    let re = g.regex();
+    Ok(regex_lite::Regex::new(
+        re.strip_prefix("(?-u)").unwrap_or(re),
+    )?)
 }
 
 /// `path` with `.`, `..` and doubled slashes worked out, without touching the disk.
@@ -564,6 +652,89 @@ mod tests {
             concern(&s, &p, "AskUserQuestion", &json!({})).unwrap(),
             Some(Concern::DecisionTool)
         );
+    }
+
+    #[test]
+    fn globs_match_as_globset_matches_them() {
+        let paths = [
+            ".env",
+            ".env.local",
+            "prod.env",
+            "environment.ts",
+            "package.json",
+            "sub/package.json",
+            "a/b/settings.json",
+            "vite.config.ts",
+            "config.ts",
+            "CLAUDE.md",
+            "docs/CLAUDE.md",
+            ".claude/settings.json",
+            "x/.claude/y",
+            "docker-compose.dev.yml",
+            "a/Dockerfile.prod",
+            ".gitlab-ci.yml",
+            ".github/workflows/ci.yml",
+            "a/.github/x",
+            ".git/config",
+            ".helpers/answers/a.json",
+            "key.pem",
+            "id_rsa.pub",
+            "/etc/passwd",
+            "/etc",
+            "src/main.rs",
+            "a[b].txt",
+        ];
+        let mut globs: Vec<String> = crate::config::DEFAULT_PROTECTED_PATHS
+            .iter()
+            .filter(|g| !g.starts_with('~'))
+            .map(|g| g.to_string())
+            .collect();
+        globs.extend(
+            [
+                "[ab]*.rs",
+                "src/[!x]ain.rs",
+                "a?b*",
+                "**/x/**",
+                "*.{yml,json}",
+            ]
+            .map(String::from),
+        );
+        for glob in &globs {
+            let ours = glob_matcher(glob).unwrap();
+            let theirs = globset::GlobBuilder::new(glob)
+                .literal_separator(true)
+                .build()
+                .unwrap()
+                .compile_matcher();
+            for path in paths {
+                let want = theirs.is_match(path);
+                assert_eq!(ours.is_match(path), want, "{glob} on {path}");
+                if want && let Some(text) = required_text(glob) {
+                    assert!(
+                        path.contains(text.as_str()),
+                        "{glob} needs {text:?} but matched {path}"
+                    );
+                }
+            }
+        }
+        assert_eq!(required_text("**/package.json").unwrap(), "package.json");
+        assert_eq!(required_text("**/*.config.*").unwrap(), ".config.");
+        assert_eq!(required_text("[ab]*.rs").unwrap(), ".rs");
+        assert_eq!(required_text("a/**/b").unwrap(), "a");
+        assert_eq!(required_text("*.{yml,json}"), None);
+    }
+
+    #[test]
+    fn anchored_patterns_name_their_first_word() {
+        assert_eq!(required_start(r"^rm\s+-rf"), Some("rm"));
+        assert_eq!(required_start(r"^mkfs(\.|\s)"), Some("mkfs"));
+        assert_eq!(required_start(r"^git\s+push"), Some("git"));
+        assert_eq!(required_start(r"^rms?\b"), Some("rm"));
+        assert_eq!(required_start(r"^rm|curl"), None);
+        assert_eq!(required_start(r"^(DROP|TRUNCATE)\s"), None);
+        assert_eq!(required_start(r"curl.*\|\s*sh"), None);
+        assert_eq!(required_start(r"^[r]m"), None);
+        assert_eq!(required_start(r"^rm[|]x"), Some("rm"));
     }
 
     #[test]
