@@ -33,6 +33,13 @@ enum Command {
         /// Replace files that were edited since they were generated.
         #[arg(long)]
         force: bool,
+        /// Also merge hitl's hooks (PreToolUse, PermissionRequest) into
+        /// .claude/settings.json, keeping everything already there.
+        #[arg(long)]
+        claude: bool,
+        /// With --claude: take hitl's hooks out again, and change nothing else.
+        #[arg(long, requires = "claude")]
+        remove: bool,
     },
     /// Run the broker: watch each project's .helpers/ and answer through a UI.
     Listen(ListenOptions),
@@ -148,7 +155,19 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Init { dir, force } => hitl::cmd::init::run(dir, force)?,
+        Command::Init {
+            dir,
+            force,
+            claude,
+            remove,
+        } => {
+            let claude = match (claude, remove) {
+                (false, _) => hitl::cmd::init::Claude::No,
+                (true, false) => hitl::cmd::init::Claude::Install,
+                (true, true) => hitl::cmd::init::Claude::Remove,
+            };
+            hitl::cmd::init::run(dir, force, claude)?
+        }
         Command::Listen(opts) => {
             hitl::cmd::listen::unblock_stop_signals()?;
             runtime()?.block_on(hitl::cmd::listen::run(opts))?

@@ -3,3 +3,4 @@
 
 pub mod hook;
 pub mod policy;
+pub mod settings;

@@ -43,12 +43,26 @@ fn place(path: &Path, content: &str, mode: u32, force: bool) -> Result<Outcome> 
     Ok(outcome)
 }
 
+/// What `hitl init` does besides laying out the project.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claude {
+    /// Nothing for Claude Code.
+    No,
+    /// Merge hitl's hooks into `.claude/settings.json`.
+    Install,
+    /// Take them out again (and nothing else).
+    Remove,
+}
+
 /// Initialises the project at `dir` (default: the current folder).
-pub fn run(dir: Option<PathBuf>, force: bool) -> Result<()> {
+pub fn run(dir: Option<PathBuf>, force: bool, claude: Claude) -> Result<()> {
     let dir = match dir {
         Some(d) => d,
         None => std::env::current_dir().context("reading the current folder")?,
     };
+    if claude == Claude::Remove {
+        return claude_hooks(&dir, false);
+    }
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let dir = fs::canonicalize(&dir).with_context(|| format!("resolving {}", dir.display()))?;
     let spool = Spool::new(&dir);
@@ -72,10 +86,65 @@ pub fn run(dir: Option<PathBuf>, force: bool) -> Result<()> {
             }
         }
     }
+    if claude == Claude::Install {
+        claude_hooks(&dir, true)?;
+    }
     eprintln!(
         "hitl: {} is ready. Start the broker with `hitl listen`; agents ask with \
          `hitl ask \"…\"` or scripts/ask-human.sh.",
         dir.display()
     );
     Ok(())
+}
+
+/// Merges hitl's hooks into `dir/.claude/settings.json` (or takes them out), keeping
+/// everything else there. Claude Code waits for them longer than hitl waits for the
+/// human: a hook it times out lets the call through.
+fn claude_hooks(dir: &Path, install: bool) -> Result<()> {
+    use crate::claude::settings;
+    let path = dir.join(".claude/settings.json");
+    let mut s = settings::read(&path)?;
+    let changed = if install {
+        let hook = crate::config::load(
+            &crate::config::Paths::from_env(),
+            Some(&Spool::new(dir).config_file()),
+        )?
+        .hook;
+        let longest = hook.timeouts.values().copied().chain([hook.timeout]);
+        // 0 waits for ever: a day stands for it.
+        let longest = longest.map(|t| if t == 0 { 86_400 } else { t }).max();
+        let timeout = longest.unwrap_or(hook.timeout) + settings::TIMEOUT_MARGIN;
+        settings::install(&mut s, &hitl_program(), timeout)
+            .with_context(|| format!("merging hitl's hooks into {}", path.display()))?
+    } else {
+        settings::remove(&mut s)
+    };
+    if changed {
+        settings::write(&path, &s)?;
+    }
+    let events: Vec<&str> = settings::HOOKED_EVENTS.iter().map(|(e, _)| *e).collect();
+    match (install, changed) {
+        (true, true) => eprintln!("hooked   .claude/settings.json ({})", events.join(", ")),
+        (true, false) => eprintln!("ok       .claude/settings.json (hooks in place)"),
+        (false, true) => eprintln!("removed  hitl's hooks from .claude/settings.json"),
+        (false, false) => eprintln!("ok       .claude/settings.json (no hooks of hitl's)"),
+    }
+    Ok(())
+}
+
+/// How the hooks name hitl: `hitl` when that is this binary on the PATH (a settings
+/// file shared in a repository then works on every machine), else its full path.
+fn hitl_program() -> String {
+    let me = std::env::current_exe().and_then(fs::canonicalize).ok();
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("hitl"))
+            .find(|p| p.is_file())
+            .and_then(|p| fs::canonicalize(p).ok())
+    });
+    match (me, on_path) {
+        (Some(me), Some(found)) if me == found => "hitl".to_string(),
+        (Some(me), _) => me.display().to_string(),
+        (None, _) => "hitl".to_string(),
+    }
 }

@@ -276,3 +276,76 @@ fn unanswered_in_time_follows_the_policy() {
     assert_eq!(verdict, "ask", "{got}");
     assert!(reason.contains("no answer in time"), "{reason}");
 }
+
+#[test]
+fn init_claude_merges_the_hooks_that_then_run_and_remove_takes_them_out() {
+    let p = Project::new();
+    let settings = p.dir.join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    let theirs = json!({
+        "permissions": { "allow": ["Bash(npm test)"] },
+        "hooks": { "PreToolUse": [ { "matcher": "Bash",
+            "hooks": [ { "type": "command", "command": "./mine.sh" } ] } ] }
+    });
+    std::fs::write(&settings, serde_json::to_string(&theirs).unwrap()).unwrap();
+    for _ in 0..2 {
+        let out = p.run(&["init", "--claude"]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let merged: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert_eq!(merged["permissions"], theirs["permissions"]);
+    let pre = merged["hooks"]["PreToolUse"].as_array().unwrap();
+    assert_eq!(pre.len(), 2, "installed once: {merged:#}");
+    let ours = &pre[1]["hooks"][0];
+    // Longer than hitl's longest wait (AskUserQuestion's 300 s by default).
+    assert!(ours["timeout"].as_u64().unwrap() > 300, "{ours}");
+
+    // The command as Claude Code runs it: through a shell, the hook JSON on stdin.
+    let command = ours["command"].as_str().unwrap();
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", command])
+        .current_dir(&p.dir)
+        .env("HITL_HOME", &p.home)
+        .env("CLAUDE_PROJECT_DIR", &p.dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = pre_tool_use(&p, "Bash", json!({ "command": "rm -rf ~" }));
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let got = finish(wait_output(child, Duration::from_secs(30))).unwrap();
+    assert_eq!(decision(&got).0, "deny", "no listener: danger denied");
+
+    let out = p.run(&["init", "--claude", "--remove"]);
+    assert!(out.status.success(), "{out:?}");
+    let back: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert_eq!(back, theirs);
+
+    // A project that had no settings file has none again.
+    std::fs::remove_file(&settings).unwrap();
+    assert!(p.run(&["init", "--claude"]).status.success());
+    assert!(settings.exists());
+    assert!(p.run(&["init", "--claude", "--remove"]).status.success());
+    assert!(!settings.exists());
+}
+
+#[test]
+fn init_claude_refuses_a_settings_file_that_is_not_json() {
+    let p = Project::new();
+    let settings = p.dir.join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, "{ \"hooks\": ").unwrap();
+    let out = p.run(&["init", "--claude"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not valid JSON"),
+        "{out:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), "{ \"hooks\": ");
+}

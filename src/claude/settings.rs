@@ -1,0 +1,218 @@
+//! `hitl init --claude`: hitl's hooks merged into a project's `.claude/settings.json`,
+//! everything already there kept, and taken out again with `--remove`.
+//!
+//! A handler is hitl's when it is a command whose program is named `hitl` and whose
+//! first argument is `hook`: nothing is added to Claude Code's format to mark it.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Map, Value, json};
+
+/// The events hitl's hook decides on, as Claude Code names them, and as `hitl hook`
+/// takes them.
+pub const HOOKED_EVENTS: &[(&str, &str)] = &[
+    ("PreToolUse", "pre-tool-use"),
+    ("PermissionRequest", "permission-request"),
+];
+
+/// Seconds Claude Code waits for the hook beyond hitl's own longest wait: a hook it
+/// times out lets the call through, so it must never time out first.
+pub const TIMEOUT_MARGIN: u64 = 60;
+
+/// Whether `handler` is one of hitl's.
+fn is_ours(handler: &Value) -> bool {
+    let Some(command) = handler.get("command").and_then(Value::as_str) else {
+        return false;
+    };
+    let mut words = command.split_whitespace();
+    let program = words.next().unwrap_or("").trim_matches(['"', '\'']);
+    let program = program.rsplit('/').next().unwrap_or(program);
+    program == "hitl" && words.next() == Some("hook")
+}
+
+/// Adds (or brings up to date) hitl's hook for every event of [`HOOKED_EVENTS`]:
+/// `program hook EVENT` with `timeout` seconds. True if anything changed.
+pub fn install(settings: &mut Value, program: &str, timeout: u64) -> Result<bool> {
+    let before = settings.clone();
+    let Some(root) = settings.as_object_mut() else {
+        bail!("the settings are not a JSON object");
+    };
+    let hooks = root.entry("hooks").or_insert_with(|| json!({}));
+    let Some(hooks) = hooks.as_object_mut() else {
+        bail!("\"hooks\" is not a JSON object");
+    };
+    for (event, arg) in HOOKED_EVENTS {
+        let handler = json!({
+            "type": "command",
+            "command": format!("{program} hook {arg}"),
+            "timeout": timeout,
+        });
+        let groups = hooks.entry(*event).or_insert_with(|| json!([]));
+        let Some(groups) = groups.as_array_mut() else {
+            bail!("\"hooks\".\"{event}\" is not a JSON array");
+        };
+        let mut found = false;
+        for group in groups.iter_mut() {
+            if let Some(list) = group.get_mut("hooks").and_then(Value::as_array_mut) {
+                for h in list.iter_mut().filter(|h| is_ours(h)) {
+                    *h = handler.clone();
+                    found = true;
+                }
+            }
+        }
+        if !found {
+            groups.push(json!({ "hooks": [handler] }));
+        }
+    }
+    Ok(*settings != before)
+}
+
+/// Takes out every handler of hitl's, and the groups and events left empty by it.
+/// True if anything changed.
+pub fn remove(settings: &mut Value) -> bool {
+    let Some(hooks) = settings.get_mut("hooks").and_then(Value::as_object_mut) else {
+        return false;
+    };
+    let mut changed = false;
+    let mut emptied_events = Vec::new();
+    for (event, groups) in hooks.iter_mut() {
+        let Some(list) = groups.as_array_mut() else {
+            continue;
+        };
+        list.retain_mut(|group| {
+            let Some(handlers) = group.get_mut("hooks").and_then(Value::as_array_mut) else {
+                return true;
+            };
+            let n = handlers.len();
+            handlers.retain(|h| !is_ours(h));
+            if handlers.len() == n {
+                return true;
+            }
+            changed = true;
+            !handlers.is_empty()
+        });
+        if list.is_empty() {
+            emptied_events.push(event.clone());
+        }
+    }
+    if changed {
+        for e in emptied_events {
+            hooks.remove(&e);
+        }
+        if hooks.is_empty()
+            && let Some(root) = settings.as_object_mut()
+        {
+            root.remove("hooks");
+        }
+    }
+    changed
+}
+
+/// Reads `path` as a settings object (`{}` when it does not exist).
+pub fn read(path: &Path) -> Result<Value> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if text.trim().is_empty() => Ok(Value::Object(Map::new())),
+        Ok(text) => {
+            let v: Value = serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "{} is not valid JSON; fix it, then run this again",
+                    path.display()
+                )
+            })?;
+            if !v.is_object() {
+                bail!("{} does not hold a JSON object", path.display());
+            }
+            Ok(v)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Value::Object(Map::new())),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Writes `settings` to `path` atomically, pretty-printed; an empty object removes
+/// the file instead.
+pub fn write(path: &Path, settings: &Value) -> Result<()> {
+    if settings.as_object().is_some_and(Map::is_empty) {
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("removing {}", path.display()));
+            }
+            _ => return Ok(()),
+        }
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut text = serde_json::to_string_pretty(settings)?;
+    text.push('\n');
+    crate::spool::write_atomic(dir, path, text.as_bytes(), true)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn theirs() -> Value {
+        json!({
+            "permissions": { "allow": ["Bash(npm test)"] },
+            "hooks": {
+                "PreToolUse": [
+                    { "matcher": "Bash", "hooks": [
+                        { "type": "command", "command": "./block-rm.sh", "timeout": 30 } ] }
+                ],
+                "Stop": [ { "hooks": [ { "type": "command", "command": "notify-send done" } ] } ]
+            }
+        })
+    }
+
+    #[test]
+    fn install_keeps_everything_else_and_is_idempotent() {
+        let mut s = theirs();
+        assert!(install(&mut s, "hitl", 360).unwrap());
+        let once = s.clone();
+        assert!(
+            !install(&mut s, "hitl", 360).unwrap(),
+            "a second run changes nothing"
+        );
+        assert_eq!(s, once);
+        assert_eq!(s["permissions"], theirs()["permissions"]);
+        let pre = s["hooks"]["PreToolUse"].as_array().unwrap();
+        assert_eq!(pre.len(), 2);
+        assert_eq!(pre[0], theirs()["hooks"]["PreToolUse"][0]);
+        assert_eq!(
+            pre[1]["hooks"][0],
+            json!({ "type": "command", "command": "hitl hook pre-tool-use", "timeout": 360 })
+        );
+        assert_eq!(
+            s["hooks"]["PermissionRequest"][0]["hooks"][0]["command"],
+            "hitl hook permission-request"
+        );
+        // A new timeout updates hitl's handlers in place.
+        assert!(install(&mut s, "/opt/bin/hitl", 700).unwrap());
+        let pre = s["hooks"]["PreToolUse"].as_array().unwrap();
+        assert_eq!(pre.len(), 2);
+        assert_eq!(pre[1]["hooks"][0]["timeout"], 700);
+    }
+
+    #[test]
+    fn remove_undoes_exactly_what_install_added() {
+        let mut s = theirs();
+        install(&mut s, "hitl", 360).unwrap();
+        assert!(remove(&mut s));
+        assert_eq!(s, theirs());
+        assert!(!remove(&mut s), "nothing of hitl's is left");
+
+        let mut empty = json!({});
+        install(&mut empty, "hitl", 360).unwrap();
+        assert!(remove(&mut empty));
+        assert_eq!(empty, json!({}));
+    }
+
+    #[test]
+    fn a_settings_file_of_the_wrong_shape_is_refused() {
+        assert!(install(&mut json!([]), "hitl", 1).is_err());
+        assert!(install(&mut json!({ "hooks": [] }), "hitl", 1).is_err());
+        assert!(install(&mut json!({ "hooks": { "PreToolUse": {} } }), "hitl", 1).is_err());
+    }
+}
