@@ -104,15 +104,26 @@ pub fn decide(event: HookEvent, input: &Value) -> Result<Decision> {
     let tool_input = input.get("tool_input").cloned().unwrap_or(Value::Null);
     let place = place(input);
     let spool = Spool::find(&place.project).or_else(|| Spool::find(&place.cwd));
-    let settings = config::load(
+    // A policy that cannot be read must not let everything through unannounced:
+    // Claude Code's own prompt decides, and the user sees why.
+    let broken = |e: anyhow::Error| {
+        eprintln!("hitl hook: {e:#}");
+        Decision::Ask {
+            reason: format!("hitl's [hook] settings are broken ({e:#}); asking here instead"),
+        }
+    };
+    let settings = match config::load(
         &Paths::from_env(),
         spool.as_ref().map(|s| s.config_file()).as_deref(),
-    )?
-    .hook;
-    let concern = match (
-        event,
-        policy::concern(&settings, &place, tool, &tool_input)?,
     ) {
+        Ok(s) => s.hook,
+        Err(e) => return Ok(broken(e)),
+    };
+    let found = match policy::concern(&settings, &place, tool, &tool_input) {
+        Ok(found) => found,
+        Err(e) => return Ok(broken(e)),
+    };
+    let concern = match (event, found) {
         (_, Some(c)) => c,
         (HookEvent::PermissionRequest, None) if settings.permission_requests => Concern::Permission,
         _ => return Ok(Decision::NoOpinion),

@@ -79,6 +79,19 @@ pub struct Place {
     pub home: Option<PathBuf>,
 }
 
+/// Checks every pattern of the policy, as `hitl init --claude` and `hitl listen`
+/// do (a call compiles only the ones it needs, so a broken one could go unseen).
+pub fn validate(settings: &HookSettings) -> Result<()> {
+    for p in &settings.dangerous_commands {
+        regex_lite::Regex::new(p).with_context(|| format!("[hook] dangerous_commands: {p:?}"))?;
+    }
+    for g in &settings.protected_paths {
+        glob_matcher(g.strip_prefix("~/").unwrap_or(g))
+            .with_context(|| format!("[hook] protected_paths: {g:?}"))?;
+    }
+    Ok(())
+}
+
 /// What the policy says of a tool call: `None` when no rule names it.
 pub fn concern(
     settings: &HookSettings,

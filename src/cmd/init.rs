@@ -110,6 +110,7 @@ fn claude_hooks(dir: &Path, install: bool) -> Result<()> {
             Some(&Spool::new(dir).config_file()),
         )?
         .hook;
+        crate::claude::policy::validate(&hook)?;
         let longest = hook.timeouts.values().copied().chain([hook.timeout]);
         // 0 waits for ever: a day stands for it.
         let longest = longest.map(|t| if t == 0 { 86_400 } else { t }).max();

@@ -146,6 +146,13 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     }
     let paths = Paths::from_env();
     let settings = config::load(&paths, spools.first().map(|s| s.config_file()).as_deref())?;
+    // Hooks read the policy on each call; a broken one is said here, where someone
+    // is looking (the hook then leaves every call to Claude Code's own prompt).
+    if let Err(e) = crate::claude::policy::validate(&settings.hook) {
+        eprintln!(
+            "hitl: warning: {e:#}; `hitl hook` asks Claude Code's own prompt until it is fixed"
+        );
+    }
     let locks = spools
         .iter()
         .map(lock_project)

@@ -349,3 +349,40 @@ fn init_claude_refuses_a_settings_file_that_is_not_json() {
     );
     assert_eq!(std::fs::read_to_string(&settings).unwrap(), "{ \"hooks\": ");
 }
+
+#[test]
+fn broken_settings_leave_the_call_to_claude_codes_own_prompt() {
+    let p = Project::new();
+    std::fs::write(
+        p.helpers().join("config.toml"),
+        "[hook]\ndangerous_commands = [\"(\"]\n",
+    )
+    .unwrap();
+    let got = hook(
+        &p,
+        "pre-tool-use",
+        &pre_tool_use(&p, "Bash", json!({ "command": "ls" })),
+    )
+    .expect("a decision, not silence");
+    let (verdict, reason) = decision(&got);
+    assert_eq!(verdict, "ask");
+    assert!(reason.contains("dangerous_commands"), "{reason}");
+    // Installing the hooks says so and installs nothing.
+    let out = p.run(&["init", "--claude"]);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("dangerous_commands"),
+        "{out:?}"
+    );
+    assert!(!p.dir.join(".claude/settings.json").exists());
+    // A misspelt key too.
+    std::fs::write(p.helpers().join("config.toml"), "[hook]\ntimout = 3\n").unwrap();
+    let got = hook(&p, "pre-tool-use", &pre_tool_use(&p, "Read", json!({}))).unwrap();
+    assert_eq!(decision(&got).0, "ask");
+    // The permission dialog shows anyway: nothing to say there.
+    let permission = json!({
+        "session_id": "abc123", "cwd": p.dir, "hook_event_name": "PermissionRequest",
+        "tool_name": "Bash", "tool_input": { "command": "ls" },
+    });
+    assert_eq!(hook(&p, "permission-request", &permission), None);
+}
