@@ -153,7 +153,7 @@ pub fn decide(event: HookEvent, input: &Value) -> Result<Decision> {
             "no hitl listener with HTTP runs for this project",
         ));
     };
-    match ask(&url, &request) {
+    match ask(&spool, &url, &request) {
         Ok(Some(answer)) => Ok(from_answer(
             &answer,
             &concern,
@@ -268,8 +268,10 @@ fn approval_request(
 }
 
 /// Asks the listener at `url` and waits for the end. On SIGTERM or SIGINT (Claude
-/// Code giving up on the hook) the question is withdrawn.
-fn ask(url: &str, request: &Request) -> Result<Option<Answer>> {
+/// Code giving up on the hook) the question is withdrawn. The question is safe in
+/// the store once created: a listener that restarts meanwhile (perhaps on another
+/// port, found again through `.listener.json`) queues it again and is waited on.
+fn ask(spool: &Spool, url: &str, request: &Request) -> Result<Option<Answer>> {
     let mut servers = crate::client::Servers::new(url)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -283,13 +285,35 @@ fn ask(url: &str, request: &Request) -> Result<Option<Answer>> {
             .await?;
         let deadline = request.timeout.map(|t| now + Duration::from_secs(t + 30));
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            answer = servers.wait(&id, deadline) => answer,
-            _ = term.recv() => withdraw(&servers, request, &id).await,
-            _ = tokio::signal::ctrl_c() => withdraw(&servers, request, &id).await,
+        let mut url = url.to_string();
+        loop {
+            // Tries of a few seconds at a time, looking for the listener between them.
+            let attempt = tokio::time::Instant::now() + RELOCATE_EVERY;
+            let until = deadline.map_or(attempt, |d| d.min(attempt));
+            tokio::select! {
+                answer = servers.wait(&id, Some(until)) => match answer {
+                    Err(e) if crate::client::is_transient(&e)
+                        && deadline.is_none_or(|d| tokio::time::Instant::now() < d) =>
+                    {
+                        if let Some(now_at) = ListenerInfo::running(spool).and_then(|l| l.http)
+                            && now_at != url
+                        {
+                            servers = crate::client::Servers::new(&now_at)?;
+                            url = now_at;
+                        }
+                    }
+                    other => return other,
+                },
+                _ = term.recv() => return withdraw(&servers, request, &id).await,
+                _ = tokio::signal::ctrl_c() => return withdraw(&servers, request, &id).await,
+            }
         }
     })
 }
+
+/// How long the hook keeps trying one listener address before looking in
+/// `.listener.json` for a new one.
+const RELOCATE_EVERY: Duration = Duration::from_secs(3);
 
 async fn withdraw(
     servers: &crate::client::Servers,

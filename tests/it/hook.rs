@@ -386,3 +386,25 @@ fn broken_settings_leave_the_call_to_claude_codes_own_prompt() {
     });
     assert_eq!(hook(&p, "permission-request", &permission), None);
 }
+
+#[test]
+fn a_hook_question_outlives_its_listener_killed_and_restarted_elsewhere() {
+    let p = Project::new();
+    let listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let child = spawn_hook(
+        &p,
+        "pre-tool-use",
+        &pre_tool_use(&p, "Bash", json!({ "command": "git reset --hard HEAD~1" })),
+    );
+    let first = hook_question(&p);
+    listener.signal(nix::sys::signal::Signal::SIGKILL);
+    // Another port: the hook finds it through .listener.json.
+    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let again = hook_question(&p);
+    assert_eq!(again["id"], first["id"], "the same question, queued again");
+    assert_eq!(again["origin"], "hook");
+    let out = p.run(&["answer", again["id"].as_str().unwrap(), "--approve"]);
+    assert!(out.status.success(), "{out:?}");
+    let got = finish(wait_output(child, Duration::from_secs(30))).unwrap();
+    assert_eq!(decision(&got).0, "allow", "{got}");
+}
