@@ -63,6 +63,14 @@ fn pre_tool_use(p: &Project, tool: &str, input: Value) -> Value {
     })
 }
 
+/// A PermissionRequest for a Bash `command`, as Claude Code sends it (no tool_use_id).
+fn permission_request(p: &Project, command: &str) -> Value {
+    json!({
+        "session_id": "abc123", "cwd": p.dir, "hook_event_name": "PermissionRequest",
+        "tool_name": "Bash", "tool_input": { "command": command },
+    })
+}
+
 fn decision(out: &Value) -> (&str, &str) {
     let o = &out["hookSpecificOutput"];
     assert_eq!(o["hookEventName"], "PreToolUse", "{out}");
@@ -112,10 +120,7 @@ fn without_a_listener_danger_is_denied_and_the_rest_left_alone() {
         "{reason}"
     );
     // Not dangerous, only asked: Claude Code's own prompt decides.
-    let permission = json!({
-        "session_id": "abc123", "cwd": p.dir, "hook_event_name": "PermissionRequest",
-        "tool_name": "Bash", "tool_input": { "command": "npm test" },
-    });
+    let permission = permission_request(&p, "npm test");
     assert_eq!(hook(&p, "permission-request", &permission), None);
 }
 
@@ -213,13 +218,10 @@ fn a_dangerous_command_approved_elsewhere_is_allowed() {
 fn a_permission_request_is_answered_in_its_own_format() {
     let p = Project::new();
     let _listener = p.listen(&["--http", "127.0.0.1:0"]);
-    let input = json!({
-        "session_id": "abc123", "cwd": p.dir, "hook_event_name": "PermissionRequest",
-        "tool_name": "Bash", "tool_input": { "command": "npm install left-pad" },
-        "permission_suggestions": [{ "type": "addRules",
-            "rules": [{ "toolName": "Bash", "ruleContent": "npm install left-pad" }],
-            "behavior": "allow", "destination": "localSettings" }],
-    });
+    let mut input = permission_request(&p, "npm install left-pad");
+    input["permission_suggestions"] = json!([{ "type": "addRules",
+        "rules": [{ "toolName": "Bash", "ruleContent": "npm install left-pad" }],
+        "behavior": "allow", "destination": "localSettings" }]);
     let child = spawn_hook(&p, "permission-request", &input);
     let q = hook_question(&p);
     assert_eq!(q["type"], "permission", "{q:#}");
@@ -380,10 +382,7 @@ fn broken_settings_leave_the_call_to_claude_codes_own_prompt() {
     let got = hook(&p, "pre-tool-use", &pre_tool_use(&p, "Read", json!({}))).unwrap();
     assert_eq!(decision(&got).0, "ask");
     // The permission dialog shows anyway: nothing to say there.
-    let permission = json!({
-        "session_id": "abc123", "cwd": p.dir, "hook_event_name": "PermissionRequest",
-        "tool_name": "Bash", "tool_input": { "command": "ls" },
-    });
+    let permission = permission_request(&p, "ls");
     assert_eq!(hook(&p, "permission-request", &permission), None);
 }
 
