@@ -225,10 +225,18 @@ fn approval_request(
             _ => format!("use {tool}"),
         },
     };
-    let content = match concern {
+    let mut content = match concern {
         Concern::DecisionTool | Concern::Permission => format!("Allow Claude to {what}?"),
         c => format!("Allow Claude to {what}? ({})", c.describe()),
     };
+    // The plan itself is what the human approves: in the question, where every UI
+    // shows it line by line, not only in the context.
+    if tool == "ExitPlanMode"
+        && let Some(plan) = tool_input.get("plan").and_then(Value::as_str)
+    {
+        content.push_str("\n\n");
+        content.push_str(plan.trim_end());
+    }
     let mut context = json!({
         "tool_name": tool,
         "tool_input": tool_input,

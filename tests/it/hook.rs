@@ -407,3 +407,44 @@ fn a_hook_question_outlives_its_listener_killed_and_restarted_elsewhere() {
     let got = finish(wait_output(child, Duration::from_secs(30))).unwrap();
     assert_eq!(decision(&got).0, "allow", "{got}");
 }
+
+#[test]
+fn a_plan_is_shown_for_approval_and_a_denial_carries_the_comment_back() {
+    let p = Project::new();
+    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let plan = "# Plan\n\n1. Rename the module\n2. Update the callers\n";
+    let input = pre_tool_use(
+        &p,
+        "ExitPlanMode",
+        json!({ "plan": plan, "planFilePath": "/tmp/plan.md" }),
+    );
+
+    let child = spawn_hook(&p, "pre-tool-use", &input);
+    let q = hook_question(&p);
+    let content = q["content"].as_str().unwrap();
+    assert!(content.contains("1. Rename the module"), "{content}");
+    let out = p.run(&[
+        "answer",
+        q["id"].as_str().unwrap(),
+        "--deny",
+        "--comment",
+        "do step 2 first",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let got = finish(wait_output(child, Duration::from_secs(20))).unwrap();
+    let (verdict, reason) = decision(&got);
+    assert_eq!(verdict, "deny");
+    assert!(reason.contains("do step 2 first"), "{reason}");
+
+    // Approved: allowed with the input echoed, as Claude Code needs for ExitPlanMode.
+    let child = spawn_hook(&p, "pre-tool-use", &input);
+    let q = hook_question(&p);
+    let out = p.run(&["answer", q["id"].as_str().unwrap(), "--approve"]);
+    assert!(out.status.success(), "{out:?}");
+    let got = finish(wait_output(child, Duration::from_secs(20))).unwrap();
+    assert_eq!(decision(&got).0, "allow");
+    assert_eq!(
+        got["hookSpecificOutput"]["updatedInput"],
+        input["tool_input"]
+    );
+}
