@@ -138,7 +138,6 @@ pub fn decide(event: HookEvent, input: &Value) -> Result<Decision> {
     } else {
         settings.unanswered_other
     };
-    let request = approval_request(event, tool, &tool_input, &concern, input, &settings, &place);
     let Some(spool) = spool else {
         return Ok(when_unanswered(
             unanswered,
@@ -153,6 +152,8 @@ pub fn decide(event: HookEvent, input: &Value) -> Result<Decision> {
             "no hitl listener with HTTP runs for this project",
         ));
     };
+    // Only now: working out who asks walks the process tree.
+    let request = approval_request(event, tool, &tool_input, &concern, input, &settings, &place);
     match ask(&spool, &url, &request) {
         Ok(Some(answer)) => Ok(from_answer(
             &answer,

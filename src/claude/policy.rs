@@ -293,22 +293,24 @@ fn balanced(chars: &[char], start: usize) -> (String, usize) {
 fn push_command(current: &mut String, out: &mut Vec<String>, depth: usize) {
     let command = std::mem::take(current);
     let mut words: &str = command.trim();
+    // Variable assignments and wrappers in front (with the wrappers' flags, as in
+    // `sudo -E rm …`) go; the command they run stays.
+    let mut after_wrapper = false;
     loop {
         let (first, rest) = words.split_once(char::is_whitespace).unwrap_or((words, ""));
-        let is_assignment = first.contains('=')
-            && first.split('=').next().is_some_and(|n| {
-                !n.is_empty() && n.chars().all(|c| c.is_alphanumeric() || c == '_')
-            });
-        let is_wrapper =
-            matches!(
-                first,
-                "sudo" | "env" | "command" | "exec" | "nohup" | "time"
-            ) || (first.starts_with('-') && !rest.is_empty() && words != command.trim());
-        if (is_assignment || is_wrapper) && !rest.trim().is_empty() {
-            words = rest.trim_start();
-        } else {
+        let is_assignment = first.split_once('=').is_some_and(|(name, _)| {
+            !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_')
+        });
+        let is_wrapper = matches!(
+            first,
+            "sudo" | "env" | "command" | "exec" | "nohup" | "time"
+        );
+        let is_wrapper_flag = after_wrapper && first.starts_with('-');
+        if !(is_assignment || is_wrapper || is_wrapper_flag) || rest.trim().is_empty() {
             break;
         }
+        after_wrapper = is_wrapper || is_wrapper_flag;
+        words = rest.trim_start();
     }
     if words.is_empty() {
         return;
@@ -344,27 +346,28 @@ fn protected_path(globs: &[String], place: &Place, raw: &str) -> Result<Option<C
     }
     let literal = normalise(&place.cwd.join(raw));
     let resolved = resolve(&literal);
-    let project = resolve(&normalise(&place.project));
-    let mut names = Vec::new();
-    let mut relative = Vec::new();
-    let mut absolute = Vec::new();
+    let project = normalise(&place.project);
+    let roots = [resolve(&project), project];
+    // The candidates, as text once: file names, paths from the project's root,
+    // absolute paths; each as written and as it resolves.
+    let (mut names, mut relative, mut absolute) = (Vec::new(), Vec::new(), Vec::new());
     for path in [&literal, &resolved] {
         if let Some(name) = path.file_name() {
-            names.push(PathBuf::from(name));
+            names.push(name.to_string_lossy().into_owned());
         }
-        for root in [&project, &normalise(&place.project)] {
+        for root in &roots {
             if let Ok(rel) = path.strip_prefix(root) {
-                relative.push(rel.to_path_buf());
+                relative.push(rel.to_string_lossy().into_owned());
             }
         }
-        absolute.push(path.clone());
+        absolute.push(path.to_string_lossy().into_owned());
     }
     // globset reads the globs; regex-lite runs them: its compile costs microseconds
     // where the full engine's automata cost a millisecond, on every file write of
     // every session. Globs without `/` match file names, the rest paths from the
     // project's root, absolute and `~/` ones absolute paths.
     for glob in globs {
-        let (pattern, against): (String, &[PathBuf]) = if let Some(rest) = glob.strip_prefix("~/") {
+        let (pattern, against) = if let Some(rest) = glob.strip_prefix("~/") {
             let Some(home) = &place.home else { continue };
             (format!("{}/{rest}", home.display()), &absolute)
         } else if glob.starts_with('/') {
@@ -376,25 +379,17 @@ fn protected_path(globs: &[String], place: &Place, raw: &str) -> Result<Option<C
         };
         // Most writes are to ordinary files: a path lacking the glob's one piece of
         // literal text cannot match, and needs no matcher compiled.
-        let texts: Vec<std::borrow::Cow<str>> =
-            against.iter().map(|p| p.to_string_lossy()).collect();
         if let Some(literal) = required_text(&pattern)
-            && !texts.iter().any(|t| t.contains(literal.as_str()))
+            && !against.iter().any(|t| t.contains(literal.as_str()))
         {
             continue;
         }
         let matcher =
             glob_matcher(&pattern).with_context(|| format!("[hook] protected_paths: {glob:?}"))?;
-        if let Some(hit) = against
-            .iter()
-            .find(|p| matcher.is_match(&p.to_string_lossy()))
-        {
-            let shown = relative
-                .first()
-                .filter(|r| !r.as_os_str().is_empty())
-                .unwrap_or(hit);
+        if let Some(hit) = against.iter().find(|p| matcher.is_match(p)) {
+            let shown = relative.first().filter(|r| !r.is_empty()).unwrap_or(hit);
             return Ok(Some(Concern::ProtectedPath {
-                path: shown.display().to_string(),
+                path: shown.clone(),
                 glob: glob.clone(),
             }));
         }

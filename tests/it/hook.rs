@@ -151,6 +151,16 @@ fn hook_question(p: &Project) -> Value {
     pending.into_iter().next().unwrap()
 }
 
+/// Answers `q` with `hitl answer ID ARGS…` from another process, then reads the
+/// hook's decision.
+fn answer_and_read(p: &Project, child: Child, q: &Value, args: &[&str]) -> Value {
+    let mut all = vec!["answer", q["id"].as_str().unwrap()];
+    all.extend_from_slice(args);
+    let out = p.run(&all);
+    assert!(out.status.success(), "{out:?}");
+    finish(wait_output(child, Duration::from_secs(30))).expect("a decision")
+}
+
 #[test]
 fn a_protected_write_is_asked_and_a_denial_comes_back_with_its_comment() {
     let p = Project::new();
@@ -173,15 +183,7 @@ fn a_protected_write_is_asked_and_a_denial_comes_back_with_its_comment() {
         content.contains(".env") && content.contains("protected"),
         "{content}"
     );
-    let out = p.run(&[
-        "answer",
-        q["id"].as_str().unwrap(),
-        "--deny",
-        "--comment",
-        "keep secrets out",
-    ]);
-    assert!(out.status.success(), "{out:?}");
-    let got = finish(wait_output(child, Duration::from_secs(20))).unwrap();
+    let got = answer_and_read(&p, child, &q, &["--deny", "--comment", "keep secrets out"]);
     let (verdict, reason) = decision(&got);
     assert_eq!(verdict, "deny");
     assert!(reason.contains("keep secrets out"), "{reason}");
@@ -202,9 +204,7 @@ fn a_dangerous_command_approved_elsewhere_is_allowed() {
     );
     let q = hook_question(&p);
     assert_eq!(q["origin"], "hook");
-    let out = p.run(&["answer", q["id"].as_str().unwrap(), "--approve"]);
-    assert!(out.status.success(), "{out:?}");
-    let got = finish(wait_output(child, Duration::from_secs(20))).unwrap();
+    let got = answer_and_read(&p, child, &q, &["--approve"]);
     assert_eq!(decision(&got).0, "allow");
     // History has it, with its origin.
     let history = p.history();
@@ -225,9 +225,7 @@ fn a_permission_request_is_answered_in_its_own_format() {
     let child = spawn_hook(&p, "permission-request", &input);
     let q = hook_question(&p);
     assert_eq!(q["type"], "permission", "{q:#}");
-    let out = p.run(&["answer", q["id"].as_str().unwrap(), "--approve"]);
-    assert!(out.status.success(), "{out:?}");
-    let got = finish(wait_output(child, Duration::from_secs(20))).unwrap();
+    let got = answer_and_read(&p, child, &q, &["--approve"]);
     assert_eq!(
         got,
         json!({ "hookSpecificOutput": { "hookEventName": "PermissionRequest",
@@ -236,15 +234,7 @@ fn a_permission_request_is_answered_in_its_own_format() {
 
     let child = spawn_hook(&p, "permission-request", &input);
     let q = hook_question(&p);
-    let out = p.run(&[
-        "answer",
-        q["id"].as_str().unwrap(),
-        "--deny",
-        "--comment",
-        "not now",
-    ]);
-    assert!(out.status.success(), "{out:?}");
-    let got = finish(wait_output(child, Duration::from_secs(20))).unwrap();
+    let got = answer_and_read(&p, child, &q, &["--deny", "--comment", "not now"]);
     assert_eq!(got["hookSpecificOutput"]["decision"]["behavior"], "deny");
     assert!(
         got["hookSpecificOutput"]["decision"]["message"]
@@ -402,9 +392,7 @@ fn a_hook_question_outlives_its_listener_killed_and_restarted_elsewhere() {
     let again = hook_question(&p);
     assert_eq!(again["id"], first["id"], "the same question, queued again");
     assert_eq!(again["origin"], "hook");
-    let out = p.run(&["answer", again["id"].as_str().unwrap(), "--approve"]);
-    assert!(out.status.success(), "{out:?}");
-    let got = finish(wait_output(child, Duration::from_secs(30))).unwrap();
+    let got = answer_and_read(&p, child, &again, &["--approve"]);
     assert_eq!(decision(&got).0, "allow", "{got}");
 }
 
@@ -423,15 +411,7 @@ fn a_plan_is_shown_for_approval_and_a_denial_carries_the_comment_back() {
     let q = hook_question(&p);
     let content = q["content"].as_str().unwrap();
     assert!(content.contains("1. Rename the module"), "{content}");
-    let out = p.run(&[
-        "answer",
-        q["id"].as_str().unwrap(),
-        "--deny",
-        "--comment",
-        "do step 2 first",
-    ]);
-    assert!(out.status.success(), "{out:?}");
-    let got = finish(wait_output(child, Duration::from_secs(20))).unwrap();
+    let got = answer_and_read(&p, child, &q, &["--deny", "--comment", "do step 2 first"]);
     let (verdict, reason) = decision(&got);
     assert_eq!(verdict, "deny");
     assert!(reason.contains("do step 2 first"), "{reason}");
@@ -439,9 +419,7 @@ fn a_plan_is_shown_for_approval_and_a_denial_carries_the_comment_back() {
     // Approved: allowed with the input echoed, as Claude Code needs for ExitPlanMode.
     let child = spawn_hook(&p, "pre-tool-use", &input);
     let q = hook_question(&p);
-    let out = p.run(&["answer", q["id"].as_str().unwrap(), "--approve"]);
-    assert!(out.status.success(), "{out:?}");
-    let got = finish(wait_output(child, Duration::from_secs(20))).unwrap();
+    let got = answer_and_read(&p, child, &q, &["--approve"]);
     assert_eq!(decision(&got).0, "allow");
     assert_eq!(
         got["hookSpecificOutput"]["updatedInput"],
