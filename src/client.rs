@@ -20,6 +20,7 @@ use crate::{
     api::{CreateRequest, RequestView, RespondBody, Responded},
     config::Paths,
     protocol::{Answer, Origin, Reply, Request, Status},
+    spool::{ListenerInfo, Spool},
 };
 
 /// Longest single long poll; the loop asks again until the request ends.
@@ -248,16 +249,23 @@ impl Servers {
     /// Runs `call` on the current server, and after a transient failure on the next
     /// one, with backoff, until it succeeds, fails for good, or `deadline` passes
     /// (then the last error is returned).
-    async fn with_retries<T>(
+    /// (The call takes its own `Client`, a cheap clone, rather than a borrowed one:
+    /// a future over a borrow made in a higher-ranked closure is not `Send`, and the
+    /// MCP server's tool futures must be.)
+    async fn with_retries<T, Call, Fut>(
         &mut self,
         deadline: Option<tokio::time::Instant>,
-        mut call: impl AsyncFnMut(&Client) -> Result<T>,
-    ) -> Result<T> {
+        mut call: Call,
+    ) -> Result<T>
+    where
+        Call: FnMut(Client) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
         let mut pause = BACKOFF_FIRST;
         let mut said = false;
         loop {
             let client = self.clients[self.current].clone();
-            let e = match call(&client).await {
+            let e = match call(client).await {
                 Ok(v) => return Ok(v),
                 Err(e) if is_transient(&e) => e,
                 Err(e) => return Err(e),
@@ -284,9 +292,10 @@ impl Servers {
         key: &str,
         deadline: Option<tokio::time::Instant>,
     ) -> Result<String> {
-        self.with_retries(deadline, async |c: &Client| {
-            c.create(request, origin, key).await
-        })
+        self.with_retries(
+            deadline,
+            |c| async move { c.create(request, origin, key).await },
+        )
         .await
     }
 
@@ -297,7 +306,66 @@ impl Servers {
         id: &str,
         deadline: Option<tokio::time::Instant>,
     ) -> Result<Option<Answer>> {
-        self.with_retries(deadline, async |c: &Client| c.wait(id).await)
+        self.with_retries(deadline, |c| async move { c.wait(id).await })
             .await
+    }
+}
+
+/// How long handing a question to a listener may take before the asker gives up.
+const CREATE_WITHIN: Duration = Duration::from_secs(5);
+
+/// How long an asker keeps trying one listener address before looking in
+/// `.listener.json` for a new one.
+const RELOCATE_EVERY: Duration = Duration::from_secs(3);
+
+/// Asks the project's listener at `url` (come by `origin`) and waits for the end:
+/// the answer, a timeout's answer, or `None` when it ended without one. When `stop`
+/// finishes first (the asker gave up), the question is withdrawn with the reason
+/// `stop` gives. The question is safe in the store once created: a listener that
+/// restarts meanwhile (perhaps on another port, found again through
+/// `.listener.json`) queues it again and is waited on.
+pub async fn ask_listener(
+    spool: &Spool,
+    url: &str,
+    request: &Request,
+    origin: Origin,
+    stop: impl Future<Output = String>,
+) -> Result<Option<Answer>> {
+    let mut servers = Servers::new(url)?;
+    let key = uuid::Uuid::now_v7().to_string();
+    let now = tokio::time::Instant::now();
+    let id = servers
+        .create(request, origin, &key, Some(now + CREATE_WITHIN))
+        .await?;
+    let deadline = request.timeout.map(|t| now + Duration::from_secs(t + 30));
+    let mut url = url.to_string();
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        // Tries of a few seconds at a time, looking for the listener between them.
+        let attempt = tokio::time::Instant::now() + RELOCATE_EVERY;
+        let until = deadline.map_or(attempt, |d| d.min(attempt));
+        tokio::select! {
+            answer = servers.wait(&id, Some(until)) => match answer {
+                Err(e) if is_transient(&e)
+                    && deadline.is_none_or(|d| tokio::time::Instant::now() < d) =>
+                {
+                    if let Some(now_at) = ListenerInfo::running(spool).and_then(|l| l.http)
+                        && now_at != url
+                    {
+                        servers = Servers::new(&now_at)?;
+                        url = now_at;
+                    }
+                }
+                other => return other,
+            },
+            reason = &mut stop => {
+                let mut withdrawn = request.clone();
+                withdrawn.id = id;
+                let reply = Reply::Cancel { reason: Some(reason) };
+                let by = withdrawn.agent_name.clone();
+                let _ = servers.current().respond(&withdrawn, &reply, &by).await;
+                return Ok(None);
+            }
+        }
     }
 }

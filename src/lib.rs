@@ -15,6 +15,7 @@ pub mod client;
 pub mod cmd;
 pub mod config;
 pub mod daemon;
+pub mod mcp;
 pub mod process;
 pub mod protocol;
 pub mod replica;

@@ -34,10 +34,13 @@ enum Command {
         #[arg(long)]
         force: bool,
         /// Also merge hitl's hooks (PreToolUse, PermissionRequest) into
-        /// .claude/settings.json, keeping everything already there.
+        /// .claude/settings.json and its MCP server (`hitl mcp`) into .mcp.json,
+        /// keeping everything already there.
         #[arg(long)]
         claude: bool,
-        /// With --claude: take hitl's hooks out again, and change nothing else.
+        /// With --claude: take hitl's hooks and MCP server out again, and change
+        /// nothing else (a file hitl changed and nothing else did is put back byte
+        /// for byte).
         #[arg(long, requires = "claude")]
         remove: bool,
     },
@@ -59,6 +62,17 @@ enum Command {
         /// The hook event.
         #[arg(value_enum)]
         event: hitl::claude::hook::HookEvent,
+    },
+    /// An MCP server on stdio: tools ask_human, request_approval and
+    /// permission_prompt ask through the project's listener.
+    ///
+    /// Install it with `hitl init --claude` (.mcp.json), or point any MCP client at
+    /// `hitl mcp`. Stdout is the protocol; messages go to stderr.
+    Mcp {
+        /// The project whose listener is asked (default: CLAUDE_PROJECT_DIR, else the
+        /// current folder).
+        #[arg(long)]
+        dir: Option<PathBuf>,
     },
     /// List the questions waiting for an answer.
     Pending {
@@ -191,6 +205,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 eprintln!("hitl hook: {e:#}");
             }
         }
+        Command::Mcp { dir } => hitl::mcp::run(dir)?,
         Command::Pending { dir, json } => hitl::cmd::inspect::pending(dir.as_ref(), json)?,
         Command::Answer {
             id,

@@ -8,7 +8,10 @@
 //! read from the JSON (Claude Code ignores exit 2 for PermissionRequest, and any other
 //! failure status lets the call through unannounced).
 
-use std::{io::Read, path::PathBuf, time::Duration};
+use std::{
+    io::Read,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -16,17 +19,13 @@ use serde_json::{Value, json};
 use super::policy::{self, Concern, Place};
 use crate::{
     config::{self, HookSettings, Paths, Unanswered},
-    protocol::{Answer, AnswerStatus, Kind, Origin, Priority, Reply, Request, VERSION},
+    protocol::{Answer, AnswerStatus, Kind, Origin, Priority, Request, VERSION},
     spool::{ListenerInfo, Spool},
 };
 
 /// The largest hook input read (a Write's content can be big; past this the call
 /// gets no opinion rather than an unbounded read).
 const MAX_INPUT_BYTES: u64 = 16 << 20;
-
-/// How long handing the question to the listener may take before it counts as
-/// unanswered.
-const CREATE_WITHIN: Duration = Duration::from_secs(5);
 
 /// The hook events `hitl hook` handles, named as in `hitl hook EVENT`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -97,20 +96,85 @@ pub fn run(event: HookEvent) -> Result<()> {
 
 /// The decision for one hook call.
 pub fn decide(event: HookEvent, input: &Value) -> Result<Decision> {
+    match prepare(event, input, None, false)? {
+        Step::Decided(d) => Ok(d),
+        Step::Ask(question) => {
+            let asked = ask(&question.spool, &question.url, &question.request);
+            Ok(question.conclude(asked))
+        }
+    }
+}
+
+/// What a call needs, by the policy: decided at once, or a question for the human.
+pub(crate) enum Step {
+    /// Decided without asking.
+    Decided(Decision),
+    /// A question to ask the project's listener.
+    Ask(Box<Question>),
+}
+
+/// A question for the human about one tool call, and what its end will mean.
+pub(crate) struct Question {
+    /// The project's spool (where `.listener.json` says which listener to ask).
+    pub spool: Spool,
+    /// The listener's HTTP address.
+    pub url: String,
+    /// The question.
+    pub request: Request,
+    concern: Concern,
+    unanswered: Unanswered,
+    tool: String,
+    tool_input: Value,
+}
+
+impl Question {
+    /// The decision the end of the question makes (`asked`: its answer, `None` when
+    /// it was withdrawn, or why the listener could not be asked).
+    pub(crate) fn conclude(&self, asked: Result<Option<Answer>>) -> Decision {
+        let (concern, unanswered) = (&self.concern, self.unanswered);
+        match asked {
+            Ok(Some(answer)) => {
+                from_answer(&answer, concern, unanswered, &self.tool, &self.tool_input)
+            }
+            Ok(None) => {
+                when_unanswered(unanswered, concern, "the question was withdrawn unanswered")
+            }
+            Err(e) => {
+                eprintln!("hitl: {e:#}");
+                when_unanswered(unanswered, concern, "the hitl listener could not be asked")
+            }
+        }
+    }
+}
+
+/// Works out what a call needs. `project`: the project, when not the hook's
+/// (`CLAUDE_PROJECT_DIR`, else the call's folder). `always_ask`: a call no rule
+/// names is asked about too (the permission prompt of `claude -p`, which is only
+/// called when Claude Code would otherwise ask).
+pub(crate) fn prepare(
+    event: HookEvent,
+    input: &Value,
+    project: Option<&Path>,
+    always_ask: bool,
+) -> Result<Step> {
+    let decided = |d| Ok(Step::Decided(d));
     if !matches!(event, HookEvent::PreToolUse | HookEvent::PermissionRequest) {
-        return Ok(Decision::NoOpinion);
+        return decided(Decision::NoOpinion);
     }
     let tool = input.get("tool_name").and_then(Value::as_str).unwrap_or("");
     let tool_input = input.get("tool_input").cloned().unwrap_or(Value::Null);
-    let place = place(input);
+    let mut place = place(input);
+    if let Some(project) = project {
+        place.project = project.to_path_buf();
+    }
     let spool = Spool::find(&place.project).or_else(|| Spool::find(&place.cwd));
     // A policy that cannot be read must not let everything through unannounced:
     // Claude Code's own prompt decides, and the user sees why.
     let broken = |e: anyhow::Error| {
         eprintln!("hitl hook: {e:#}");
-        Decision::Ask {
+        Step::Decided(Decision::Ask {
             reason: format!("hitl's [hook] settings are broken ({e:#}); asking here instead"),
-        }
+        })
     };
     let settings = match config::load(
         &Paths::from_env(),
@@ -125,13 +189,15 @@ pub fn decide(event: HookEvent, input: &Value) -> Result<Decision> {
     };
     let concern = match (event, found) {
         (_, Some(c)) => c,
-        (HookEvent::PermissionRequest, None) if settings.permission_requests => Concern::Permission,
-        _ => return Ok(Decision::NoOpinion),
+        (HookEvent::PermissionRequest, None) if always_ask || settings.permission_requests => {
+            Concern::Permission
+        }
+        _ => return decided(Decision::NoOpinion),
     };
     if tool == "AskUserQuestion" && event == HookEvent::PreToolUse {
         // Its choices go back in `updatedInput`, which an approval cannot carry: asked
         // as such once the question kinds can hold several questions.
-        return Ok(Decision::NoOpinion);
+        return decided(Decision::NoOpinion);
     }
     let unanswered = if concern.is_dangerous() {
         settings.unanswered_dangerous
@@ -139,14 +205,14 @@ pub fn decide(event: HookEvent, input: &Value) -> Result<Decision> {
         settings.unanswered_other
     };
     let Some(spool) = spool else {
-        return Ok(when_unanswered(
+        return decided(when_unanswered(
             unanswered,
             &concern,
             "no hitl project here (run `hitl init`)",
         ));
     };
     let Some(url) = ListenerInfo::running(&spool).and_then(|l| l.http) else {
-        return Ok(when_unanswered(
+        return decided(when_unanswered(
             unanswered,
             &concern,
             "no hitl listener with HTTP runs for this project",
@@ -154,28 +220,15 @@ pub fn decide(event: HookEvent, input: &Value) -> Result<Decision> {
     };
     // Only now: working out who asks walks the process tree.
     let request = approval_request(event, tool, &tool_input, &concern, input, &settings, &place);
-    match ask(&spool, &url, &request) {
-        Ok(Some(answer)) => Ok(from_answer(
-            &answer,
-            &concern,
-            unanswered,
-            tool,
-            &tool_input,
-        )),
-        Ok(None) => Ok(when_unanswered(
-            unanswered,
-            &concern,
-            "the question was withdrawn unanswered",
-        )),
-        Err(e) => {
-            eprintln!("hitl: {e:#}");
-            Ok(when_unanswered(
-                unanswered,
-                &concern,
-                "the hitl listener could not be asked",
-            ))
-        }
-    }
+    Ok(Step::Ask(Box::new(Question {
+        spool,
+        url,
+        request,
+        concern,
+        unanswered,
+        tool: tool.to_string(),
+        tool_input,
+    })))
 }
 
 /// The project and folder of a call: `CLAUDE_PROJECT_DIR` and the input's `cwd`.
@@ -195,6 +248,23 @@ fn place(input: &Value) -> Place {
         cwd,
         home: std::env::var_os("HOME").map(PathBuf::from),
     }
+}
+
+/// The file a tool call works on (Read, Write, Edit, MultiEdit, NotebookEdit).
+fn file_of(tool_input: &Value) -> Option<&str> {
+    ["file_path", "notebook_path", "path"]
+        .iter()
+        .find_map(|k| tool_input.get(*k).and_then(Value::as_str))
+        .filter(|p| !p.is_empty())
+}
+
+/// `file` as the human reads it: from the project's root when inside it.
+fn shown_path(file: &str, project: &Path) -> String {
+    Path::new(file)
+        .strip_prefix(project)
+        .ok()
+        .filter(|rest| !rest.as_os_str().is_empty())
+        .map_or_else(|| file.to_string(), |rest| rest.display().to_string())
 }
 
 /// The approval asked of the human for a call.
@@ -223,7 +293,10 @@ fn approval_request(
         "ExitPlanMode" => "carry out this plan".to_string(),
         _ => match concern {
             Concern::ProtectedPath { path, .. } => format!("{tool} {path}"),
-            _ => format!("use {tool}"),
+            _ => match file_of(tool_input) {
+                Some(file) => format!("{tool} {}", shown_path(file, &place.project)),
+                None => format!("use {tool}"),
+            },
         },
     };
     let mut content = match concern {
@@ -276,66 +349,24 @@ fn approval_request(
     }
 }
 
-/// Asks the listener at `url` and waits for the end. On SIGTERM or SIGINT (Claude
-/// Code giving up on the hook) the question is withdrawn. The question is safe in
-/// the store once created: a listener that restarts meanwhile (perhaps on another
-/// port, found again through `.listener.json`) queues it again and is waited on.
+/// Asks the listener at `url` and waits for the end; on SIGTERM or SIGINT (Claude
+/// Code giving up on the hook) the question is withdrawn.
 fn ask(spool: &Spool, url: &str, request: &Request) -> Result<Option<Answer>> {
-    let mut servers = crate::client::Servers::new(url)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the HTTP runtime")?;
-    let key = uuid::Uuid::now_v7().to_string();
     runtime.block_on(async {
-        let now = tokio::time::Instant::now();
-        let id = servers
-            .create(request, Origin::Hook, &key, Some(now + CREATE_WITHIN))
-            .await?;
-        let deadline = request.timeout.map(|t| now + Duration::from_secs(t + 30));
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let mut url = url.to_string();
-        loop {
-            // Tries of a few seconds at a time, looking for the listener between them.
-            let attempt = tokio::time::Instant::now() + RELOCATE_EVERY;
-            let until = deadline.map_or(attempt, |d| d.min(attempt));
+        let stopped = async {
             tokio::select! {
-                answer = servers.wait(&id, Some(until)) => match answer {
-                    Err(e) if crate::client::is_transient(&e)
-                        && deadline.is_none_or(|d| tokio::time::Instant::now() < d) =>
-                    {
-                        if let Some(now_at) = ListenerInfo::running(spool).and_then(|l| l.http)
-                            && now_at != url
-                        {
-                            servers = crate::client::Servers::new(&now_at)?;
-                            url = now_at;
-                        }
-                    }
-                    other => return other,
-                },
-                _ = term.recv() => return withdraw(&servers, request, &id).await,
-                _ = tokio::signal::ctrl_c() => return withdraw(&servers, request, &id).await,
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
             }
-        }
+            "Claude Code stopped waiting for the hook".to_string()
+        };
+        crate::client::ask_listener(spool, url, request, Origin::Hook, stopped).await
     })
-}
-
-/// How long the hook keeps trying one listener address before looking in
-/// `.listener.json` for a new one.
-const RELOCATE_EVERY: Duration = Duration::from_secs(3);
-
-async fn withdraw(
-    servers: &crate::client::Servers,
-    request: &Request,
-    id: &str,
-) -> Result<Option<Answer>> {
-    let reply = Reply::Cancel {
-        reason: Some("Claude Code stopped waiting for the hook".into()),
-    };
-    let mut r = request.clone();
-    r.id = id.to_string();
-    let _ = servers.current().respond(&r, &reply, &r.agent_name).await;
-    Ok(None)
 }
 
 /// The decision a human's answer makes.

@@ -1,8 +1,13 @@
-//! `hitl init --claude`: hitl's hooks merged into a project's `.claude/settings.json`,
-//! everything already there kept, and taken out again with `--remove`.
+//! `hitl init --claude`: hitl's hooks merged into a project's `.claude/settings.json`
+//! and its MCP server into `.mcp.json`, everything already there kept, and taken out
+//! again with `--remove`.
 //!
 //! A handler is hitl's when it is a command whose program is named `hitl` and whose
-//! first argument is `hook`: nothing is added to Claude Code's format to mark it.
+//! first argument is `hook`; an MCP server is when it is named `hitl` and runs
+//! `hitl mcp`: nothing is added to Claude Code's formats to mark them. The bytes of
+//! each file from before hitl first changed it are kept in `.helpers/claude/`, so
+//! that `--remove` puts back the very file (its spacing and all) when nothing else
+//! in it changed meanwhile.
 
 use std::path::Path;
 
@@ -20,15 +25,86 @@ pub const HOOKED_EVENTS: &[(&str, &str)] = &[
 /// times out lets the call through, so it must never time out first.
 pub const TIMEOUT_MARGIN: u64 = 60;
 
+/// The name hitl's MCP server has in `.mcp.json` (its tools are then
+/// `mcp__hitl__ask_human`, `mcp__hitl__permission_prompt`…).
+pub const MCP_SERVER_NAME: &str = "hitl";
+
+/// Whether `program` (a path or a name, perhaps quoted) is hitl.
+fn is_hitl(program: &str) -> bool {
+    let program = program.trim_matches(['"', '\'']);
+    program.rsplit('/').next().unwrap_or(program) == "hitl"
+}
+
 /// Whether `handler` is one of hitl's.
 fn is_ours(handler: &Value) -> bool {
     let Some(command) = handler.get("command").and_then(Value::as_str) else {
         return false;
     };
     let mut words = command.split_whitespace();
-    let program = words.next().unwrap_or("").trim_matches(['"', '\'']);
-    let program = program.rsplit('/').next().unwrap_or(program);
-    program == "hitl" && words.next() == Some("hook")
+    is_hitl(words.next().unwrap_or("")) && words.next() == Some("hook")
+}
+
+/// Whether `server` (an `mcpServers` entry) is hitl's.
+fn is_our_mcp_server(server: &Value) -> bool {
+    let program = server.get("command").and_then(Value::as_str).unwrap_or("");
+    let first_arg = server
+        .get("args")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .and_then(Value::as_str);
+    is_hitl(program) && first_arg == Some("mcp")
+}
+
+/// Adds (or brings up to date) hitl's MCP server in `.mcp.json`'s `mcpServers`:
+/// `program mcp` on stdio. True if anything changed. A server of another program
+/// under hitl's name is left alone, with an error.
+pub fn install_mcp(config: &mut Value, program: &str) -> Result<bool> {
+    let before = config.clone();
+    let Some(root) = config.as_object_mut() else {
+        bail!("the file is not a JSON object");
+    };
+    let servers = root.entry("mcpServers").or_insert_with(|| json!({}));
+    let Some(servers) = servers.as_object_mut() else {
+        bail!("\"mcpServers\" is not a JSON object");
+    };
+    let ours = json!({ "type": "stdio", "command": program, "args": ["mcp"] });
+    match servers.get(MCP_SERVER_NAME) {
+        Some(existing) if !is_our_mcp_server(existing) => bail!(
+            "\"mcpServers\".\"{MCP_SERVER_NAME}\" is another program's ({existing}); \
+             rename it, then run this again"
+        ),
+        Some(existing) => {
+            // Brought up to date, keeping what the user added (env, …).
+            let mut merged = existing.clone();
+            for (k, v) in ours.as_object().expect("an object") {
+                merged[k] = v.clone();
+            }
+            servers.insert(MCP_SERVER_NAME.into(), merged);
+        }
+        None => {
+            servers.insert(MCP_SERVER_NAME.into(), ours);
+        }
+    }
+    Ok(*config != before)
+}
+
+/// Takes hitl's MCP server out of `.mcp.json`, and `mcpServers` if that leaves it
+/// empty. True if anything changed.
+pub fn remove_mcp(config: &mut Value) -> bool {
+    let Some(root) = config.as_object_mut() else {
+        return false;
+    };
+    let Some(servers) = root.get_mut("mcpServers").and_then(Value::as_object_mut) else {
+        return false;
+    };
+    if !servers.get(MCP_SERVER_NAME).is_some_and(is_our_mcp_server) {
+        return false;
+    }
+    servers.remove(MCP_SERVER_NAME);
+    if servers.is_empty() {
+        root.remove("mcpServers");
+    }
+    true
 }
 
 /// Adds (or brings up to date) hitl's hook for every event of [`HOOKED_EVENTS`]:
@@ -149,6 +225,53 @@ pub fn write(path: &Path, settings: &Value) -> Result<()> {
         .with_context(|| format!("writing {}", path.display()))
 }
 
+/// Changes the JSON file at `path` with `change` (installing hitl's part when
+/// `install`, else taking it out), writing it only when `change` says it changed.
+/// `kept` holds the file's bytes from before hitl's first change: taking hitl's part
+/// out puts those very bytes back when the file then says the same as they do, so
+/// a file hitl touched and left is the file the user had, byte for byte.
+pub fn change_file(
+    path: &Path,
+    kept: &Path,
+    install: bool,
+    change: impl FnOnce(&mut Value) -> Result<bool>,
+) -> Result<bool> {
+    let mut value = read(path)?;
+    if !change(&mut value)? {
+        return Ok(false);
+    }
+    if install {
+        if !kept.exists() {
+            let before = match std::fs::read_to_string(path) {
+                Ok(text) => Some(text),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+            };
+            write(kept, &json!({ "file": path, "before": before }))?;
+        }
+        write(path, &value)?;
+        return Ok(true);
+    }
+    let before = std::fs::read_to_string(kept)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|k| k.get("before").and_then(Value::as_str).map(str::to_string));
+    match before {
+        Some(text) if serde_json::from_str::<Value>(&text).ok().as_ref() == Some(&value) => {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            crate::spool::write_atomic(dir, path, text.as_bytes(), true)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        _ => write(path, &value)?,
+    }
+    match std::fs::remove_file(kept) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("removing {}", kept.display()))
+        }
+        _ => Ok(true),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +330,33 @@ mod tests {
         install(&mut empty, "hitl", 360).unwrap();
         assert!(remove(&mut empty));
         assert_eq!(empty, json!({}));
+    }
+
+    #[test]
+    fn the_mcp_server_is_added_once_kept_up_to_date_and_taken_out() {
+        let theirs = json!({ "mcpServers": { "db": { "command": "pg-mcp", "args": [] } } });
+        let mut c = theirs.clone();
+        assert!(install_mcp(&mut c, "hitl").unwrap());
+        assert!(!install_mcp(&mut c, "hitl").unwrap(), "idempotent");
+        assert_eq!(
+            c["mcpServers"]["hitl"],
+            json!({ "type": "stdio", "command": "hitl", "args": ["mcp"] })
+        );
+        c["mcpServers"]["hitl"]["env"] = json!({ "RUST_LOG": "debug" });
+        assert!(install_mcp(&mut c, "/opt/hitl").unwrap());
+        assert_eq!(c["mcpServers"]["hitl"]["env"]["RUST_LOG"], "debug", "kept");
+        assert!(remove_mcp(&mut c));
+        assert_eq!(c, theirs);
+        assert!(!remove_mcp(&mut c));
+
+        let mut fresh = json!({});
+        install_mcp(&mut fresh, "hitl").unwrap();
+        assert!(remove_mcp(&mut fresh));
+        assert_eq!(fresh, json!({}));
+
+        let mut taken = json!({ "mcpServers": { "hitl": { "command": "other" } } });
+        assert!(install_mcp(&mut taken, "hitl").is_err());
+        assert!(!remove_mcp(&mut taken), "another program's is left alone");
     }
 
     #[test]

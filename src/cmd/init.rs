@@ -97,14 +97,15 @@ pub fn run(dir: Option<PathBuf>, force: bool, claude: Claude) -> Result<()> {
     Ok(())
 }
 
-/// Merges hitl's hooks into `dir/.claude/settings.json` (or takes them out), keeping
-/// everything else there. Claude Code waits for them longer than hitl waits for the
-/// human: a hook it times out lets the call through.
+/// Merges hitl's hooks into `dir/.claude/settings.json` and its MCP server into
+/// `dir/.mcp.json` (or takes them out), keeping everything else there. Claude Code
+/// waits for the hooks longer than hitl waits for the human: a hook it times out
+/// lets the call through.
 fn claude_hooks(dir: &Path, install: bool) -> Result<()> {
     use crate::claude::settings;
+    let kept = Spool::new(dir).root().join("claude");
     let path = dir.join(".claude/settings.json");
-    let mut s = settings::read(&path)?;
-    let changed = if install {
+    let timeout = if install {
         let hook = crate::config::load(
             &crate::config::Paths::from_env(),
             Some(&Spool::new(dir).config_file()),
@@ -114,21 +115,41 @@ fn claude_hooks(dir: &Path, install: bool) -> Result<()> {
         let longest = hook.timeouts.values().copied().chain([hook.timeout]);
         // 0 waits for ever: a day stands for it.
         let longest = longest.map(|t| if t == 0 { 86_400 } else { t }).max();
-        let timeout = longest.unwrap_or(hook.timeout) + settings::TIMEOUT_MARGIN;
-        settings::install(&mut s, &hitl_program(), timeout)
-            .with_context(|| format!("merging hitl's hooks into {}", path.display()))?
+        longest.unwrap_or(hook.timeout) + settings::TIMEOUT_MARGIN
     } else {
-        settings::remove(&mut s)
+        0
     };
-    if changed {
-        settings::write(&path, &s)?;
-    }
+    let program = hitl_program();
+    let changed = settings::change_file(&path, &kept.join("settings.json"), install, |s| {
+        if install {
+            settings::install(s, &program, timeout)
+                .with_context(|| format!("merging hitl's hooks into {}", path.display()))
+        } else {
+            Ok(settings::remove(s))
+        }
+    })?;
     let events: Vec<&str> = settings::HOOKED_EVENTS.iter().map(|(e, _)| *e).collect();
     match (install, changed) {
         (true, true) => eprintln!("hooked   .claude/settings.json ({})", events.join(", ")),
         (true, false) => eprintln!("ok       .claude/settings.json (hooks in place)"),
         (false, true) => eprintln!("removed  hitl's hooks from .claude/settings.json"),
         (false, false) => eprintln!("ok       .claude/settings.json (no hooks of hitl's)"),
+    }
+    let mcp = dir.join(".mcp.json");
+    let changed = settings::change_file(&mcp, &kept.join("mcp.json"), install, |c| {
+        if install {
+            settings::install_mcp(c, &program)
+                .with_context(|| format!("adding hitl's MCP server to {}", mcp.display()))
+        } else {
+            Ok(settings::remove_mcp(c))
+        }
+    })?;
+    let name = settings::MCP_SERVER_NAME;
+    match (install, changed) {
+        (true, true) => eprintln!("added    .mcp.json (MCP server \"{name}\": `hitl mcp`)"),
+        (true, false) => eprintln!("ok       .mcp.json (MCP server \"{name}\" in place)"),
+        (false, true) => eprintln!("removed  hitl's MCP server from .mcp.json"),
+        (false, false) => eprintln!("ok       .mcp.json (no MCP server of hitl's)"),
     }
     Ok(())
 }

@@ -231,8 +231,10 @@ pub struct Undelivered {
 pub struct HistoryEntry {
     /// The request's id.
     pub id: String,
-    /// The project folder.
+    /// The project folder (`http` for requests that live in the store).
     pub project: String,
+    /// How it came: spool, http, hook, mcp…
+    pub origin: String,
     /// The asking agent.
     pub agent_id: String,
     /// Its name for people.
@@ -713,8 +715,8 @@ impl Store {
         let limit = if q.limit > 0 { q.limit } else { i64::MAX };
         with_pool!(self, |pool| {
             let rows = sqlx::query(
-                "SELECT id, project, agent_id, agent_name, kind, priority, request_json, asked_at,
-                        status, answer_json, responded_by, finished_at, reason
+                "SELECT id, project, origin, agent_id, agent_name, kind, priority, request_json,
+                        asked_at, status, answer_json, responded_by, finished_at, reason
                  FROM requests
                  WHERE (CAST($1 AS TEXT) IS NULL OR id = $1)
                    AND (CAST($2 AS TEXT) IS NULL OR project = $2)
@@ -739,6 +741,7 @@ impl Store {
                     HistoryEntry {
                         id: r.get("id"),
                         project: r.get("project"),
+                        origin: r.get("origin"),
                         agent_id: r.get("agent_id"),
                         agent_name: r.get("agent_name"),
                         kind: r.get("kind"),

@@ -279,11 +279,20 @@ fn init_claude_merges_the_hooks_that_then_run_and_remove_takes_them_out() {
         "hooks": { "PreToolUse": [ { "matcher": "Bash",
             "hooks": [ { "type": "command", "command": "./mine.sh" } ] } ] }
     });
-    std::fs::write(&settings, serde_json::to_string(&theirs).unwrap()).unwrap();
+    // Written by hand: compact, no final newline; put back byte for byte.
+    let their_text = serde_json::to_string(&theirs).unwrap();
+    std::fs::write(&settings, &their_text).unwrap();
+    let mcp = p.dir.join(".mcp.json");
+    let their_mcp = "{\n    \"mcpServers\": {\"db\": {\"command\": \"pg-mcp\"}}\n}\n";
+    std::fs::write(&mcp, their_mcp).unwrap();
     for _ in 0..2 {
         let out = p.run(&["init", "--claude"]);
         assert!(out.status.success(), "{out:?}");
     }
+    let servers: Value = serde_json::from_str(&std::fs::read_to_string(&mcp).unwrap()).unwrap();
+    assert_eq!(servers["mcpServers"]["db"]["command"], "pg-mcp");
+    assert_eq!(servers["mcpServers"]["hitl"]["args"], json!(["mcp"]));
+    assert_eq!(servers["mcpServers"]["hitl"]["type"], "stdio");
     let merged: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
     assert_eq!(merged["permissions"], theirs["permissions"]);
     let pre = merged["hooks"]["PreToolUse"].as_array().unwrap();
@@ -316,15 +325,16 @@ fn init_claude_merges_the_hooks_that_then_run_and_remove_takes_them_out() {
 
     let out = p.run(&["init", "--claude", "--remove"]);
     assert!(out.status.success(), "{out:?}");
-    let back: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
-    assert_eq!(back, theirs);
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), their_text);
+    assert_eq!(std::fs::read_to_string(&mcp).unwrap(), their_mcp);
 
     // A project that had no settings file has none again.
     std::fs::remove_file(&settings).unwrap();
+    std::fs::remove_file(&mcp).unwrap();
     assert!(p.run(&["init", "--claude"]).status.success());
-    assert!(settings.exists());
+    assert!(settings.exists() && mcp.exists());
     assert!(p.run(&["init", "--claude", "--remove"]).status.success());
-    assert!(!settings.exists());
+    assert!(!settings.exists() && !mcp.exists());
 }
 
 #[test]

@@ -10,6 +10,7 @@ mod failover;
 mod hook;
 mod http;
 mod layering;
+mod mcp;
 mod replicas;
 mod roundtrip;
 mod seeds;
