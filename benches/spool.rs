@@ -268,6 +268,7 @@ fn question(id: &str) -> Vec<u8> {
         kind: Kind::Text,
         content: "How fast is this?".into(),
         options: Vec::new(),
+        questions: Vec::new(),
         priority: Priority::Normal,
         timeout: Some(600),
         context: serde_json::Value::Null,

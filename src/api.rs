@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::protocol::{Answer, Kind, Origin, Priority, Reply, Request, Status};
+use crate::protocol::{Answer, FormQuestion, Kind, Origin, Priority, Reply, Request, Status};
 
 /// The body of `POST /api/v1/requests`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -22,6 +22,9 @@ pub struct CreateRequest {
     /// The choices of select and multiselect.
     #[serde(default, alias = "choices")]
     pub options: Vec<String>,
+    /// The questions of a `questions` request (AskUserQuestion's shape).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub questions: Vec<FormQuestion>,
     /// Seconds to wait; 0 for ever (default 300).
     #[serde(
         default,
@@ -63,6 +66,7 @@ impl CreateRequest {
             content: r.content.clone(),
             kind: Some(r.kind.as_str().to_string()),
             options: r.options.clone(),
+            questions: r.questions.clone(),
             timeout: Some(r.timeout.unwrap_or(0)),
             priority: Some(r.priority),
             context: r.context.clone(),
@@ -106,6 +110,10 @@ pub struct RespondBody {
     /// The chosen options of a multiselect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub choices: Option<Vec<String>>,
+    /// The answers to a `questions` request: one per question, in order, or an
+    /// object from each question's text to its answer (AskUserQuestion's shape).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers: Option<Value>,
     /// Approve or deny an approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved: Option<bool>,
@@ -125,6 +133,7 @@ impl RespondBody {
             Reply::Text(t) if kind == Kind::Select => body.choice = Some(t.clone()),
             Reply::Text(t) => body.response = Some(t.clone()),
             Reply::Choices(c) => body.choices = Some(c.clone()),
+            Reply::Answers(a) => body.answers = Some(Value::from(a.clone())),
             Reply::Approval { approved, comment } => {
                 body.approved = Some(*approved);
                 body.permission = Some(*approved);

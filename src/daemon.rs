@@ -297,6 +297,7 @@ mod tests {
             kind: Kind::Text,
             content: "Who answers?".into(),
             options: Vec::new(),
+            questions: Vec::new(),
             priority: Priority::Normal,
             timeout: Some(30),
             context: serde_json::Value::Null,

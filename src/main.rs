@@ -87,9 +87,11 @@ enum Command {
     Answer {
         /// The question's id (see `hitl pending`).
         id: String,
-        /// The answer: text, an option's number or text, y/n.
+        /// The answer: text, an option's number or text, y/n; for a questions
+        /// request, one answer per question (each an option's number or label,
+        /// numbers separated by commas where several may be picked, or your own text).
         #[arg(required_unless_present_any = ["approve", "deny"], conflicts_with_all = ["approve", "deny"])]
-        text: Option<String>,
+        text: Vec<String>,
         /// Approve an approval or permission request.
         #[arg(long, conflicts_with = "deny")]
         approve: bool,
@@ -218,8 +220,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
         } => {
             let with = match text {
-                Some(t) => AnswerWith::Text(t),
-                None => AnswerWith::Decision {
+                words if !words.is_empty() => AnswerWith::Text(words),
+                _ => AnswerWith::Decision {
                     approve: approve && !deny,
                     comment,
                 },

@@ -425,6 +425,7 @@ impl McpServer {
             kind: asked.kind,
             content: asked.content,
             options: asked.options,
+            questions: Vec::new(),
             priority: asked.priority.unwrap_or(settings.ask.priority),
             timeout: Some(timeout).filter(|&t| t > 0),
             context,

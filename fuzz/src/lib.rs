@@ -16,6 +16,7 @@ pub fn request_of(kind: Kind) -> Request {
         kind,
         content: "q?".into(),
         options: vec!["dev".into(), "prod".into()],
+        questions: Vec::new(),
         priority: Priority::Normal,
         timeout: Some(30),
         context: serde_json::Value::Null,

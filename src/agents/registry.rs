@@ -382,6 +382,7 @@ mod tests {
             kind: crate::protocol::Kind::Text,
             content: "?".into(),
             options: Vec::new(),
+            questions: Vec::new(),
             priority: crate::protocol::Priority::Normal,
             timeout: None,
             context: Value::Null,

@@ -521,6 +521,7 @@ impl Broker {
                     kind: crate::protocol::Kind::Text,
                     content: preview,
                     options: Vec::new(),
+                    questions: Vec::new(),
                     priority: crate::protocol::Priority::Normal,
                     timeout: None,
                     context: serde_json::Value::Null,

@@ -19,7 +19,9 @@ use serde_json::{Value, json};
 use super::policy::{self, Concern, Place};
 use crate::{
     config::{self, HookSettings, Paths, Unanswered},
-    protocol::{Answer, AnswerStatus, Kind, Origin, Priority, Request, VERSION},
+    protocol::{
+        Answer, AnswerStatus, FormQuestion, Kind, Origin, Priority, Request, VERSION, form,
+    },
     spool::{ListenerInfo, Spool},
 };
 
@@ -194,11 +196,19 @@ pub(crate) fn prepare(
         }
         _ => return decided(Decision::NoOpinion),
     };
-    if tool == "AskUserQuestion" && event == HookEvent::PreToolUse {
-        // Its choices go back in `updatedInput`, which an approval cannot carry: asked
-        // as such once the question kinds can hold several questions.
-        return decided(Decision::NoOpinion);
-    }
+    // AskUserQuestion is asked as what it is: its questions, answered in any hitl UI
+    // and sent back as `answers`. Questions hitl cannot read are left to Claude Code.
+    let form = if tool == "AskUserQuestion" {
+        match form_of(&tool_input) {
+            Ok(form) => Some(form),
+            Err(e) => {
+                eprintln!("hitl hook: AskUserQuestion left to Claude Code: {e}");
+                return decided(Decision::NoOpinion);
+            }
+        }
+    } else {
+        None
+    };
     let unanswered = if concern.is_dangerous() {
         settings.unanswered_dangerous
     } else {
@@ -219,7 +229,13 @@ pub(crate) fn prepare(
         ));
     };
     // Only now: working out who asks walks the process tree.
-    let request = approval_request(event, tool, &tool_input, &concern, input, &settings, &place);
+    let mut request =
+        approval_request(event, tool, &tool_input, &concern, input, &settings, &place);
+    if let Some(form) = form {
+        request.content = form_summary(&form);
+        request.kind = Kind::Questions;
+        request.questions = form;
+    }
     Ok(Step::Ask(Box::new(Question {
         spool,
         url,
@@ -265,6 +281,34 @@ fn shown_path(file: &str, project: &Path) -> String {
         .ok()
         .filter(|rest| !rest.as_os_str().is_empty())
         .map_or_else(|| file.to_string(), |rest| rest.display().to_string())
+}
+
+/// AskUserQuestion's questions, if they can be asked.
+fn form_of(tool_input: &Value) -> Result<Vec<FormQuestion>, String> {
+    let questions = tool_input
+        .get("questions")
+        .cloned()
+        .ok_or("its input has no \"questions\"")?;
+    let form: Vec<FormQuestion> =
+        serde_json::from_value(questions).map_err(|e| format!("its questions do not read: {e}"))?;
+    form::check(&form)?;
+    Ok(form)
+}
+
+/// The question's text for a form: what Claude asks, a line per question (each UI
+/// shows the questions themselves with their options).
+fn form_summary(form: &[FormQuestion]) -> String {
+    match form {
+        [one] => format!("Claude asks: {}", one.question),
+        many => {
+            let mut text = format!("Claude asks {} questions:", many.len());
+            for q in many {
+                text.push_str("\n- ");
+                text.push_str(&q.question);
+            }
+            text
+        }
+    }
 }
 
 /// The approval asked of the human for a call.
@@ -336,6 +380,7 @@ fn approval_request(
         },
         content,
         options: Vec::new(),
+        questions: Vec::new(),
         priority: if concern.is_dangerous() {
             Priority::High
         } else {
@@ -389,6 +434,22 @@ fn from_answer(
         AnswerStatus::Cancelled => Decision::Deny {
             reason: format!("Cancelled in hitl by {by}{comment}"),
         },
+        // A form's answers go back as AskUserQuestion reads them: its whole input,
+        // plus `answers` keyed by question text.
+        AnswerStatus::Answered if answer.answers.is_some() => {
+            let mut input = match tool_input {
+                Value::Object(o) => o.clone(),
+                _ => Default::default(),
+            };
+            input.insert(
+                "answers".into(),
+                Value::Object(answer.answers.clone().unwrap_or_default()),
+            );
+            Decision::Allow {
+                reason: format!("Answered in hitl by {by}"),
+                updated_input: Some(Value::Object(input)),
+            }
+        }
         AnswerStatus::Answered if answer.approved == Some(true) => Decision::Allow {
             reason: format!("Approved in hitl by {by}{comment}"),
             // ExitPlanMode needs its input echoed to go ahead without a prompt.

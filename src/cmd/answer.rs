@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::{
     config::Paths,
-    protocol::{Answer, ParsedQuestion, Reply, Status},
+    protocol::{Answer, Kind, ParsedQuestion, Reply, Request, Status},
     spool::{
         Created, Spool,
         questions::{self, DEFAULT_MAX_QUESTION_BYTES},
@@ -22,8 +22,9 @@ use crate::{
 /// What to answer.
 #[derive(Debug, Clone)]
 pub enum AnswerWith {
-    /// Text (a number or an option's text for select questions, y/n for yes/no).
-    Text(String),
+    /// Text (a number or an option's text for select questions, y/n for yes/no);
+    /// for a `questions` request, one answer per question.
+    Text(Vec<String>),
     /// Approve or deny an approval or permission request.
     Decision {
         /// True to approve.
@@ -51,6 +52,40 @@ pub struct AnswerOptions {
     pub db: Option<String>,
     /// Print the answer written as JSON.
     pub json: bool,
+}
+
+/// The reply `opts` gives to `request`, or why it does not fit.
+fn reply_for(opts: &AnswerOptions, request: &Request) -> Result<Reply> {
+    Ok(match &opts.with {
+        AnswerWith::Text(words) => {
+            // A form takes one answer per question (one per line to `interpret`);
+            // anything else takes the words as one text, however the shell split it.
+            let joiner = if request.kind == Kind::Questions {
+                "\n"
+            } else {
+                " "
+            };
+            request.interpret(&words.join(joiner)).map_err(|e| {
+                anyhow::anyhow!("{e} (question {} is a {} question)", opts.id, request.kind)
+            })?
+        }
+        AnswerWith::Decision { approve, comment } => {
+            if !request.kind.is_approval() {
+                bail!(
+                    "--approve/--deny answer approval and permission requests; question {} is a {} question",
+                    opts.id,
+                    request.kind
+                );
+            }
+            Reply::Approval {
+                approved: *approve,
+                comment: comment.clone(),
+            }
+        }
+        AnswerWith::Cancel { reason } => Reply::Cancel {
+            reason: reason.clone(),
+        },
+    })
 }
 
 /// How a finished question ended, for "question X is …" messages.
@@ -168,31 +203,7 @@ pub async fn run(opts: AnswerOptions) -> Result<()> {
         );
     }
 
-    let reply = match &opts.with {
-        AnswerWith::Text(t) => q.request.interpret(t).map_err(|e| {
-            anyhow::anyhow!(
-                "{e} (question {} is a {} question)",
-                opts.id,
-                q.request.kind
-            )
-        })?,
-        AnswerWith::Decision { approve, comment } => {
-            if !q.request.kind.is_approval() {
-                bail!(
-                    "--approve/--deny answer approval and permission requests; question {} is a {} question",
-                    opts.id,
-                    q.request.kind
-                );
-            }
-            Reply::Approval {
-                approved: *approve,
-                comment: comment.clone(),
-            }
-        }
-        AnswerWith::Cancel { reason } => Reply::Cancel {
-            reason: reason.clone(),
-        },
-    };
+    let reply = reply_for(&opts, &q.request)?;
     let answer = Answer::from_reply(&q.request, reply, &responder());
     match questions::deliver(&spool, &question_path, &q, &answer, true)
         .with_context(|| format!("writing the answer to {}", answer_path.display()))?
@@ -223,27 +234,7 @@ async fn answer_remote(base: &str, opts: &AnswerOptions) -> Result<Option<()>> {
     if status != Status::Pending {
         bail!("question {} is already {status} (on {base})", opts.id);
     }
-    let reply = match &opts.with {
-        AnswerWith::Text(t) => request.interpret(t).map_err(|e| {
-            anyhow::anyhow!("{e} (question {} is a {} question)", opts.id, request.kind)
-        })?,
-        AnswerWith::Decision { approve, comment } => {
-            if !request.kind.is_approval() {
-                bail!(
-                    "--approve/--deny answer approval and permission requests; question {} is a {} question",
-                    opts.id,
-                    request.kind
-                );
-            }
-            Reply::Approval {
-                approved: *approve,
-                comment: comment.clone(),
-            }
-        }
-        AnswerWith::Cancel { reason } => Reply::Cancel {
-            reason: reason.clone(),
-        },
-    };
+    let reply = reply_for(opts, &request)?;
     let answer = client
         .respond(&request, &reply, &responder())
         .await

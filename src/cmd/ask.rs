@@ -18,7 +18,10 @@ use serde_json::Value;
 use crate::{
     agents,
     config::{self, Paths},
-    protocol::{Answer, Asker, Kind, MAX_TIMEOUT_SECS, Origin, Priority, Request, VERSION},
+    protocol::{
+        Answer, Asker, FormQuestion, Kind, MAX_TIMEOUT_SECS, Origin, Priority, Request, VERSION,
+        form,
+    },
     spool::{
         ListenerInfo, Spool,
         questions::read_answer,
@@ -47,12 +50,19 @@ pub struct AskOptions {
     /// The question (several words are joined with spaces); `-` reads it from stdin.
     #[arg(required = true, value_name = "QUESTION")]
     pub question: Vec<String>,
-    /// What kind of answer is wanted (text, yesno, select, multiselect, approval or permission).
+    /// What kind of answer is wanted (text, yesno, select, multiselect, approval,
+    /// permission or questions).
     #[arg(long = "type", short = 't', default_value = "text")]
     pub kind: Kind,
     /// A choice for select and multiselect (repeat for each).
     #[arg(long = "option", short = 'o', value_name = "O")]
     pub options: Vec<String>,
+    /// Several questions at once (type questions), as a JSON array in Claude Code's
+    /// AskUserQuestion shape: `[{"question": "…", "header": "…", "multiSelect":
+    /// false, "options": [{"label": "…", "description": "…"}]}]`. The answer is
+    /// printed a line per question ("question: answer"); `--json` has the map.
+    #[arg(long, value_name = "JSON")]
+    pub questions: Option<String>,
     /// Seconds to wait; 0 waits for ever (default: the [ask] timeout setting, 300).
     #[arg(long, value_name = "S")]
     pub timeout: Option<u64>,
@@ -97,6 +107,24 @@ fn build_request(
     if opts.kind.needs_options() && opts.options.is_empty() {
         bail!("a {} question needs at least one --option", opts.kind);
     }
+    let (kind, questions) = match &opts.questions {
+        None if opts.kind == Kind::Questions => {
+            bail!("a questions request needs --questions JSON (its questions)")
+        }
+        None => (opts.kind, Vec::new()),
+        Some(_) if !matches!(opts.kind, Kind::Text | Kind::Questions) => {
+            bail!(
+                "--questions asks a questions request, not a {} one",
+                opts.kind
+            )
+        }
+        Some(json) => {
+            let questions: Vec<FormQuestion> = serde_json::from_str(json)
+                .context("--questions is not a JSON array of questions")?;
+            form::check(&questions).map_err(|e| anyhow::anyhow!("--questions: {e}"))?;
+            (Kind::Questions, questions)
+        }
+    };
     let timeout = opts.timeout.unwrap_or(settings.ask.timeout);
     if timeout > MAX_TIMEOUT_SECS {
         bail!(
@@ -129,9 +157,10 @@ fn build_request(
             .or_else(|| spool.map(|s| s.project().to_path_buf()))
             .map(|d| d.display().to_string()),
         timestamp: jiff::Timestamp::now(),
-        kind: opts.kind,
+        kind,
         content,
         options: opts.options.clone(),
+        questions,
         priority: opts.priority.unwrap_or(settings.ask.priority),
         timeout: Some(timeout).filter(|&t| t > 0),
         context,

@@ -6,6 +6,7 @@
 //! [`ParseError`] that says what is wrong — because questions arrive from untrusted
 //! scripts and a bad one must never take the broker down.
 
+pub mod form;
 mod id;
 mod origin;
 mod request;
@@ -14,6 +15,7 @@ pub mod text;
 mod time;
 mod variant;
 
+pub use form::{FormOption, FormQuestion};
 pub use id::{IdError, id_from, is_valid_id, validate_id};
 pub use origin::Origin;
 pub use request::{Answer, AnswerStatus, Asker, CREATED_BY_USER, Kind, Priority, Reply, Request};

@@ -6,7 +6,10 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::VERSION;
+use super::{
+    VERSION,
+    form::{self, FormQuestion},
+};
 
 /// What kind of reply a question wants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -25,17 +28,21 @@ pub enum Kind {
     Approval,
     /// Allow or refuse a tool use (Claude Code permission), with an optional comment.
     Permission,
+    /// Several questions at once (`questions`), each answered with options or the
+    /// human's own text: Claude Code's AskUserQuestion.
+    Questions,
 }
 
 impl Kind {
     /// Every kind, in the order help texts list them.
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Text,
         Kind::Yesno,
         Kind::Select,
         Kind::Multiselect,
         Kind::Approval,
         Kind::Permission,
+        Kind::Questions,
     ];
 
     /// The name used on the wire and on the command line.
@@ -47,6 +54,7 @@ impl Kind {
             Kind::Multiselect => "multiselect",
             Kind::Approval => "approval",
             Kind::Permission => "permission",
+            Kind::Questions => "questions",
         }
     }
 
@@ -59,6 +67,7 @@ impl Kind {
             "multiselect" | "multi_select" | "multi" | "checkbox" | "choices" => Kind::Multiselect,
             "approval" | "approve" => Kind::Approval,
             "permission" => Kind::Permission,
+            "questions" | "form" | "askuserquestion" => Kind::Questions,
             _ => return None,
         })
     }
@@ -81,6 +90,7 @@ impl Kind {
             Kind::Select => "Choose a number",
             Kind::Multiselect => "Choose numbers, separated by commas",
             Kind::Approval | Kind::Permission => "[a]pprove or [d]eny, then an optional comment",
+            Kind::Questions => "Answer each question, one per line",
         }
     }
 }
@@ -186,6 +196,9 @@ pub struct Request {
     /// Choices for select and multiselect.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<String>,
+    /// The questions of a `questions` request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub questions: Vec<FormQuestion>,
     /// How soon it should be answered.
     #[serde(default)]
     pub priority: Priority,
@@ -231,6 +244,18 @@ fn is_empty_object(v: &Value) -> bool {
 }
 
 impl Request {
+    /// Why its kind cannot be asked as it stands, if it cannot: a select or
+    /// multiselect needs options, a `questions` request its questions.
+    pub fn shape_error(&self) -> Option<String> {
+        match self.kind {
+            k if k.needs_options() && self.options.is_empty() => {
+                Some(format!("a {k} question needs options"))
+            }
+            Kind::Questions => form::check(&self.questions).err(),
+            _ => None,
+        }
+    }
+
     /// When the broker gives up on it, if it has a timeout.
     pub fn deadline(&self) -> Option<Timestamp> {
         let secs = self.timeout.filter(|&t| t > 0)?;
@@ -262,6 +287,23 @@ impl Request {
                     .map(|part| self.pick(part.trim()).map(str::to_string))
                     .collect::<Result<Vec<_>, _>>()
                     .map(Reply::Choices)
+            }
+            Kind::Questions => {
+                // One answer per line, in the questions' order.
+                let lines: Vec<&str> = typed.lines().collect();
+                if lines.len() != self.questions.len() {
+                    return Err(format!(
+                        "{} answers for {} questions (one per line)",
+                        lines.len(),
+                        self.questions.len()
+                    ));
+                }
+                self.questions
+                    .iter()
+                    .zip(lines)
+                    .map(|(q, line)| q.interpret(line))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(Reply::Answers)
             }
             Kind::Approval | Kind::Permission => {
                 let (word, comment) = match t.split_once(char::is_whitespace) {
@@ -315,6 +357,17 @@ impl Request {
                 approved: true,
                 comment: None,
             },
+            // Each question's first option, or TEXT where it has none.
+            Kind::Questions => Reply::Answers(
+                self.questions
+                    .iter()
+                    .map(|q| {
+                        q.options
+                            .first()
+                            .map_or_else(|| text.to_string(), |o| o.label.clone())
+                    })
+                    .collect(),
+            ),
         }
     }
 }
@@ -326,6 +379,9 @@ pub enum Reply {
     Text(String),
     /// The chosen options of a multiselect question.
     Choices(Vec<String>),
+    /// One answer per question of a `questions` request, in order: an option's
+    /// label, several joined by ", ", or the human's own text.
+    Answers(Vec<String>),
     /// Approve or deny.
     Approval {
         /// True to approve.
@@ -362,6 +418,17 @@ impl Reply {
                 None => Ok(()),
             },
             (Reply::Approval { .. }, k) if k.is_approval() => Ok(()),
+            (Reply::Answers(a), Kind::Questions) if a.len() != r.questions.len() => Err(format!(
+                "{} answers for {} questions",
+                a.len(),
+                r.questions.len()
+            )),
+            (Reply::Answers(a), Kind::Questions) => {
+                match a.iter().position(|a| a.trim().is_empty()) {
+                    Some(i) => Err(format!("no answer to {:?}", r.questions[i].question)),
+                    None => Ok(()),
+                }
+            }
             (_, k) => Err(format!(
                 "a {} question takes {}",
                 k.as_str(),
@@ -371,6 +438,7 @@ impl Reply {
                     Kind::Select => "one of its options",
                     Kind::Multiselect => "some of its options",
                     Kind::Approval | Kind::Permission => "approve or deny",
+                    Kind::Questions => "an answer to each of its questions",
                 }
             )),
         }
@@ -432,6 +500,10 @@ pub struct Answer {
     /// For multiselect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub choices: Option<Vec<String>>,
+    /// For `questions`: each question's text to its answer (AskUserQuestion's
+    /// `answers`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers: Option<Map<String, Value>>,
     /// Who answered: `terminal`, `cli:USER`, `auto`, `broker` (timeouts, rejections)…
     pub responded_by: String,
 }
@@ -451,6 +523,7 @@ impl Answer {
             approved: None,
             comment: None,
             choices: None,
+            answers: None,
             responded_by: by.to_string(),
         }
     }
@@ -470,6 +543,20 @@ impl Answer {
                     responded_by,
                 )
             },
+            Reply::Answers(a) => {
+                // The text, for readers of the files: "question: answer" a line.
+                let text = req
+                    .questions
+                    .iter()
+                    .zip(&a)
+                    .map(|(q, a)| format!("{}: {a}", q.question))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                Answer {
+                    answers: Some(form::answer_map(&req.questions, &a)),
+                    ..Answer::base(id, agent, AnswerStatus::Answered, text, responded_by)
+                }
+            }
             Reply::Approval { approved, comment } => {
                 let word = if approved { "approved" } else { "denied" };
                 Answer {
@@ -555,6 +642,7 @@ mod tests {
             kind,
             content: "?".into(),
             options: options.iter().map(|s| s.to_string()).collect(),
+            questions: Vec::new(),
             priority: Priority::Normal,
             timeout: Some(10),
             context: Value::Null,

@@ -124,6 +124,9 @@ pub enum ParseError {
     /// A select question without options.
     #[error("a {0} question needs at least one option")]
     NoOptions(Kind),
+    /// A `questions` request whose questions cannot be asked.
+    #[error("{0}")]
+    BadForm(String),
 }
 
 impl ParseError {
@@ -258,6 +261,16 @@ pub fn parse_question_at(
     if kind.needs_options() && options.is_empty() {
         return Err(ParseError::NoOptions(kind));
     }
+    let questions = match obj.remove("questions") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v) => serde_json::from_value(v).map_err(|_| ParseError::WrongType {
+            field: "questions",
+            expected: "an array of {question, header?, options?: [{label, description?}], multi_select?}",
+        })?,
+    };
+    if kind == Kind::Questions {
+        super::form::check(&questions).map_err(ParseError::BadForm)?;
+    }
     let priority = match take_string(&mut obj, "priority")? {
         Some(p) => Priority::parse(&p).ok_or(ParseError::UnknownPriority(p))?,
         None => Priority::Normal,
@@ -319,6 +332,7 @@ pub fn parse_question_at(
             kind,
             content,
             options,
+            questions,
             priority,
             timeout,
             context,

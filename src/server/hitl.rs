@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use crate::{
     api::RespondBody,
-    protocol::{Answer, AnswerStatus, Kind, Priority, Reply, Request, Status},
+    protocol::{Answer, AnswerStatus, FormQuestion, Kind, Priority, Reply, Request, Status, form},
 };
 
 /// The `humanInTheLoop` object of `POST /events`.
@@ -35,6 +35,9 @@ pub struct HitlSpec {
     /// The options of a choice.
     #[serde(default)]
     pub choices: Option<Vec<String>>,
+    /// The questions of a `questions` request (an extension: AskUserQuestion's shape).
+    #[serde(default)]
+    pub questions: Option<Vec<FormQuestion>>,
     /// Tool context for the human.
     #[serde(default)]
     pub context: Option<Value>,
@@ -105,7 +108,7 @@ pub fn request_from_spec(
     if spec.requires_response == Some(false) {
         metadata.insert("requires_response".into(), json!(false));
     }
-    Ok(Request {
+    let request = Request {
         version: crate::protocol::VERSION,
         id: String::new(),
         // The session id names the agent; ids follow the one rule whatever a client
@@ -117,13 +120,18 @@ pub fn request_from_spec(
         kind,
         content: spec.question.clone(),
         options,
+        questions: spec.questions.clone().unwrap_or_default(),
         priority,
         timeout,
         context: spec.context.clone().unwrap_or(Value::Null),
         metadata,
         asker: None,
         created_by: None,
-    })
+    };
+    match request.shape_error() {
+        Some(why) => Err(format!("humanInTheLoop: {why}")),
+        None => Ok(request),
+    }
 }
 
 /// The seed type of a request: the one it was made with, else its kind's name.
@@ -208,6 +216,33 @@ pub fn reply_for(r: &Request, body: &RespondBody) -> Result<Reply, String> {
                 text.ok_or("a yesno request is answered with \"response\": \"yes\" or \"no\"")?;
             r.interpret(t)
         }
+        Kind::Questions => {
+            let given = body.answers.as_ref().ok_or(
+                "a questions request is answered with \"answers\": one per question, or an \
+                 object from each question to its answer",
+            )?;
+            let answers = match given {
+                Value::Object(map) => form::answers_from_map(&r.questions, map)?,
+                Value::Array(list) => {
+                    let keyed = r
+                        .questions
+                        .iter()
+                        .map(|q| q.question.clone())
+                        .zip(list.iter().cloned())
+                        .collect();
+                    if list.len() != r.questions.len() {
+                        return Err(format!(
+                            "\"answers\" holds {} answers for {} questions",
+                            list.len(),
+                            r.questions.len()
+                        ));
+                    }
+                    form::answers_from_map(&r.questions, &keyed)?
+                }
+                other => return Err(format!("\"answers\" is {other}, not a list or an object")),
+            };
+            Ok(Reply::Answers(answers))
+        }
         Kind::Text => {
             let t = text.ok_or_else(|| {
                 format!(
@@ -265,6 +300,10 @@ pub fn response_data(r: &Request, event_id: Option<i64>, a: &Answer) -> Value {
             Kind::Select => data["choice"] = json!(a.content),
             Kind::Multiselect => data["choices"] = json!(a.choices.clone().unwrap_or_default()),
             Kind::Text | Kind::Yesno => data["response"] = json!(a.content),
+            Kind::Questions => {
+                data["answers"] = json!(a.answers.clone().unwrap_or_default());
+                data["response"] = json!(a.content);
+            }
         }
     }
     if let Some(c) = &a.comment {
@@ -340,6 +379,52 @@ mod tests {
     }
 
     #[test]
+    fn a_form_is_answered_by_list_or_by_question_text() {
+        let spec: HitlSpec = serde_json::from_value(json!({
+            "type": "questions", "question": "Set-up",
+            "questions": [
+                { "question": "Which framework?", "options": [{ "label": "React" }, { "label": "Vue" }] },
+                { "question": "Which db?", "multiSelect": true,
+                  "options": [{ "label": "sqlite" }, { "label": "pg" }] }
+            ]
+        }))
+        .unwrap();
+        let form = request_from_spec(&spec, "app", "s").unwrap();
+        assert_eq!(form.kind, Kind::Questions);
+        let body = |v: Value| serde_json::from_value::<RespondBody>(v).unwrap();
+        let answers = Reply::Answers(vec!["Vue".into(), "sqlite, pg".into()]);
+        let want = Ok(answers.clone());
+        assert_eq!(
+            reply_for(&form, &body(json!({"answers": ["Vue", "sqlite, pg"]}))),
+            want
+        );
+        assert_eq!(
+            reply_for(
+                &form,
+                &body(
+                    json!({"answers": {"Which framework?": "Vue", "Which db?": ["sqlite", "pg"]}})
+                )
+            ),
+            want
+        );
+        let short = reply_for(&form, &body(json!({"answers": ["Vue"]}))).unwrap_err();
+        assert!(short.contains("1 answers for 2 questions"), "{short}");
+        let missing = reply_for(&form, &body(json!({"answers": {"Which db?": "pg"}}))).unwrap_err();
+        assert!(missing.contains("Which framework?"), "{missing}");
+        assert!(reply_for(&form, &body(json!({"response": "Vue"}))).is_err());
+        let a = Answer::from_reply(&form, answers, "web");
+        let d = response_data(&form, None, &a);
+        assert_eq!(d["answers"]["Which db?"], "sqlite, pg");
+        assert_eq!(
+            d["response"],
+            "Which framework?: Vue\nWhich db?: sqlite, pg"
+        );
+        let empty: HitlSpec =
+            serde_json::from_value(json!({"type": "questions", "question": "q"})).unwrap();
+        assert!(request_from_spec(&empty, "app", "s").is_err());
+    }
+
+    #[test]
     fn answers_go_back_in_the_field_the_client_reads() {
         let perm = request_from_spec(&spec("permission"), "app", "s").unwrap();
         let a = Answer::from_reply(
@@ -383,6 +468,10 @@ mod tests {
                 Just("cancelled".to_string()),
                 Just("comment".to_string()),
                 Just("respondedBy".to_string()),
+                Just("questions".to_string()),
+                Just("answers".to_string()),
+                Just("options".to_string()),
+                Just("label".to_string()),
                 "[a-zA-Z_]{1,10}",
             ];
             let leaf = prop_oneof![

@@ -87,17 +87,12 @@ pub async fn create(
         None => Kind::Text,
         Some(k) => hitl::kind_of(k).ok_or_else(|| {
             ApiError::bad_request(format!(
-                "type {k:?} is not text, yesno, select, multiselect, approval or permission"
+                "type {k:?} is not text, yesno, select, multiselect, approval, permission or questions"
             ))
         })?,
     };
     if body.content.trim().is_empty() {
         return Err(ApiError::bad_request("content (the question) is empty"));
-    }
-    if kind.needs_options() && body.options.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "a {kind} request needs options"
-        )));
     }
     let mut key_holder = Map::new();
     if let Some(k) = &body.idempotency_key {
@@ -135,6 +130,7 @@ pub async fn create(
         kind,
         content: body.content.clone(),
         options: body.options.clone(),
+        questions: body.questions.clone(),
         priority: body.priority.unwrap_or_default(),
         timeout: Some(body.timeout.unwrap_or(300)).filter(|&t| t > 0),
         context: body.context.clone(),
@@ -142,6 +138,9 @@ pub async fn create(
         asker: None,
         created_by: Some(caller.who(&state)),
     };
+    if let Some(why) = request.shape_error() {
+        return Err(ApiError::bad_request(why));
+    }
     let event = NewEvent {
         source_app: agent_name,
         session_id: agent_id,

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::protocol::MAX_TIMEOUT_SECS;
+use crate::protocol::{MAX_TIMEOUT_SECS, form::MAX_FORM_QUESTIONS};
 
 /// Text with something in it besides whitespace.
 const NOT_BLANK: &str = r"\S";
@@ -14,6 +14,33 @@ const NOT_BLANK: &str = r"\S";
 const NO_CONTROLS: &str = r"^[^\u0000-\u001f\u007f-\u009f]*$";
 /// The id rule: `[A-Za-z0-9_.-]{1,128}`, not `.` or `..`.
 const ID: &str = r"^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,128}$";
+
+/// A `questions` request's questions (AskUserQuestion's shape).
+fn form_questions() -> Value {
+    json!({
+        "type": "array",
+        "minItems": 1,
+        "maxItems": MAX_FORM_QUESTIONS,
+        "items": {
+            "type": "object",
+            "required": ["question"],
+            "properties": {
+                "question": { "type": "string", "pattern": NOT_BLANK },
+                "header": { "type": "string" },
+                "options": { "type": "array", "items": {
+                    "type": "object",
+                    "required": ["label"],
+                    "properties": {
+                        "label": { "type": "string", "pattern": NOT_BLANK },
+                        "description": { "type": "string" },
+                    },
+                } },
+                "multi_select": { "type": "boolean" },
+                "multiSelect": { "type": "boolean" },
+            },
+        },
+    })
+}
 
 /// `components.schemas`.
 pub fn components() -> Value {
@@ -34,8 +61,9 @@ pub fn components() -> Value {
             "properties": {
                 "content": { "type": "string", "pattern": NOT_BLANK, "description": "The question." },
                 "type": { "enum": ["text", "yesno", "select", "multiselect", "approval", "permission",
-                                   "question", "question_input", "choice", null] },
+                                   "questions", "question", "question_input", "choice", null] },
                 "options": { "type": "array", "items": { "type": "string" } },
+                "questions": form_questions(),
                 "timeout": { "type": ["integer", "null"], "minimum": 0, "maximum": MAX_TIMEOUT_SECS,
                              "description": "Seconds; 0 waits for ever (default 300)." },
                 "priority": { "enum": ["normal", "high", "urgent", null] },
@@ -48,22 +76,29 @@ pub fn components() -> Value {
                             "description": "The way the asker came, when one of hitl's own adapters asks over HTTP (default http)." },
                 "metadata": { "type": "object" },
             },
-            // A choice needs its options.
-            "if": { "required": ["type"], "properties": { "type": { "enum": ["select", "multiselect", "choice"] } } },
-            "then": { "required": ["options"], "properties": { "options": { "minItems": 1 } } },
+            "allOf": [
+                // A choice needs its options,
+                { "if": { "required": ["type"], "properties": { "type": { "enum": ["select", "multiselect", "choice"] } } },
+                  "then": { "required": ["options"], "properties": { "options": { "minItems": 1 } } } },
+                // and a form its questions.
+                { "if": { "required": ["type"], "properties": { "type": { "const": "questions" } } },
+                  "then": { "required": ["questions"] } },
+            ],
         },
         "RespondBody": {
             "type": "object",
             "description": "Which fields an answer needs depends on the request's type: \
                             `response` for text, `choice` for a select, `choices` for a \
-                            multiselect, `approved` or `permission` for approvals; \
-                            `cancelled: true` ends any. A body that does not fit the \
+                            multiselect, `approved` or `permission` for approvals, \
+                            `answers` for questions (one per question, or an object from \
+                            each question to its answer); `cancelled: true` ends any. A body that does not fit the \
                             request is refused with 400.",
             "properties": {
                 "response": { "type": ["string", "null"] },
                 "answer": { "type": ["string", "null"] },
                 "choice": { "type": ["string", "null"] },
                 "choices": { "type": ["array", "null"], "items": { "type": "string" } },
+                "answers": { "type": ["array", "object", "null"] },
                 "permission": { "type": ["boolean", "null"] },
                 "approved": { "type": ["boolean", "null"] },
                 "comment": { "type": ["string", "null"] },
@@ -94,17 +129,22 @@ pub fn components() -> Value {
                     "required": ["type", "question"],
                     "properties": {
                         "type": { "enum": ["question", "question_input", "choice", "permission", "approval",
-                                           "text", "yesno", "select", "multiselect"] },
+                                           "text", "yesno", "select", "multiselect", "questions"] },
                         "question": { "type": "string", "pattern": NOT_BLANK },
                         "responseWebSocketUrl": { "type": ["string", "null"] },
                         "timeout": { "type": ["number", "null"], "minimum": 0, "maximum": MAX_TIMEOUT_SECS },
                         "requiresResponse": { "type": ["boolean", "null"] },
                         "choices": { "type": ["array", "null"], "items": { "type": "string" } },
+                        "questions": form_questions(),
                         "context": {},
                         "priority": { "enum": ["normal", "high", "urgent", null] },
                     },
-                    "if": { "properties": { "type": { "enum": ["choice", "select", "multiselect"] } } },
-                    "then": { "required": ["choices"], "properties": { "choices": { "type": "array", "minItems": 1 } } },
+                    "allOf": [
+                        { "if": { "properties": { "type": { "enum": ["choice", "select", "multiselect"] } } },
+                          "then": { "required": ["choices"], "properties": { "choices": { "type": "array", "minItems": 1 } } } },
+                        { "if": { "properties": { "type": { "const": "questions" } } },
+                          "then": { "required": ["questions"] } },
+                    ],
                 },
             },
         },

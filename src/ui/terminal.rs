@@ -12,7 +12,7 @@ use tokio::sync::{broadcast::error::RecvError, mpsc};
 
 use crate::{
     broker::{BrokerHandle, Change, PendingRequest},
-    protocol::{Reply, text::visible_line},
+    protocol::{FormQuestion, Kind, Reply, Request, text::visible_line},
 };
 
 /// Who terminal answers are from.
@@ -86,9 +86,76 @@ fn show(out: &mut impl Write, p: &PendingRequest, waiting: usize) -> std::io::Re
     for (i, o) in r.options.iter().enumerate() {
         writeln!(out, "  {}) {}", i + 1, visible_line(o))?;
     }
+    for (i, q) in r.questions.iter().enumerate() {
+        show_form_question(out, i, q)?;
+    }
     writeln!(out, "{RULE}")?;
-    write!(out, "{} (/cancel to decline): ", r.kind.prompt_hint())?;
+    match r.questions.first() {
+        Some(first) if r.kind == Kind::Questions => ask_form_question(out, r, 0, first),
+        _ => {
+            write!(out, "{} (/cancel to decline): ", r.kind.prompt_hint())?;
+            out.flush()
+        }
+    }
+}
+
+/// One question of a form, with its options and what they mean.
+fn show_form_question(out: &mut impl Write, i: usize, q: &FormQuestion) -> std::io::Result<()> {
+    let header = if q.header.is_empty() {
+        String::new()
+    } else {
+        format!("[{}] ", visible_line(&q.header))
+    };
+    let several = if q.multi_select { " (pick any)" } else { "" };
+    writeln!(
+        out,
+        "  Q{}. {header}{}{several}",
+        i + 1,
+        visible_line(&q.question)
+    )?;
+    for (n, o) in q.options.iter().enumerate() {
+        let what = if o.description.is_empty() {
+            String::new()
+        } else {
+            format!(" - {}", visible_line(&o.description))
+        };
+        writeln!(out, "      {}) {}{what}", n + 1, visible_line(&o.label))?;
+    }
+    Ok(())
+}
+
+/// The prompt for question `i` of a form.
+fn ask_form_question(
+    out: &mut impl Write,
+    r: &Request,
+    i: usize,
+    q: &FormQuestion,
+) -> std::io::Result<()> {
+    write!(
+        out,
+        "Q{}/{}: {} (/cancel to decline): ",
+        i + 1,
+        r.questions.len(),
+        q.prompt_hint()
+    )?;
     out.flush()
+}
+
+/// What one typed line does to the question on screen: a reply to send, the next
+/// question of a form (its answers so far in `form`), or why it was not understood.
+fn read_line(line: &str, r: &Request, form: &mut Vec<String>) -> Result<Option<Reply>, String> {
+    if let Some(reason) = line.trim().strip_prefix("/cancel") {
+        let reason = reason.trim();
+        return Ok(Some(Reply::Cancel {
+            reason: (!reason.is_empty()).then(|| reason.to_string()),
+        }));
+    }
+    if r.kind != Kind::Questions {
+        return r.interpret(line).map(Some);
+    }
+    let q = &r.questions[form.len()];
+    form.push(q.interpret(line)?);
+    Ok((form.len() == r.questions.len()).then(|| Reply::Answers(std::mem::take(form))))
 }
 
 /// Runs the prompt until the broker stops.
@@ -113,6 +180,9 @@ pub async fn run(handle: BrokerHandle) {
             continue;
         }
         let _ = show(&mut out, &head, pending.len());
+        let r = &head.request;
+        // A form's answers so far, one per question.
+        let mut form = Vec::new();
         loop {
             tokio::select! {
                 line = lines.recv() => {
@@ -121,21 +191,30 @@ pub async fn run(handle: BrokerHandle) {
                         stdin_open = false;
                         break;
                     };
-                    let reply = if let Some(reason) = line.trim().strip_prefix("/cancel") {
-                        let reason = reason.trim();
-                        Ok(Reply::Cancel { reason: (!reason.is_empty()).then(|| reason.to_string()) })
-                    } else {
-                        head.request.interpret(&line)
-                    };
-                    match reply {
-                        Err(msg) => {
-                            let _ = write!(out, "{msg}. {}: ", head.request.kind.prompt_hint());
-                            let _ = out.flush();
+                    match read_line(&line, r, &mut form) {
+                        Err(msg) => match r.questions.get(form.len()) {
+                            Some(q) if r.kind == Kind::Questions => {
+                                let _ = write!(out, "{msg}. ");
+                                let _ = ask_form_question(&mut out, r, form.len(), q);
+                            }
+                            _ => {
+                                let _ = write!(out, "{msg}. {}: ", r.kind.prompt_hint());
+                                let _ = out.flush();
+                            }
+                        },
+                        Ok(None) => {
+                            let _ = ask_form_question(&mut out, r, form.len(), &r.questions[form.len()]);
                         }
-                        Ok(reply) => {
+                        Ok(Some(reply)) => {
                             match handle.respond(head.seq, reply, RESPONDER).await {
                                 Ok(a) => {
-                                    let _ = writeln!(out, "[{}] Answer: {}", visible_line(&head.request.agent_name), visible_line(&a.content));
+                                    let _ = write!(out, "[{}] Answer:", visible_line(&r.agent_name));
+                                    // A form's answer is a line per question.
+                                    let indent = if a.content.contains('\n') { "\n  " } else { " " };
+                                    for line in a.content.lines() {
+                                        let _ = write!(out, "{indent}{}", visible_line(line));
+                                    }
+                                    let _ = writeln!(out);
                                 }
                                 Err(e) => {
                                     let _ = writeln!(out, "Not sent: {e}");

@@ -519,3 +519,50 @@ fn gc_applies_the_retention_policy_and_says_what_it_did() {
         "{report}"
     );
 }
+
+#[test]
+fn a_form_of_questions_is_asked_and_answered_from_the_command_line() {
+    let p = Project::new();
+    let form = r#"[
+        {"question": "Which framework?", "header": "UI", "multiSelect": false,
+         "options": [{"label": "React", "description": "JSX"}, {"label": "Vue"}]},
+        {"question": "Which targets?", "multiSelect": true,
+         "options": [{"label": "linux"}, {"label": "mac"}, {"label": "windows"}]}
+    ]"#;
+    // Without a listener: the answer goes through the spool.
+    let child = spawn_ask(&p, &["--questions", form, "--json", "Set-up choices"]);
+    let q = p.wait_pending(1, Duration::from_secs(10)).remove(0);
+    assert_eq!(q["type"], "questions", "{q:#}");
+    let id = q["id"].as_str().unwrap();
+    let out = p.run(&["answer", id, "react", "3, linux"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = wait_output(child, Duration::from_secs(10));
+    assert!(out.status.success(), "{out:?}");
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        answer["answers"],
+        serde_json::json!({"Which framework?": "React", "Which targets?": "windows, linux"})
+    );
+    assert_eq!(
+        answer["content"],
+        "Which framework?: React\nWhich targets?: windows, linux"
+    );
+
+    // Bad forms are refused before anything is asked.
+    for (args, says) in [
+        (vec!["--type", "questions", "q"], "needs --questions"),
+        (vec!["--questions", "[]", "q"], "one or more"),
+        (vec!["--questions", "{", "q"], "not a JSON array"),
+        (
+            vec!["--type", "yesno", "--questions", form, "q"],
+            "not a yesno",
+        ),
+    ] {
+        let out = p.run(&[&["ask"][..], &args].concat());
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{args:?}: {out:?}"
+        );
+    }
+}

@@ -436,3 +436,150 @@ fn a_plan_is_shown_for_approval_and_a_denial_carries_the_comment_back() {
         input["tool_input"]
     );
 }
+
+/// AskUserQuestion's input, as Claude Code sends it: two questions, one multi-select.
+fn ask_user_question(p: &Project) -> Value {
+    pre_tool_use(
+        p,
+        "AskUserQuestion",
+        json!({ "questions": [
+            { "question": "Which framework?", "header": "Framework", "multiSelect": false,
+              "options": [{ "label": "React", "description": "Hooks and JSX" },
+                          { "label": "Vue", "description": "Single-file components" }] },
+            { "question": "Which checks should run?", "header": "Checks", "multiSelect": true,
+              "options": [{ "label": "lint", "description": "clippy" },
+                          { "label": "test", "description": "cargo test" },
+                          { "label": "bench", "description": "criterion" }] }
+        ] }),
+    )
+}
+
+/// The allow AskUserQuestion needs: its whole input back, plus `answers`.
+fn answered_with(input: &Value, answers: Value) -> Value {
+    let mut updated = input["tool_input"].clone();
+    updated["answers"] = answers;
+    json!({ "hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "allow",
+        // Who answered varies; the tests blank it after checking it.
+        "permissionDecisionReason": null,
+        "updatedInput": updated,
+    } })
+}
+
+#[test]
+fn ask_user_question_is_answered_from_the_cli_with_multi_select_and_own_text() {
+    let p = Project::new();
+    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let input = ask_user_question(&p);
+    let child = spawn_hook(&p, "pre-tool-use", &input);
+    let q = hook_question(&p);
+    assert_eq!(q["type"], "questions", "{q:#}");
+    assert_eq!(q["origin"], "hook", "{q:#}");
+    assert_eq!(q["questions"][1]["options"][2]["label"], "bench", "{q:#}");
+    assert!(
+        q["questions"][1]["multi_select"].as_bool().unwrap(),
+        "{q:#}"
+    );
+
+    // A wrong count is refused and the question stays pending.
+    let wrong = p.run(&["answer", q["id"].as_str().unwrap(), "2"]);
+    assert!(!wrong.status.success());
+    assert!(
+        String::from_utf8_lossy(&wrong.stderr).contains("1 answers for 2 questions"),
+        "{wrong:?}"
+    );
+
+    // Own text for the first ("Other"), two picks for the second.
+    let mut got = answer_and_read(&p, child, &q, &["Svelte, if it fits", "1,2"]);
+    let reason = got["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(reason.starts_with("Answered in hitl by "), "{reason}");
+    got["hookSpecificOutput"]["permissionDecisionReason"] = Value::Null;
+    assert_eq!(
+        got,
+        answered_with(
+            &input,
+            json!({ "Which framework?": "Svelte, if it fits",
+                    "Which checks should run?": "lint, test" })
+        )
+    );
+}
+
+#[test]
+fn ask_user_question_is_answered_over_http_by_question_text() {
+    let p = Project::new();
+    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let input = ask_user_question(&p);
+    let child = spawn_hook(&p, "pre-tool-use", &input);
+    let q = hook_question(&p);
+    let http = reqwest::blocking::Client::new();
+    let respond = |body: Value| {
+        http.post(format!(
+            "{}/api/v1/requests/{}/respond",
+            p.http_url(),
+            q["id"].as_str().unwrap()
+        ))
+        .bearer_auth(p.token())
+        .json(&body)
+        .send()
+        .unwrap()
+    };
+    // An answer missing a question is refused with why; the question stays.
+    let short = respond(json!({ "answers": { "Which framework?": "Vue" } }));
+    assert_eq!(short.status(), 400);
+    assert!(short.text().unwrap().contains("Which checks should run?"));
+    let ok = respond(json!({ "answers": {
+        "Which framework?": "Vue", "Which checks should run?": ["test", "bench"] } }));
+    assert!(ok.status().is_success(), "{:?}", ok.text());
+
+    let mut got = finish(wait_output(child, Duration::from_secs(30))).expect("a decision");
+    got["hookSpecificOutput"]["permissionDecisionReason"] = Value::Null;
+    assert_eq!(
+        got,
+        answered_with(
+            &input,
+            json!({ "Which framework?": "Vue", "Which checks should run?": "test, bench" })
+        )
+    );
+    let history = p.history();
+    assert!(
+        history
+            .iter()
+            .any(|h| h["origin"] == "hook" && h["status"] == "answered"),
+        "{history:#?}"
+    );
+}
+
+#[test]
+fn ask_user_question_is_answered_at_the_terminal_prompt_one_line_per_question() {
+    let p = Project::new();
+    let mut listener = p.listen_with_stdin(&["--http", "127.0.0.1:0"]);
+    let mut stdin = listener.child.stdin.take().unwrap();
+    let input = ask_user_question(&p);
+    let child = spawn_hook(&p, "pre-tool-use", &input);
+    listener.wait_stdout("Q1/2", Duration::from_secs(20));
+    let screen = listener.stdout();
+    for shown in [
+        "[Framework] Which framework?",
+        "2) Vue - Single-file components",
+        "Which checks should run? (pick any)",
+        "3) bench - criterion",
+    ] {
+        assert!(screen.contains(shown), "{shown:?} not in {screen}");
+    }
+    writeln!(stdin, "vue").unwrap();
+    listener.wait_stdout("Q2/2", Duration::from_secs(20));
+    writeln!(stdin, "9, 1").unwrap(); // no option 9: own text, taken as it is
+    let mut got = finish(wait_output(child, Duration::from_secs(30))).expect("a decision");
+    got["hookSpecificOutput"]["permissionDecisionReason"] = Value::Null;
+    assert_eq!(
+        got,
+        answered_with(
+            &input,
+            json!({ "Which framework?": "Vue", "Which checks should run?": "9, 1" })
+        )
+    );
+}

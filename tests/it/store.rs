@@ -112,6 +112,7 @@ fn request(id: &str, content: &str, at: i64) -> Request {
         kind: Kind::Select,
         content: content.to_string(),
         options: vec!["a".into(), "b".into()],
+        questions: Vec::new(),
         priority: Priority::High,
         timeout: Some(30),
         context: serde_json::json!({"file": "x.rs"}),

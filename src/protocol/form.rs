@@ -1,0 +1,194 @@
+//! Forms: several questions asked at once, each with options to pick (one, or
+//! several) or an answer of the human's own ("Other"). The shape of Claude Code's
+//! AskUserQuestion, so that its questions can be answered from any hitl UI and go
+//! back as the `answers` map it reads: each question's text to the chosen label,
+//! several labels joined by ", ", or the human's own text.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The most questions one form holds.
+pub const MAX_FORM_QUESTIONS: usize = 16;
+
+/// One question of a form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FormQuestion {
+    /// The question, as the human reads it (and as the answers are keyed).
+    pub question: String,
+    /// A short label for it (AskUserQuestion's chip, at most 12 characters there).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub header: String,
+    /// The options to pick from; none: free text only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<FormOption>,
+    /// Whether several options may be picked.
+    #[serde(default, alias = "multiSelect")]
+    pub multi_select: bool,
+}
+
+/// One option of a form question.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FormOption {
+    /// What is picked, and what the answer says.
+    pub label: String,
+    /// What it means.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+}
+
+/// Why a form cannot be asked, if it cannot: no questions, too many, an empty
+/// question text or option label.
+pub fn check(questions: &[FormQuestion]) -> Result<(), String> {
+    if questions.is_empty() {
+        return Err("a questions request needs \"questions\" (one or more)".into());
+    }
+    if questions.len() > MAX_FORM_QUESTIONS {
+        return Err(format!(
+            "a questions request holds at most {MAX_FORM_QUESTIONS} questions, not {}",
+            questions.len()
+        ));
+    }
+    for (i, q) in questions.iter().enumerate() {
+        if q.question.trim().is_empty() {
+            return Err(format!("question {} has no text", i + 1));
+        }
+        if q.options.iter().any(|o| o.label.trim().is_empty()) {
+            return Err(format!(
+                "question {:?} has an option without a label",
+                q.question
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl FormQuestion {
+    /// Turns what a human typed into this question's answer: option numbers
+    /// (`2`, or `1,3` where several may be picked), option labels, or, when it is
+    /// neither, the human's own answer.
+    pub fn interpret(&self, typed: &str) -> Result<String, String> {
+        let t = typed.trim();
+        if t.is_empty() {
+            return Err("an empty answer; pick an option or type your own".into());
+        }
+        let parts: Vec<&str> = t.split(',').map(str::trim).collect();
+        let picked: Option<Vec<&str>> = parts.iter().map(|p| self.pick(p)).collect();
+        match picked {
+            Some(labels) if labels.len() > 1 && !self.multi_select => {
+                Err("pick one option (or type your own answer)".into())
+            }
+            Some(labels) => Ok(labels.join(", ")),
+            // Not all options: the whole line is the human's own answer ("Other").
+            None => Ok(t.to_string()),
+        }
+    }
+
+    /// An option by its 1-based number or its label (any case).
+    fn pick(&self, t: &str) -> Option<&str> {
+        if let Ok(n) = t.parse::<usize>() {
+            return self
+                .options
+                .get(n.checked_sub(1)?)
+                .map(|o| o.label.as_str());
+        }
+        self.options
+            .iter()
+            .find(|o| o.label.eq_ignore_ascii_case(t))
+            .map(|o| o.label.as_str())
+    }
+
+    /// What a person types to answer it, as a prompt says it.
+    pub fn prompt_hint(&self) -> &'static str {
+        match (self.options.is_empty(), self.multi_select) {
+            (true, _) => "Answer",
+            (false, false) => "Choose a number, or type your own answer",
+            (false, true) => "Choose numbers separated by commas, or type your own answer",
+        }
+    }
+}
+
+/// The answers as Claude Code's AskUserQuestion reads them: each question's text to
+/// its answer.
+pub fn answer_map(questions: &[FormQuestion], answers: &[String]) -> Map<String, Value> {
+    questions
+        .iter()
+        .zip(answers)
+        .map(|(q, a)| (q.question.clone(), Value::String(a.clone())))
+        .collect()
+}
+
+/// Answers from a map keyed by question text (Claude Code's shape), in the
+/// questions' order; or which question it lacks.
+pub fn answers_from_map(
+    questions: &[FormQuestion],
+    map: &Map<String, Value>,
+) -> Result<Vec<String>, String> {
+    questions
+        .iter()
+        .map(|q| match map.get(&q.question) {
+            Some(Value::String(a)) => Ok(a.clone()),
+            Some(Value::Array(labels)) => Ok(labels
+                .iter()
+                .map(|l| l.as_str().map_or_else(|| l.to_string(), str::to_string))
+                .collect::<Vec<_>>()
+                .join(", ")),
+            Some(other) => Err(format!(
+                "the answer to {:?} is {other}, not text",
+                q.question
+            )),
+            None => Err(format!("no answer to {:?}", q.question)),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(multi: bool) -> FormQuestion {
+        FormQuestion {
+            question: "Which framework?".into(),
+            header: "Framework".into(),
+            options: ["React", "Vue", "Svelte"]
+                .into_iter()
+                .map(|l| FormOption {
+                    label: l.into(),
+                    description: format!("{l} it is"),
+                })
+                .collect(),
+            multi_select: multi,
+        }
+    }
+
+    #[test]
+    fn typed_answers_pick_options_by_number_or_label_or_are_the_humans_own() {
+        assert_eq!(q(false).interpret("2").unwrap(), "Vue");
+        assert_eq!(q(false).interpret(" svelte ").unwrap(), "Svelte");
+        assert_eq!(q(true).interpret("1, 3").unwrap(), "React, Svelte");
+        assert_eq!(q(true).interpret("vue,React").unwrap(), "Vue, React");
+        assert!(q(false).interpret("1,3").is_err(), "one pick only");
+        assert_eq!(q(false).interpret("Solid, maybe").unwrap(), "Solid, maybe");
+        assert_eq!(
+            q(false).interpret("7").unwrap(),
+            "7",
+            "no option 7: own text"
+        );
+        assert!(q(false).interpret("  ").is_err());
+    }
+
+    #[test]
+    fn claude_codes_shape_reads_and_the_map_is_keyed_by_question() {
+        let form: Vec<FormQuestion> = serde_json::from_value(serde_json::json!([
+            { "question": "Which framework?", "header": "Framework", "multiSelect": true,
+              "options": [{ "label": "React", "description": "…" }, { "label": "Vue", "description": "…" }] }
+        ]))
+        .unwrap();
+        assert!(form[0].multi_select);
+        check(&form).unwrap();
+        let map = answer_map(&form, &["React, Vue".to_string()]);
+        assert_eq!(map["Which framework?"], "React, Vue");
+        assert_eq!(answers_from_map(&form, &map).unwrap(), ["React, Vue"]);
+        assert!(answers_from_map(&form, &Map::new()).is_err());
+        assert!(check(&[]).is_err());
+    }
+}
