@@ -117,6 +117,10 @@ pub struct RespondBody {
     /// Approve or deny an approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved: Option<bool>,
+    /// "Always allow this here", with an approval: `true` for the rule the request
+    /// offers, or a rule of the human's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub always: Option<Value>,
     /// A comment, or the reason for a cancel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
@@ -134,10 +138,15 @@ impl RespondBody {
             Reply::Text(t) => body.response = Some(t.clone()),
             Reply::Choices(c) => body.choices = Some(c.clone()),
             Reply::Answers(a) => body.answers = Some(Value::from(a.clone())),
-            Reply::Approval { approved, comment } => {
+            Reply::Approval {
+                approved,
+                comment,
+                remember,
+            } => {
                 body.approved = Some(*approved);
                 body.permission = Some(*approved);
                 body.comment = comment.clone();
+                body.always = remember.clone().map(Value::String);
             }
             Reply::Cancel { reason } => {
                 body.cancelled = Some(true);

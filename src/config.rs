@@ -109,6 +109,9 @@ pub struct HookSettings {
     pub unanswered_dangerous: Unanswered,
     /// The same for everything else asked (decision tools, permission requests).
     pub unanswered_other: Unanswered,
+    /// "Always allow" rules: calls these cover are allowed without asking (see
+    /// `claude::rules`; `hitl rules` lists, adds and removes them).
+    pub allow: Vec<String>,
 }
 
 /// What `hitl hook` says when no human answered.
@@ -169,6 +172,9 @@ pub const DEFAULT_DANGEROUS_COMMANDS: &[&str] = &[
     r"^(shutdown|reboot|halt|poweroff)\b",
     r">\s*/dev/(sd|nvme|hd|vd|xvd)[a-z0-9]*",
     r"^(DROP|TRUNCATE)\s",
+    // hitl's and Claude Code's own settings (rules, hooks) changed from a shell: a
+    // prompt-injected agent's way around the questions.
+    r"(>|\b(tee|cp|mv|ln|dd|truncate|rm|install|rsync)\s|\bsed\s+(-\S+\s+)*-i|\bperl\s+-\S*i)[^;&|]*\.(helpers|claude)/",
 ];
 
 impl Default for HookSettings {
@@ -188,6 +194,7 @@ impl Default for HookSettings {
             timeouts: [("AskUserQuestion".to_string(), 300)].into_iter().collect(),
             unanswered_dangerous: Unanswered::Deny,
             unanswered_other: Unanswered::None,
+            allow: Vec::new(),
         }
     }
 }
@@ -460,7 +467,8 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # Shell commands that ask first (regular expressions, matched against each command
 # of a line; replaces the defaults: recursive rm of / ~ * or absolute paths, dd to a
 # device, mkfs, fork bombs, force pushes, git reset --hard, git clean -f, curl | sh,
-# chmod 777, chown -R, shutdown, writes to disks, DROP/TRUNCATE).
+# chmod 777, chown -R, shutdown, writes to disks, DROP/TRUNCATE, writes to .helpers/
+# and .claude/ from a shell).
 # dangerous_commands = ['^rm\s+-rf\s+/']
 # Ask every PermissionRequest (Claude Code about to show its permission dialog).
 # permission_requests = true
@@ -471,6 +479,11 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # "none" (no opinion); for protected files and dangerous commands, and for the rest.
 # unanswered_dangerous = "deny"
 # unanswered_other = "none"
+# "Always allow this here": calls these rules cover are allowed without asking.
+# Added when you approve with "always", or by `hitl rules add`; `hitl rules` lists
+# them. Bash(CMD) is that command exactly, Bash(CMD:*) any starting with its words,
+# Edit(GLOB) writing matching files from the project root (any file-writing tool).
+# allow = ["Bash(npm publish:*)", "Edit(config/*.json)"]
 "#;
 
 impl Settings {

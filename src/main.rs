@@ -24,6 +24,23 @@ struct Cli {
     command: Command,
 }
 
+/// What `hitl rules` does.
+#[derive(Subcommand, Debug)]
+enum RulesAction {
+    /// List the rules in force, numbered (the default).
+    List,
+    /// Add a rule to the project's config.
+    Add {
+        /// The rule, like 'Bash(npm publish:*)' or 'Edit(config/*.json)'.
+        rule: String,
+    },
+    /// Remove a rule from the project's config, by its text or its number.
+    Remove {
+        /// The rule, or its number in `hitl rules`.
+        rule: String,
+    },
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Set up a project: .helpers/ (mode 0700), .helpers/config.toml, scripts/ask-human.sh.
@@ -63,6 +80,21 @@ enum Command {
         #[arg(value_enum)]
         event: hitl::claude::hook::HookEvent,
     },
+    /// List, add and remove the "always allow" rules of `hitl hook` ([hook] allow in
+    /// .helpers/config.toml): calls they cover are allowed without asking.
+    ///
+    /// Bash(CMD) is that command exactly, Bash(CMD:*) any command starting with its
+    /// words, Edit(GLOB) writing files matching GLOB from the project root.
+    Rules {
+        #[command(subcommand)]
+        action: Option<RulesAction>,
+        /// The project folder (default: the nearest one with .helpers/).
+        #[arg(long, global = true)]
+        dir: Option<PathBuf>,
+        /// Print as JSON.
+        #[arg(long, global = true)]
+        json: bool,
+    },
     /// An MCP server on stdio: tools ask_human, request_approval and
     /// permission_prompt ask through the project's listener.
     ///
@@ -101,6 +133,11 @@ enum Command {
         /// A comment to go with --approve or --deny.
         #[arg(long, value_name = "C")]
         comment: Option<String>,
+        /// With --approve: always allow calls like this one here from now on, by the
+        /// rule the request offers (shown by `hitl pending --json` as
+        /// context.always_allow) or by RULE (like 'Bash(npm publish:*)').
+        #[arg(long, value_name = "RULE", num_args = 0..=1, default_missing_value = "", requires = "approve")]
+        always: Option<String>,
         /// The project folder.
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -208,6 +245,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Mcp { dir } => hitl::mcp::run(dir)?,
+        Command::Rules { action, dir, json } => {
+            use hitl::cmd::rules;
+            match action.unwrap_or(RulesAction::List) {
+                RulesAction::List => rules::list(dir.as_deref(), json)?,
+                RulesAction::Add { rule } => rules::add(dir.as_deref(), &rule, json)?,
+                RulesAction::Remove { rule } => rules::remove(dir.as_deref(), &rule, json)?,
+            }
+        }
         Command::Pending { dir, json } => hitl::cmd::inspect::pending(dir.as_ref(), json)?,
         Command::Answer {
             id,
@@ -215,6 +260,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             approve,
             deny,
             comment,
+            always,
             dir,
             db,
             json,
@@ -224,6 +270,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 _ => AnswerWith::Decision {
                     approve: approve && !deny,
                     comment,
+                    always: always.map(|rule| Some(rule).filter(|r| !r.trim().is_empty())),
                 },
             };
             runtime()?.block_on(hitl::cmd::answer::run(AnswerOptions {

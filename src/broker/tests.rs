@@ -275,6 +275,7 @@ async fn a_question_is_queued_answered_delivered_and_recorded() {
     let yes = Reply::Approval {
         approved: true,
         comment: None,
+        remember: None,
     };
     assert!(matches!(
         h.handle.respond(p.seq, yes, "t").await,

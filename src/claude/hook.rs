@@ -16,7 +16,10 @@ use std::{
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use super::policy::{self, Concern, Place};
+use super::{
+    policy::{self, Concern, Place},
+    rules,
+};
 use crate::{
     config::{self, HookSettings, Paths, Unanswered},
     protocol::{
@@ -65,6 +68,9 @@ pub enum Decision {
         reason: String,
         /// The input to run the tool with, replacing Claude's.
         updated_input: Option<Value>,
+        /// Permission rules for Claude Code to add (PermissionRequest only): its own
+        /// suggestions, when the human chose "always allow".
+        updated_permissions: Option<Value>,
     },
     /// Refuse it, with why (shown to Claude).
     Deny {
@@ -127,26 +133,8 @@ pub(crate) struct Question {
     unanswered: Unanswered,
     tool: String,
     tool_input: Value,
-}
-
-impl Question {
-    /// The decision the end of the question makes (`asked`: its answer, `None` when
-    /// it was withdrawn, or why the listener could not be asked).
-    pub(crate) fn conclude(&self, asked: Result<Option<Answer>>) -> Decision {
-        let (concern, unanswered) = (&self.concern, self.unanswered);
-        match asked {
-            Ok(Some(answer)) => {
-                from_answer(&answer, concern, unanswered, &self.tool, &self.tool_input)
-            }
-            Ok(None) => {
-                when_unanswered(unanswered, concern, "the question was withdrawn unanswered")
-            }
-            Err(e) => {
-                eprintln!("hitl: {e:#}");
-                when_unanswered(unanswered, concern, "the hitl listener could not be asked")
-            }
-        }
-    }
+    /// Claude Code's own "always allow" suggestions (PermissionRequest).
+    suggestions: Option<Value>,
 }
 
 /// Works out what a call needs. `project`: the project, when not the hook's
@@ -196,6 +184,13 @@ pub(crate) fn prepare(
         }
         _ => return decided(Decision::NoOpinion),
     };
+    if let Concern::Allowed { rule, .. } = &concern {
+        return decided(Decision::Allow {
+            reason: format!("Allowed by the hitl rule {rule} ({})", concern.describe()),
+            updated_input: None,
+            updated_permissions: None,
+        });
+    }
     // AskUserQuestion is asked as what it is: its questions, answered in any hitl UI
     // and sent back as `answers`. Questions hitl cannot read are left to Claude Code.
     let form = if tool == "AskUserQuestion" {
@@ -244,6 +239,7 @@ pub(crate) fn prepare(
         unanswered,
         tool: tool.to_string(),
         tool_input,
+        suggestions: allowing_suggestions(input),
     })))
 }
 
@@ -281,6 +277,56 @@ fn shown_path(file: &str, project: &Path) -> String {
         .ok()
         .filter(|rest| !rest.as_os_str().is_empty())
         .map_or_else(|| file.to_string(), |rest| rest.display().to_string())
+}
+
+/// Claude Code's own "always allow" suggestions of a PermissionRequest, as one line
+/// for the human (`Bash(npm test) in localSettings`); `None` when it offers none.
+fn claude_suggestion(input: &Value) -> Option<String> {
+    let mut said = Vec::new();
+    for s in input.get("permission_suggestions")?.as_array()? {
+        if s.get("type").and_then(Value::as_str) != Some("addRules")
+            || s.get("behavior").and_then(Value::as_str) != Some("allow")
+        {
+            continue;
+        }
+        let rules: Vec<String> = s
+            .get("rules")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| {
+                let tool = r.get("toolName").and_then(Value::as_str)?;
+                Some(match r.get("ruleContent").and_then(Value::as_str) {
+                    Some(content) => format!("{tool}({content})"),
+                    None => tool.to_string(),
+                })
+            })
+            .collect();
+        if rules.is_empty() {
+            continue;
+        }
+        let place = s
+            .get("destination")
+            .and_then(Value::as_str)
+            .unwrap_or("session");
+        said.push(format!("{} in Claude Code's {place}", rules.join(", ")));
+    }
+    (!said.is_empty()).then(|| said.join("; "))
+}
+
+/// Claude Code's "always allow" suggestions to hand back, the allowing ones only.
+fn allowing_suggestions(input: &Value) -> Option<Value> {
+    let kept: Vec<Value> = input
+        .get("permission_suggestions")?
+        .as_array()?
+        .iter()
+        .filter(|s| {
+            s.get("type").and_then(Value::as_str) == Some("addRules")
+                && s.get("behavior").and_then(Value::as_str) == Some("allow")
+        })
+        .cloned()
+        .collect();
+    (!kept.is_empty()).then_some(Value::Array(kept))
 }
 
 /// AskUserQuestion's questions, if they can be asked.
@@ -355,6 +401,10 @@ fn approval_request(
         content.push_str("\n\n");
         content.push_str(plan.trim_end());
     }
+    let always_allow = match concern {
+        Concern::Permission => claude_suggestion(input),
+        c => rules::suggest(c),
+    };
     let mut context = json!({
         "tool_name": tool,
         "tool_input": tool_input,
@@ -365,6 +415,9 @@ fn approval_request(
     });
     if let Some(s) = input.get("permission_suggestions") {
         context["permission_suggestions"] = s.clone();
+    }
+    if let Some(rule) = always_allow {
+        context["always_allow"] = json!(rule);
     }
     Request {
         version: VERSION,
@@ -414,50 +467,93 @@ fn ask(spool: &Spool, url: &str, request: &Request) -> Result<Option<Answer>> {
     })
 }
 
-/// The decision a human's answer makes.
-fn from_answer(
-    answer: &Answer,
-    concern: &Concern,
-    unanswered: Unanswered,
-    tool: &str,
-    tool_input: &Value,
-) -> Decision {
-    let by = &answer.responded_by;
-    let comment = answer
-        .comment
-        .as_deref()
-        .filter(|c| !c.trim().is_empty())
-        .map(|c| format!(": {c}"))
-        .unwrap_or_default();
-    match answer.status {
-        AnswerStatus::Timeout => when_unanswered(unanswered, concern, "no answer in time"),
-        AnswerStatus::Cancelled => Decision::Deny {
-            reason: format!("Cancelled in hitl by {by}{comment}"),
-        },
-        // A form's answers go back as AskUserQuestion reads them: its whole input,
-        // plus `answers` keyed by question text.
-        AnswerStatus::Answered if answer.answers.is_some() => {
-            let mut input = match tool_input {
-                Value::Object(o) => o.clone(),
-                _ => Default::default(),
-            };
-            input.insert(
-                "answers".into(),
-                Value::Object(answer.answers.clone().unwrap_or_default()),
-            );
-            Decision::Allow {
-                reason: format!("Answered in hitl by {by}"),
-                updated_input: Some(Value::Object(input)),
+impl Question {
+    /// The decision the end of the question makes (`asked`: its answer, `None` when
+    /// it was withdrawn, or why the listener could not be asked).
+    pub(crate) fn conclude(&self, asked: Result<Option<Answer>>) -> Decision {
+        let (concern, unanswered) = (&self.concern, self.unanswered);
+        match asked {
+            Ok(Some(answer)) => self.decision_for(&answer),
+            Ok(None) => {
+                when_unanswered(unanswered, concern, "the question was withdrawn unanswered")
+            }
+            Err(e) => {
+                eprintln!("hitl: {e:#}");
+                when_unanswered(unanswered, concern, "the hitl listener could not be asked")
             }
         }
-        AnswerStatus::Answered if answer.approved == Some(true) => Decision::Allow {
-            reason: format!("Approved in hitl by {by}{comment}"),
-            // ExitPlanMode needs its input echoed to go ahead without a prompt.
-            updated_input: (tool == "ExitPlanMode").then(|| tool_input.clone()),
-        },
-        AnswerStatus::Answered => Decision::Deny {
-            reason: format!("Denied in hitl by {by}{comment}"),
-        },
+    }
+
+    /// The decision a human's answer makes.
+    fn decision_for(&self, answer: &Answer) -> Decision {
+        let (concern, unanswered) = (&self.concern, self.unanswered);
+        let by = &answer.responded_by;
+        let comment = answer
+            .comment
+            .as_deref()
+            .filter(|c| !c.trim().is_empty())
+            .map(|c| format!(": {c}"))
+            .unwrap_or_default();
+        match answer.status {
+            AnswerStatus::Timeout => when_unanswered(unanswered, concern, "no answer in time"),
+            AnswerStatus::Cancelled => Decision::Deny {
+                reason: format!("Cancelled in hitl by {by}{comment}"),
+            },
+            // A form's answers go back as AskUserQuestion reads them: its whole input,
+            // plus `answers` keyed by question text.
+            AnswerStatus::Answered if answer.answers.is_some() => {
+                let mut input = match &self.tool_input {
+                    Value::Object(o) => o.clone(),
+                    _ => Default::default(),
+                };
+                input.insert(
+                    "answers".into(),
+                    Value::Object(answer.answers.clone().unwrap_or_default()),
+                );
+                Decision::Allow {
+                    reason: format!("Answered in hitl by {by}"),
+                    updated_input: Some(Value::Object(input)),
+                    updated_permissions: None,
+                }
+            }
+            AnswerStatus::Answered if answer.approved == Some(true) => {
+                let (remembered, updated_permissions) = match &answer.remember {
+                    Some(rule) => self.remember(rule),
+                    None => (String::new(), None),
+                };
+                Decision::Allow {
+                    reason: format!("Approved in hitl by {by}{comment}{remembered}"),
+                    // ExitPlanMode needs its input echoed to go ahead without a prompt.
+                    updated_input: (self.tool == "ExitPlanMode").then(|| self.tool_input.clone()),
+                    updated_permissions,
+                }
+            }
+            AnswerStatus::Answered => Decision::Deny {
+                reason: format!("Denied in hitl by {by}{comment}"),
+            },
+        }
+    }
+
+    /// Keeps the human's "always allow": Claude Code's own suggestions handed back
+    /// for a permission request, else the rule added to the project's config. What
+    /// to add to the reason, and the permissions for Claude Code.
+    fn remember(&self, rule: &str) -> (String, Option<Value>) {
+        if self.concern == Concern::Permission {
+            return match &self.suggestions {
+                Some(s) => (format!("; always allowed: {rule}"), Some(s.clone())),
+                None => (String::new(), None),
+            };
+        }
+        let added = rule
+            .parse::<rules::Rule>()
+            .and_then(|r| rules::add(&self.spool.config_file(), &r));
+        match added {
+            Ok(_) => (format!("; always allowed here from now on ({rule})"), None),
+            Err(e) => {
+                eprintln!("hitl hook: the rule {rule:?} was not kept: {e:#}");
+                (format!("; the rule {rule} could not be kept: {e:#}"), None)
+            }
+        }
     }
 }
 
@@ -477,10 +573,20 @@ fn when_unanswered(unanswered: Unanswered, concern: &Concern, why: &str) -> Deci
 pub fn output(event: HookEvent, decision: &Decision) -> Option<Value> {
     match (event, decision) {
         (_, Decision::NoOpinion) => None,
-        (HookEvent::PermissionRequest, Decision::Allow { updated_input, .. }) => {
+        (
+            HookEvent::PermissionRequest,
+            Decision::Allow {
+                updated_input,
+                updated_permissions,
+                ..
+            },
+        ) => {
             let mut d = json!({ "behavior": "allow" });
             if let Some(i) = updated_input {
                 d["updatedInput"] = i.clone();
+            }
+            if let Some(p) = updated_permissions {
+                d["updatedPermissions"] = p.clone();
             }
             Some(json!({ "hookSpecificOutput": {
                 "hookEventName": "PermissionRequest", "decision": d } }))
@@ -497,6 +603,7 @@ pub fn output(event: HookEvent, decision: &Decision) -> Option<Value> {
                 Decision::Allow {
                     reason,
                     updated_input,
+                    ..
                 } => ("allow", reason, updated_input.clone()),
                 Decision::Deny { reason } => ("deny", reason, None),
                 Decision::Ask { reason } => ("ask", reason, None),
@@ -524,6 +631,7 @@ mod tests {
         let allow = Decision::Allow {
             reason: "ok".into(),
             updated_input: None,
+            updated_permissions: None,
         };
         let deny = Decision::Deny {
             reason: "no".into(),

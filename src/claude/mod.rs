@@ -3,4 +3,5 @@
 
 pub mod hook;
 pub mod policy;
+pub mod rules;
 pub mod settings;

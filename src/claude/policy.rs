@@ -10,10 +10,11 @@ use std::path::{Component, Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::Value;
 
+use super::rules::{self, Rule};
 use crate::config::HookSettings;
 
 /// Tools whose input names a file they write, and the field that names it.
-const WRITING_TOOLS: &[(&str, &str)] = &[
+pub(crate) const WRITING_TOOLS: &[(&str, &str)] = &[
     ("Edit", "file_path"),
     ("Write", "file_path"),
     ("MultiEdit", "file_path"),
@@ -41,6 +42,14 @@ pub enum Concern {
         /// The pattern it matched.
         pattern: String,
     },
+    /// A protected file or dangerous command that an "always allow" rule lets
+    /// through (every part of the call the policy flags is covered).
+    Allowed {
+        /// The rule.
+        rule: String,
+        /// What would have been asked.
+        concern: Box<Concern>,
+    },
 }
 
 impl Concern {
@@ -63,6 +72,9 @@ impl Concern {
             }
             Concern::DangerousCommand { part, pattern } => {
                 format!("`{part}` is a dangerous command (matches {pattern})")
+            }
+            Concern::Allowed { rule, concern } => {
+                format!("{}, allowed here by the rule {rule}", concern.describe())
             }
         }
     }
@@ -89,7 +101,13 @@ pub fn validate(settings: &HookSettings) -> Result<()> {
         glob_matcher(g.strip_prefix("~/").unwrap_or(g))
             .with_context(|| format!("[hook] protected_paths: {g:?}"))?;
     }
+    rules::parse_all(&settings.allow)?;
     Ok(())
+}
+
+/// Whether `glob` reads as a glob (for rules).
+pub(crate) fn check_glob(glob: &str) -> Result<()> {
+    glob_matcher(glob.strip_prefix("~/").unwrap_or(glob)).map(drop)
 }
 
 /// What the policy says of a tool call: `None` when no rule names it.
@@ -106,19 +124,46 @@ pub fn concern(
         let Some(command) = input.get("command").and_then(Value::as_str) else {
             return Ok(None);
         };
-        return dangerous_command(&settings.dangerous_commands, command);
+        return dangerous_command(&settings.dangerous_commands, &settings.allow, command);
     }
     if let Some((_, field)) = WRITING_TOOLS.iter().find(|(t, _)| *t == tool) {
         let Some(path) = input.get(*field).and_then(Value::as_str) else {
             return Ok(None);
         };
-        return protected_path(&settings.protected_paths, place, path);
+        let Some(paths) = Candidates::of(place, path) else {
+            return Ok(None);
+        };
+        let Some(concern) = paths.first_match(&settings.protected_paths, place, false)? else {
+            return Ok(None);
+        };
+        let rules = rules::parse_all(&settings.allow)?;
+        let globs: Vec<String> = rules
+            .iter()
+            .filter_map(|r| r.path_glob().map(str::to_string))
+            .collect();
+        return Ok(Some(match paths.first_match(&globs, place, true)? {
+            Some(Concern::ProtectedPath { glob, .. }) => Concern::Allowed {
+                rule: rules
+                    .iter()
+                    .find(|r| r.path_glob() == Some(glob.as_str()))
+                    .map_or(glob, |r| r.to_string()),
+                concern: Box::new(concern),
+            },
+            _ => concern,
+        }));
     }
     Ok(None)
 }
 
-/// The first dangerous pattern matching `command` or a command in it.
-fn dangerous_command(patterns: &[String], command: &str) -> Result<Option<Concern>> {
+/// The first dangerous pattern matching a command of the line `command` that no
+/// rule of `allow` covers (or the line as a whole, for patterns spanning its
+/// commands, like `curl … | sh`); a line whose every flagged command a rule covers
+/// is [`Concern::Allowed`].
+fn dangerous_command(
+    patterns: &[String],
+    allow: &[String],
+    command: &str,
+) -> Result<Option<Concern>> {
     if patterns.is_empty() {
         return Ok(None);
     }
@@ -126,31 +171,74 @@ fn dangerous_command(patterns: &[String], command: &str) -> Result<Option<Concer
     // a millisecond, on every Bash call of every session; a command is short, and
     // its classes (`\s`, `\b`) ASCII. A pattern anchored to a command's first word
     // (`^rm\s…`) is compiled only for a command starting with that word.
-    let mut parts = vec![command.trim().to_string()];
-    parts.extend(split_command(command));
     let mut compiled: Vec<Option<regex_lite::Regex>> = vec![None; patterns.len()];
-    for part in parts {
-        for (i, pattern) in patterns.iter().enumerate() {
-            if let Some(word) = required_start(pattern)
-                && !part.starts_with(word)
-            {
-                continue;
-            }
-            if compiled[i].is_none() {
-                compiled[i] = Some(
-                    regex_lite::Regex::new(pattern)
-                        .with_context(|| format!("[hook] dangerous_commands: {pattern:?}"))?,
-                );
-            }
-            if compiled[i].as_ref().is_some_and(|r| r.is_match(&part)) {
-                return Ok(Some(Concern::DangerousCommand {
-                    part,
-                    pattern: pattern.clone(),
-                }));
+    let mut matches = |i: usize, part: &str| -> Result<bool> {
+        let pattern = &patterns[i];
+        if let Some(word) = required_start(pattern)
+            && !part.starts_with(word)
+        {
+            return Ok(false);
+        }
+        if compiled[i].is_none() {
+            compiled[i] = Some(
+                regex_lite::Regex::new(pattern)
+                    .with_context(|| format!("[hook] dangerous_commands: {pattern:?}"))?,
+            );
+        }
+        Ok(compiled[i].as_ref().is_some_and(|r| r.is_match(part)))
+    };
+    let whole = command.trim().to_string();
+    let parts = split_command(command);
+    let mut flagged = Vec::new();
+    for part in &parts {
+        for i in 0..patterns.len() {
+            if matches(i, part)? {
+                flagged.push((part.clone(), i));
+                break;
             }
         }
     }
-    Ok(None)
+    // The line as a whole, for a pattern no single command of it matches.
+    if parts.len() != 1 || parts[0] != whole {
+        'patterns: for i in 0..patterns.len() {
+            if !matches(i, &whole)? {
+                continue;
+            }
+            for part in &parts {
+                if matches(i, part)? {
+                    continue 'patterns;
+                }
+            }
+            flagged.insert(0, (whole.clone(), i));
+            break;
+        }
+    }
+    let concern = |(part, i): (String, usize)| Concern::DangerousCommand {
+        part,
+        pattern: patterns[i].clone(),
+    };
+    if flagged.is_empty() {
+        return Ok(None);
+    }
+    // Rules are read only for a line that would be asked about.
+    let rules: Vec<Rule> = if allow.is_empty() {
+        Vec::new()
+    } else {
+        rules::parse_all(allow)?
+    };
+    let mut first_rule = None;
+    for (part, i) in flagged.iter().cloned() {
+        match rules.iter().find(|r| r.covers_command(&part)) {
+            Some(rule) => {
+                first_rule.get_or_insert((rule.to_string(), concern((part, i))));
+            }
+            None => return Ok(Some(concern((part, i)))),
+        }
+    }
+    Ok(first_rule.map(|(rule, c)| Concern::Allowed {
+        rule,
+        concern: Box::new(c),
+    }))
 }
 
 /// The word every match of `pattern` starts with, when it is anchored (`^rm\s…`
@@ -338,63 +426,92 @@ fn unquote(word: &str) -> &str {
     word
 }
 
-/// The first protected glob matching the file at `raw` (absolute, or relative to
-/// the call's folder), checked as written and as it resolves (symlinks followed).
-fn protected_path(globs: &[String], place: &Place, raw: &str) -> Result<Option<Concern>> {
-    if globs.is_empty() || raw.is_empty() {
-        return Ok(None);
-    }
-    let literal = normalise(&place.cwd.join(raw));
-    let resolved = resolve(&literal);
-    let project = normalise(&place.project);
-    let roots = [resolve(&project), project];
-    // The candidates, as text once: file names, paths from the project's root,
-    // absolute paths; each as written and as it resolves.
-    let (mut names, mut relative, mut absolute) = (Vec::new(), Vec::new(), Vec::new());
-    for path in [&literal, &resolved] {
-        if let Some(name) = path.file_name() {
-            names.push(name.to_string_lossy().into_owned());
+/// The texts a file's globs are matched against: its names, its paths from the
+/// project's root and its absolute paths, each as written and as it resolves
+/// (symlinks followed).
+struct Candidates {
+    names: Vec<String>,
+    relative: Vec<String>,
+    absolute: Vec<String>,
+}
+
+impl Candidates {
+    /// The candidates of the file at `raw` (absolute, or relative to the call's
+    /// folder).
+    fn of(place: &Place, raw: &str) -> Option<Candidates> {
+        if raw.is_empty() {
+            return None;
         }
-        for root in &roots {
-            if let Ok(rel) = path.strip_prefix(root) {
-                relative.push(rel.to_string_lossy().into_owned());
+        let literal = normalise(&place.cwd.join(raw));
+        let resolved = resolve(&literal);
+        let project = normalise(&place.project);
+        let roots = [resolve(&project), project];
+        let (mut names, mut relative, mut absolute) = (Vec::new(), Vec::new(), Vec::new());
+        for path in [&literal, &resolved] {
+            if let Some(name) = path.file_name() {
+                names.push(name.to_string_lossy().into_owned());
+            }
+            for root in &roots {
+                if let Ok(rel) = path.strip_prefix(root) {
+                    relative.push(rel.to_string_lossy().into_owned());
+                }
+            }
+            absolute.push(path.to_string_lossy().into_owned());
+        }
+        Some(Candidates {
+            names,
+            relative,
+            absolute,
+        })
+    }
+
+    /// The first of `globs` matching the file. Globs without `/` match its name, the
+    /// rest its path from the project's root, absolute and `~/` ones its absolute
+    /// path; `as_paths` (rules, which name one place): globs without `/` match the
+    /// path from the root too, never a name at any depth.
+    fn first_match(
+        &self,
+        globs: &[String],
+        place: &Place,
+        as_paths: bool,
+    ) -> Result<Option<Concern>> {
+        // globset reads the globs; regex-lite runs them: its compile costs microseconds
+        // where the full engine's automata cost a millisecond, on every file write of
+        // every session.
+        for glob in globs {
+            let (pattern, against) = if let Some(rest) = glob.strip_prefix("~/") {
+                let Some(home) = &place.home else { continue };
+                (format!("{}/{rest}", home.display()), &self.absolute)
+            } else if glob.starts_with('/') {
+                (glob.clone(), &self.absolute)
+            } else if glob.contains('/') || as_paths {
+                (glob.clone(), &self.relative)
+            } else {
+                (glob.clone(), &self.names)
+            };
+            // Most writes are to ordinary files: a path lacking the glob's one piece of
+            // literal text cannot match, and needs no matcher compiled.
+            if let Some(literal) = required_text(&pattern)
+                && !against.iter().any(|t| t.contains(literal.as_str()))
+            {
+                continue;
+            }
+            let matcher = glob_matcher(&pattern)
+                .with_context(|| format!("[hook] protected_paths: {glob:?}"))?;
+            if let Some(hit) = against.iter().find(|p| matcher.is_match(p)) {
+                let shown = self
+                    .relative
+                    .first()
+                    .filter(|r| !r.is_empty())
+                    .unwrap_or(hit);
+                return Ok(Some(Concern::ProtectedPath {
+                    path: shown.clone(),
+                    glob: glob.clone(),
+                }));
             }
         }
-        absolute.push(path.to_string_lossy().into_owned());
+        Ok(None)
     }
-    // globset reads the globs; regex-lite runs them: its compile costs microseconds
-    // where the full engine's automata cost a millisecond, on every file write of
-    // every session. Globs without `/` match file names, the rest paths from the
-    // project's root, absolute and `~/` ones absolute paths.
-    for glob in globs {
-        let (pattern, against) = if let Some(rest) = glob.strip_prefix("~/") {
-            let Some(home) = &place.home else { continue };
-            (format!("{}/{rest}", home.display()), &absolute)
-        } else if glob.starts_with('/') {
-            (glob.clone(), &absolute)
-        } else if glob.contains('/') {
-            (glob.clone(), &relative)
-        } else {
-            (glob.clone(), &names)
-        };
-        // Most writes are to ordinary files: a path lacking the glob's one piece of
-        // literal text cannot match, and needs no matcher compiled.
-        if let Some(literal) = required_text(&pattern)
-            && !against.iter().any(|t| t.contains(literal.as_str()))
-        {
-            continue;
-        }
-        let matcher =
-            glob_matcher(&pattern).with_context(|| format!("[hook] protected_paths: {glob:?}"))?;
-        if let Some(hit) = against.iter().find(|p| matcher.is_match(p)) {
-            let shown = relative.first().filter(|r| !r.is_empty()).unwrap_or(hit);
-            return Ok(Some(Concern::ProtectedPath {
-                path: shown.clone(),
-                glob: glob.clone(),
-            }));
-        }
-    }
-    Ok(None)
 }
 
 /// The longest run of plain text that every match of `glob` contains (`None` when
@@ -754,5 +871,90 @@ mod tests {
         };
         let e = concern(&s, &place(dir.path()), "Bash", &json!({"command": "ls"})).unwrap_err();
         assert!(format!("{e:#}").contains("dangerous_commands"), "{e:#}");
+    }
+
+    #[test]
+    fn rules_allow_only_what_they_cover_of_a_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = HookSettings {
+            allow: vec![
+                "Bash(git push --force origin main)".into(),
+                "Bash(rm -rf /tmp/build:*)".into(),
+                "Edit(.env)".into(),
+                "Edit(config/*.json)".into(),
+            ],
+            protected_paths: vec![".env".into(), "**/*.json".into()],
+            ..HookSettings::default()
+        };
+        let run = |tool: &str, input: Value| {
+            concern(&settings, &place(dir.path()), tool, &input).unwrap()
+        };
+        let bash = |c: &str| run("Bash", json!({ "command": c }));
+        let allowed = |c: Option<Concern>| matches!(c, Some(Concern::Allowed { .. }));
+        assert!(allowed(bash("git push --force origin main")));
+        assert!(allowed(bash("cd repo && git  push --force origin main")));
+        assert!(allowed(bash("rm -rf /tmp/build --verbose")));
+        assert!(!allowed(bash("rm -rf /tmp/build/../../etc")));
+        assert!(allowed(bash("sudo rm -rf /tmp/build")));
+        // A part no rule covers is asked about, whatever else the line holds.
+        for asked in [
+            "git push --force origin main; rm -rf /",
+            "git push --force origin main && git push --force origin dev",
+            "git push --force origin main $(rm -rf ~)",
+            "git push --force origin main2",
+            "rm -rf /tmp/buildx",
+        ] {
+            assert!(
+                matches!(bash(asked), Some(Concern::DangerousCommand { .. })),
+                "{asked}: {:?}",
+                bash(asked)
+            );
+        }
+        // Nothing dangerous: no opinion, rules or not.
+        assert_eq!(bash("ls"), None);
+        // Rules and hooks are not changed behind the human's back.
+        for sneaky in [
+            "echo 'allow = [\"Bash(rm -rf /:*)\"]' >> .helpers/config.toml",
+            "sed -i 's/hitl hook//' .claude/settings.json",
+            "cp /tmp/x ./.helpers/config.toml",
+            "tee -a .helpers/config.toml < /tmp/rules",
+        ] {
+            assert!(
+                matches!(bash(sneaky), Some(Concern::DangerousCommand { .. })),
+                "{sneaky}"
+            );
+        }
+        assert_eq!(bash("cat .helpers/config.toml"), None);
+
+        let write = |path: &str| run("Write", json!({ "file_path": path, "content": "x" }));
+        assert!(allowed(write(".env")));
+        assert!(allowed(write("config/app.json")));
+        // A rule names one place: `.env` at the root, not `.env` anywhere.
+        assert!(matches!(
+            write("sub/.env"),
+            Some(Concern::ProtectedPath { .. })
+        ));
+        assert!(matches!(
+            write("other/app.json"),
+            Some(Concern::ProtectedPath { .. })
+        ));
+        assert!(matches!(
+            write("config/../.x/app.json"),
+            Some(Concern::ProtectedPath { .. })
+        ));
+
+        let broken = HookSettings {
+            allow: vec!["Bash".into()],
+            ..HookSettings::default()
+        };
+        let e = concern(
+            &broken,
+            &place(dir.path()),
+            "Bash",
+            &json!({ "command": "rm -rf /" }),
+        )
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("[hook] allow"), "{e:#}");
+        assert!(validate(&broken).is_err());
     }
 }

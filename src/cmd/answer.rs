@@ -31,6 +31,9 @@ pub enum AnswerWith {
         approve: bool,
         /// Why.
         comment: Option<String>,
+        /// "Always allow this here": `Some(None)` for the rule the request offers,
+        /// `Some(Some(rule))` for one of the human's own.
+        always: Option<Option<String>>,
     },
     /// Cancel the question.
     Cancel {
@@ -69,7 +72,11 @@ fn reply_for(opts: &AnswerOptions, request: &Request) -> Result<Reply> {
                 anyhow::anyhow!("{e} (question {} is a {} question)", opts.id, request.kind)
             })?
         }
-        AnswerWith::Decision { approve, comment } => {
+        AnswerWith::Decision {
+            approve,
+            comment,
+            always,
+        } => {
             if !request.kind.is_approval() {
                 bail!(
                     "--approve/--deny answer approval and permission requests; question {} is a {} question",
@@ -77,9 +84,26 @@ fn reply_for(opts: &AnswerOptions, request: &Request) -> Result<Reply> {
                     request.kind
                 );
             }
+            let remember = match always {
+                None => None,
+                Some(_) if !approve => bail!("--always goes with --approve"),
+                Some(Some(rule)) => Some(rule.clone()),
+                Some(None) => Some(
+                    request
+                        .always_allow()
+                        .with_context(|| {
+                            format!(
+                                "question {} offers no rule to always allow (give one: --always 'Bash(CMD:*)')",
+                                opts.id
+                            )
+                        })?
+                        .to_string(),
+                ),
+            };
             Reply::Approval {
                 approved: *approve,
                 comment: comment.clone(),
+                remember,
             }
         }
         AnswerWith::Cancel { reason } => Reply::Cancel {

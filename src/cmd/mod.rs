@@ -7,4 +7,5 @@ pub mod gc;
 pub mod init;
 pub mod inspect;
 pub mod listen;
+pub mod rules;
 pub mod serve;

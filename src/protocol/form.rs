@@ -21,8 +21,8 @@ pub struct FormQuestion {
     /// The options to pick from; none: free text only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<FormOption>,
-    /// Whether several options may be picked.
-    #[serde(default, alias = "multiSelect")]
+    /// Whether several options may be picked (`multiSelect`, as Claude Code names it).
+    #[serde(default, rename = "multiSelect")]
     pub multi_select: bool,
 }
 
@@ -51,6 +51,10 @@ pub fn check(questions: &[FormQuestion]) -> Result<(), String> {
     for (i, q) in questions.iter().enumerate() {
         if q.question.trim().is_empty() {
             return Err(format!("question {} has no text", i + 1));
+        }
+        if questions[..i].iter().any(|o| o.question == q.question) {
+            // The answers are keyed by question text.
+            return Err(format!("question {:?} is asked twice", q.question));
         }
         if q.options.iter().any(|o| o.label.trim().is_empty()) {
             return Err(format!(

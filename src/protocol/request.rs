@@ -251,9 +251,21 @@ impl Request {
             k if k.needs_options() && self.options.is_empty() => {
                 Some(format!("a {k} question needs options"))
             }
-            Kind::Questions => form::check(&self.questions).err(),
+            // Questions given are checked whatever the kind: a UI may show them.
+            k if k == Kind::Questions || !self.questions.is_empty() => {
+                form::check(&self.questions).err()
+            }
             _ => None,
         }
+    }
+
+    /// The rule an approval may add to always allow calls like this one here
+    /// ("always allow this here"), if the asker offers one (`context.always_allow`).
+    pub fn always_allow(&self) -> Option<&str> {
+        self.context
+            .get("always_allow")
+            .and_then(Value::as_str)
+            .filter(|r| !r.trim().is_empty())
     }
 
     /// When the broker gives up on it, if it has a timeout.
@@ -310,12 +322,20 @@ impl Request {
                     Some((w, c)) => (w, Some(c.trim().to_string()).filter(|c| !c.is_empty())),
                     None => (t, None),
                 };
-                let approved = match word.to_ascii_lowercase().as_str() {
-                    "a" | "y" | "yes" | "approve" | "approved" | "allow" | "ok" => true,
-                    "d" | "n" | "no" | "deny" | "denied" | "reject" | "refuse" => false,
+                let (approved, remember) = match word.to_ascii_lowercase().as_str() {
+                    "a" | "y" | "yes" | "approve" | "approved" | "allow" | "ok" => (true, None),
+                    "d" | "n" | "no" | "deny" | "denied" | "reject" | "refuse" => (false, None),
+                    "always" => match self.always_allow() {
+                        Some(rule) => (true, Some(rule.to_string())),
+                        None => return Err("this request offers no rule to always allow".into()),
+                    },
                     _ => return Err(format!("{word:?} is neither approve nor deny")),
                 };
-                Ok(Reply::Approval { approved, comment })
+                Ok(Reply::Approval {
+                    approved,
+                    comment,
+                    remember,
+                })
             }
         }
     }
@@ -356,6 +376,7 @@ impl Request {
             Kind::Approval | Kind::Permission => Reply::Approval {
                 approved: true,
                 comment: None,
+                remember: None,
             },
             // Each question's first option, or TEXT where it has none.
             Kind::Questions => Reply::Answers(
@@ -388,6 +409,9 @@ pub enum Reply {
         approved: bool,
         /// Why, if the human said.
         comment: Option<String>,
+        /// "Always allow this here": the rule to remember, with an approval of a
+        /// request that offers one ([`Request::always_allow`]).
+        remember: Option<String>,
     },
     /// The human declined to answer.
     Cancel {
@@ -417,6 +441,22 @@ impl Reply {
                 Some(bad) => Err(format!("{bad:?} is not one of the options {:?}", r.options)),
                 None => Ok(()),
             },
+            (
+                Reply::Approval {
+                    remember: Some(_), ..
+                },
+                k,
+            ) if k.is_approval() && r.always_allow().is_none() => {
+                Err("this request offers no rule to always allow".into())
+            }
+            (
+                Reply::Approval {
+                    approved: false,
+                    remember: Some(_),
+                    ..
+                },
+                _,
+            ) => Err("\"always allow\" goes with an approval, not a denial".into()),
             (Reply::Approval { .. }, k) if k.is_approval() => Ok(()),
             (Reply::Answers(a), Kind::Questions) if a.len() != r.questions.len() => Err(format!(
                 "{} answers for {} questions",
@@ -504,6 +544,10 @@ pub struct Answer {
     /// `answers`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answers: Option<Map<String, Value>>,
+    /// "Always allow this here": the rule the human chose to remember with an
+    /// approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remember: Option<String>,
     /// Who answered: `terminal`, `cli:USER`, `auto`, `broker` (timeouts, rejections)…
     pub responded_by: String,
 }
@@ -524,6 +568,7 @@ impl Answer {
             comment: None,
             choices: None,
             answers: None,
+            remember: None,
             responded_by: by.to_string(),
         }
     }
@@ -557,11 +602,16 @@ impl Answer {
                     ..Answer::base(id, agent, AnswerStatus::Answered, text, responded_by)
                 }
             }
-            Reply::Approval { approved, comment } => {
+            Reply::Approval {
+                approved,
+                comment,
+                remember,
+            } => {
                 let word = if approved { "approved" } else { "denied" };
                 Answer {
                     approved: Some(approved),
                     comment,
+                    remember,
                     ..Answer::base(id, agent, AnswerStatus::Answered, word.into(), responded_by)
                 }
             }
@@ -671,7 +721,8 @@ mod tests {
             a.interpret("d not on main"),
             Ok(Reply::Approval {
                 approved: false,
-                comment: Some("not on main".into())
+                comment: Some("not on main".into()),
+                remember: None,
             })
         );
         let t = req(Kind::Text, &[]);
@@ -688,6 +739,7 @@ mod tests {
             Reply::Approval {
                 approved: false,
                 comment: None,
+                remember: None,
             },
             "t",
         );

@@ -265,7 +265,7 @@ pub fn parse_question_at(
         None | Some(Value::Null) => Vec::new(),
         Some(v) => serde_json::from_value(v).map_err(|_| ParseError::WrongType {
             field: "questions",
-            expected: "an array of {question, header?, options?: [{label, description?}], multi_select?}",
+            expected: "an array of {question, header?, options?: [{label, description?}], multiSelect?}",
         })?,
     };
     if kind == Kind::Questions {

@@ -179,9 +179,22 @@ pub fn reply_for(r: &Request, body: &RespondBody) -> Result<Reply, String> {
                     ));
                 }
             };
+            let remember = match &body.always {
+                None | Some(Value::Bool(false)) | Some(Value::Null) => None,
+                Some(Value::Bool(true)) => Some(
+                    r.always_allow()
+                        .ok_or("this request offers no rule to always allow")?
+                        .to_string(),
+                ),
+                Some(Value::String(rule)) => Some(rule.clone()),
+                Some(other) => {
+                    return Err(format!("\"always\" is true or a rule, not {other}"));
+                }
+            };
             Ok(Reply::Approval {
                 approved,
                 comment: body.comment.clone(),
+                remember,
             })
         }
         Kind::Select => {
@@ -432,6 +445,7 @@ mod tests {
             Reply::Approval {
                 approved: true,
                 comment: Some("ok".into()),
+                remember: None,
             },
             "web",
         );

@@ -19,7 +19,6 @@ const ID: &str = r"^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,128}$";
 fn form_questions() -> Value {
     json!({
         "type": "array",
-        "minItems": 1,
         "maxItems": MAX_FORM_QUESTIONS,
         "items": {
             "type": "object",
@@ -35,7 +34,6 @@ fn form_questions() -> Value {
                         "description": { "type": "string" },
                     },
                 } },
-                "multi_select": { "type": "boolean" },
                 "multiSelect": { "type": "boolean" },
             },
         },
@@ -82,7 +80,8 @@ pub fn components() -> Value {
                   "then": { "required": ["options"], "properties": { "options": { "minItems": 1 } } } },
                 // and a form its questions.
                 { "if": { "required": ["type"], "properties": { "type": { "const": "questions" } } },
-                  "then": { "required": ["questions"] } },
+                  "then": { "required": ["questions"],
+                            "properties": { "questions": { "type": "array", "minItems": 1 } } } },
             ],
         },
         "RespondBody": {
@@ -101,6 +100,11 @@ pub fn components() -> Value {
                 "answers": { "type": ["array", "object", "null"] },
                 "permission": { "type": ["boolean", "null"] },
                 "approved": { "type": ["boolean", "null"] },
+                "always": { "type": ["boolean", "string", "null"],
+                            "description": "With an approval: always allow calls like this one \
+                                            here, by the rule the request offers \
+                                            (`context.always_allow`; true) or by a rule \
+                                            of your own (like `Bash(npm test:*)`)." },
                 "comment": { "type": ["string", "null"] },
                 "cancelled": { "type": ["boolean", "null"] },
                 "respondedBy": { "type": ["string", "null"] },
@@ -135,7 +139,7 @@ pub fn components() -> Value {
                         "timeout": { "type": ["number", "null"], "minimum": 0, "maximum": MAX_TIMEOUT_SECS },
                         "requiresResponse": { "type": ["boolean", "null"] },
                         "choices": { "type": ["array", "null"], "items": { "type": "string" } },
-                        "questions": form_questions(),
+                        "questions": { "anyOf": [form_questions(), { "type": "null" }] },
                         "context": {},
                         "priority": { "enum": ["normal", "high", "urgent", null] },
                     },
@@ -143,7 +147,8 @@ pub fn components() -> Value {
                         { "if": { "properties": { "type": { "enum": ["choice", "select", "multiselect"] } } },
                           "then": { "required": ["choices"], "properties": { "choices": { "type": "array", "minItems": 1 } } } },
                         { "if": { "properties": { "type": { "const": "questions" } } },
-                          "then": { "required": ["questions"] } },
+                          "then": { "required": ["questions"],
+                            "properties": { "questions": { "type": "array", "minItems": 1 } } } },
                     ],
                 },
             },
@@ -286,7 +291,7 @@ pub fn detail(method: &str, path: &str) -> Option<Detail> {
             query: &[
                 (
                     "status",
-                    r#"{"enum": ["pending", "all", "answered", "cancelled", "timeout", "withdrawn", "abandoned", "rejected"]}"#,
+                    r#"{"enum": ["", "pending", "all", "answered", "cancelled", "timeout", "withdrawn", "abandoned", "rejected"], "description": "Empty: pending, the default."}"#,
                 ),
                 ("agent", r#"{"type": "string"}"#),
                 (

@@ -93,9 +93,27 @@ fn show(out: &mut impl Write, p: &PendingRequest, waiting: usize) -> std::io::Re
     match r.questions.first() {
         Some(first) if r.kind == Kind::Questions => ask_form_question(out, r, 0, first),
         _ => {
-            write!(out, "{} (/cancel to decline): ", r.kind.prompt_hint())?;
+            write!(
+                out,
+                "{}{} (/cancel to decline): ",
+                r.kind.prompt_hint(),
+                always_hint(r)
+            )?;
             out.flush()
         }
+    }
+}
+
+/// How to approve and remember, for a request that offers a rule.
+fn always_hint(r: &Request) -> String {
+    match r.always_allow() {
+        Some(rule) if r.kind.is_approval() => {
+            format!(
+                ", or \"always\" to approve and allow {} here from now on",
+                visible_line(rule)
+            )
+        }
+        _ => String::new(),
     }
 }
 
@@ -198,7 +216,7 @@ pub async fn run(handle: BrokerHandle) {
                                 let _ = ask_form_question(&mut out, r, form.len(), q);
                             }
                             _ => {
-                                let _ = write!(out, "{msg}. {}: ", r.kind.prompt_hint());
+                                let _ = write!(out, "{msg}. {}{}: ", r.kind.prompt_hint(), always_hint(r));
                                 let _ = out.flush();
                             }
                         },

@@ -566,3 +566,41 @@ fn a_form_of_questions_is_asked_and_answered_from_the_command_line() {
         );
     }
 }
+
+#[test]
+fn rules_are_listed_added_and_removed_with_clear_errors() {
+    let p = Project::new();
+    let out = p.run(&["rules"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("No \"always allow\" rules"));
+    let out = p.run(&["rules", "add", "Bash(npm publish:*)"]);
+    assert!(out.status.success(), "{out:?}");
+    let again = p.run(&["rules", "add", "Bash(npm publish:*)"]);
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("already"),
+        "{again:?}"
+    );
+    for (bad, says) in [("Read(x)", "not \"Read\""), ("npm", "TOOL(")] {
+        let out = p.run(&["rules", "add", bad]);
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{out:?}"
+        );
+    }
+    let out = p.run(&["rules", "remove", "Bash(nope)"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no rule"),
+        "{out:?}"
+    );
+    // The template's comments survive.
+    let config = std::fs::read_to_string(p.helpers().join("config.toml")).unwrap();
+    assert!(
+        config.contains("# `hitl hook`, Claude Code's hook handler"),
+        "{config}"
+    );
+    let out = p.run(&["rules", "remove", "Bash(npm publish:*)", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["removed"], true);
+}

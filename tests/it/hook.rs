@@ -477,10 +477,7 @@ fn ask_user_question_is_answered_from_the_cli_with_multi_select_and_own_text() {
     assert_eq!(q["type"], "questions", "{q:#}");
     assert_eq!(q["origin"], "hook", "{q:#}");
     assert_eq!(q["questions"][1]["options"][2]["label"], "bench", "{q:#}");
-    assert!(
-        q["questions"][1]["multi_select"].as_bool().unwrap(),
-        "{q:#}"
-    );
+    assert!(q["questions"][1]["multiSelect"].as_bool().unwrap(), "{q:#}");
 
     // A wrong count is refused and the question stays pending.
     let wrong = p.run(&["answer", q["id"].as_str().unwrap(), "2"]);
@@ -582,4 +579,171 @@ fn ask_user_question_is_answered_at_the_terminal_prompt_one_line_per_question() 
             json!({ "Which framework?": "Vue", "Which checks should run?": "9, 1" })
         )
     );
+}
+
+#[test]
+fn always_allow_adds_a_rule_the_next_matching_call_uses_without_asking() {
+    let p = Project::new();
+    let listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let push = pre_tool_use(
+        &p,
+        "Bash",
+        json!({ "command": "git push --force origin main" }),
+    );
+    let child = spawn_hook(&p, "pre-tool-use", &push);
+    let q = hook_question(&p);
+    assert_eq!(
+        q["context"]["always_allow"], "Bash(git push --force origin main)",
+        "{q:#}"
+    );
+    let got = answer_and_read(&p, child, &q, &["--approve", "--always"]);
+    let (verdict, reason) = decision(&got);
+    assert_eq!(verdict, "allow");
+    assert!(reason.contains("always allowed here"), "{reason}");
+    let config = std::fs::read_to_string(p.helpers().join("config.toml")).unwrap();
+    assert!(
+        config.contains("allow = [\"Bash(git push --force origin main)\"]"),
+        "{config}"
+    );
+    let listed = p.run(&["rules"]);
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("1. Bash(git push --force origin main)"),
+        "{listed:?}"
+    );
+
+    // The same call again: allowed at once, listener or not.
+    drop(listener);
+    let got = hook(&p, "pre-tool-use", &push).expect("a decision");
+    let (verdict, reason) = decision(&got);
+    assert_eq!(verdict, "allow");
+    assert!(
+        reason.contains("Allowed by the hitl rule Bash(git push --force origin main)"),
+        "{reason}"
+    );
+    // Anything the rule does not cover is still asked (here: denied, no listener).
+    for other in [
+        "git push --force origin main; rm -rf /",
+        "git push --force origin dev",
+    ] {
+        let got = hook(
+            &p,
+            "pre-tool-use",
+            &pre_tool_use(&p, "Bash", json!({ "command": other })),
+        )
+        .expect("a decision");
+        assert_eq!(decision(&got).0, "deny", "{other}: {got}");
+    }
+
+    // `hitl rules remove` takes it out; the call is asked again.
+    let out = p.run(&["rules", "remove", "1"]);
+    assert!(out.status.success(), "{out:?}");
+    let got = hook(&p, "pre-tool-use", &push).expect("a decision");
+    assert_eq!(decision(&got).0, "deny", "{got}");
+}
+
+#[test]
+fn always_allow_is_offered_for_files_and_taken_over_http_and_at_the_prompt() {
+    let p = Project::new();
+    let mut listener = p.listen_with_stdin(&["--http", "127.0.0.1:0"]);
+    let mut stdin = listener.child.stdin.take().unwrap();
+    let write = |file: &str| {
+        pre_tool_use(
+            &p,
+            "Write",
+            json!({ "file_path": p.dir.join(file), "content": "x" }),
+        )
+    };
+
+    // At the terminal prompt: "always".
+    let child = spawn_hook(&p, "pre-tool-use", &write(".env"));
+    listener.wait_stdout(
+        "\"always\" to approve and allow Edit(.env)",
+        Duration::from_secs(20),
+    );
+    writeln!(stdin, "always fine for now").unwrap();
+    let got = finish(wait_output(child, Duration::from_secs(30))).expect("a decision");
+    assert_eq!(decision(&got).0, "allow", "{got}");
+    assert!(decision(&got).1.contains("fine for now"), "{got}");
+
+    // Over HTTP: a rule of the human's own.
+    let child = spawn_hook(&p, "pre-tool-use", &write("config/settings.json"));
+    let q = hook_question(&p);
+    assert_eq!(
+        q["context"]["always_allow"], "Edit(config/settings.json)",
+        "{q:#}"
+    );
+    let out = reqwest::blocking::Client::new()
+        .post(format!(
+            "{}/api/v1/requests/{}/respond",
+            p.http_url(),
+            q["id"].as_str().unwrap()
+        ))
+        .bearer_auth(p.token())
+        .json(&json!({ "approved": true, "always": "Edit(config/*.json)" }))
+        .send()
+        .unwrap();
+    assert!(out.status().is_success(), "{:?}", out.text());
+    let got = finish(wait_output(child, Duration::from_secs(30))).expect("a decision");
+    assert_eq!(decision(&got).0, "allow", "{got}");
+
+    let rules: Value = serde_json::from_slice(&p.run(&["rules", "--json"]).stdout).unwrap();
+    let listed: Vec<&str> = rules["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["rule"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["Edit(.env)", "Edit(config/*.json)"]);
+    for file in [".env", "config/package.json"] {
+        let got = hook(&p, "pre-tool-use", &write(file)).expect("a decision");
+        assert!(
+            decision(&got).1.starts_with("Allowed by the hitl rule"),
+            "{file}: {got}"
+        );
+    }
+    // `.env` elsewhere is another file: asked.
+    let child = spawn_hook(&p, "pre-tool-use", &write("sub/.env"));
+    let q = hook_question(&p);
+    assert!(q["content"].as_str().unwrap().contains("sub/.env"), "{q:#}");
+    let got = answer_and_read(&p, child, &q, &["--deny"]);
+    assert_eq!(decision(&got).0, "deny");
+    drop(stdin);
+}
+
+#[test]
+fn always_allow_on_a_permission_request_hands_claude_codes_own_suggestion_back() {
+    let p = Project::new();
+    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let suggestion = json!([{ "type": "addRules",
+        "rules": [{ "toolName": "Bash", "ruleContent": "npm test:*" }],
+        "behavior": "allow", "destination": "localSettings" }]);
+    let mut input = permission_request(&p, "npm test -- --watch=false");
+    input["permission_suggestions"] = suggestion.clone();
+    let child = spawn_hook(&p, "permission-request", &input);
+    let q = hook_question(&p);
+    assert_eq!(
+        q["context"]["always_allow"], "Bash(npm test:*) in Claude Code's localSettings",
+        "{q:#}"
+    );
+    let got = answer_and_read(&p, child, &q, &["--approve", "--always"]);
+    assert_eq!(
+        got,
+        json!({ "hookSpecificOutput": { "hookEventName": "PermissionRequest",
+            "decision": { "behavior": "allow", "updatedPermissions": suggestion } } })
+    );
+    // Claude Code keeps that rule itself: nothing is added to hitl's.
+    let rules: Value = serde_json::from_slice(&p.run(&["rules", "--json"]).stdout).unwrap();
+    assert_eq!(rules["rules"], json!([]));
+
+    // Without a suggestion, "always" is refused and the question stays.
+    let child = spawn_hook(&p, "permission-request", &permission_request(&p, "make"));
+    let q = hook_question(&p);
+    let out = p.run(&["answer", q["id"].as_str().unwrap(), "--approve", "--always"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("offers no rule"),
+        "{out:?}"
+    );
+    let got = answer_and_read(&p, child, &q, &["--approve"]);
+    assert_eq!(got["hookSpecificOutput"]["decision"]["behavior"], "allow");
 }
