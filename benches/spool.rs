@@ -157,6 +157,35 @@ fn main() {
             );
             bare_all.push(bare);
         }
+        // With a listener running every call also drops its event for the activity
+        // feed (a small file, no fsync); the listener takes it on its own time.
+        {
+            let (listener, _) = start_listener(&home, spool.project(), &["--ui", "none"]);
+            let body = serde_json::json!({
+                "session_id": "bench", "cwd": spool.project(), "hook_event_name": "PreToolUse",
+                "tool_name": "Read", "tool_input": { "file_path": spool.project().join("src/lib.rs") },
+                "tool_use_id": "toolu_bench",
+            })
+            .to_string();
+            let (mut hooks, mut bare) = (Vec::with_capacity(n), Vec::with_capacity(n));
+            for _ in 0..n {
+                hooks.push(hook_call(spool.project(), &home, &body));
+                bare.push(bare_start());
+            }
+            stop(listener);
+            let (hooks, bare) = (stats(&hooks), stats(&bare));
+            let ratio = hooks.p50 / bare.p50;
+            row(
+                "  Read, a listener running (event noted)",
+                &hooks,
+                &format!("p50 {ratio:.2}× bare, target ≤ 1.2× {}", met(ratio <= 1.2)),
+            );
+            let left = std::fs::read_dir(spool.activity())
+                .map(|d| d.count())
+                .unwrap_or(0);
+            assert_eq!(left, 0, "the listener took every event");
+            bare_all.push(bare);
+        }
         row(
             "  baseline: hitl --version (last set)",
             &bare_all[bare_all.len() - 1],

@@ -174,7 +174,8 @@ pub const DEFAULT_DANGEROUS_COMMANDS: &[&str] = &[
     r"^(DROP|TRUNCATE)\s",
     // hitl's and Claude Code's own settings (rules, hooks) changed from a shell: a
     // prompt-injected agent's way around the questions.
-    r"(>|\b(tee|cp|mv|ln|dd|truncate|rm|install|rsync)\s|\bsed\s+(-\S+\s+)*-i|\bperl\s+-\S*i)[^;&|]*\.(helpers|claude)/",
+    r"(>|\b(tee|cp|mv|ln|dd|truncate|rm|install|rsync)\s|\bsed\s+(-\S+\s+)*-i|\bperl\s+-\S*i)[^;&|]*\.helpers/",
+    r"(>|\b(tee|cp|mv|ln|dd|truncate|rm|install|rsync)\s|\bsed\s+(-\S+\s+)*-i|\bperl\s+-\S*i)[^;&|]*\.claude/",
 ];
 
 impl Default for HookSettings {

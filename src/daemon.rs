@@ -164,6 +164,7 @@ fn watch(spools: &[Spool], tx: mpsc::UnboundedSender<SpoolEvent>) -> Option<Spoo
         for s in spools {
             watcher.watch(&s.questions())?;
             watcher.watch(&s.answers())?;
+            watcher.watch(&s.activity())?;
         }
         anyhow::Ok(watcher)
     })();

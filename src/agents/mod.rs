@@ -10,7 +10,7 @@ mod registry;
 
 pub use registry::{
     AGENT_PROCESS_KEY, AgentProcess, AgentRecord, AgentStatus, list_agents, note_questions,
-    record_heartbeat, record_waiting, sweep,
+    note_reports, record_heartbeat, record_waiting, status_after, sweep,
 };
 
 use crate::process::main_thread_stat;

@@ -37,6 +37,8 @@ const STALE_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
 pub enum AgentStatus {
     /// Seen recently, nothing pending.
     Active,
+    /// Its hooks say it is at work (a prompt taken, tools running).
+    Working,
     /// Has a question in the queue.
     Waiting,
     /// Not seen for a while.
@@ -71,6 +73,10 @@ pub struct AgentRecord {
     pub questions_asked: u64,
     /// What it is doing (derived; see the module docs).
     pub status: AgentStatus,
+    /// What its own hooks last said it is doing (working, idle after a stop, gone
+    /// after its session ended), if they said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported: Option<AgentStatus>,
 }
 
 impl AgentRecord {
@@ -86,6 +92,7 @@ impl AgentRecord {
             last_seen: now,
             questions_asked: 0,
             status: AgentStatus::Active,
+            reported: None,
         }
     }
 
@@ -122,6 +129,9 @@ impl AgentRecord {
                 .get("status")
                 .and_then(|st| serde_json::from_value(st.clone()).ok())
                 .unwrap_or(AgentStatus::Active),
+            reported: o
+                .get("reported")
+                .and_then(|st| serde_json::from_value(st.clone()).ok()),
             agent_id: id,
         })
     }
@@ -133,13 +143,18 @@ impl AgentRecord {
 
     fn derive_status(&self, waiting: bool, now: Timestamp) -> AgentStatus {
         if waiting {
-            AgentStatus::Waiting
-        } else if !self.process_alive() {
-            AgentStatus::Gone
-        } else if age(self.last_seen, now) < ACTIVE_FOR {
-            AgentStatus::Active
-        } else {
-            AgentStatus::Idle
+            return AgentStatus::Waiting;
+        }
+        if !self.process_alive() {
+            return AgentStatus::Gone;
+        }
+        let recent = age(self.last_seen, now) < ACTIVE_FOR;
+        match self.reported {
+            Some(AgentStatus::Gone) => AgentStatus::Gone,
+            Some(AgentStatus::Idle) => AgentStatus::Idle,
+            Some(AgentStatus::Working) if recent => AgentStatus::Working,
+            _ if recent => AgentStatus::Active,
+            _ => AgentStatus::Idle,
         }
     }
 }
@@ -251,6 +266,47 @@ pub fn note_questions(spool: &Spool, requests: &[Request]) -> Result<()> {
             rec.questions_asked += 1;
         }
         rec.status = AgentStatus::Waiting;
+    })
+}
+
+/// What an agent's hook event says of it: `SessionStart` seen, a prompt or a tool
+/// call at work, `Stop` idle (its turn is over), `SessionEnd` gone; `None` for
+/// events that say nothing of it (a notification).
+pub fn status_after(hook_event_type: &str) -> Option<AgentStatus> {
+    Some(match hook_event_type {
+        "SessionStart" => AgentStatus::Active,
+        "UserPromptSubmit" | "PreToolUse" | "PostToolUse" | "PermissionRequest"
+        | "SubagentStop" | "Elicitation" => AgentStatus::Working,
+        "Stop" => AgentStatus::Idle,
+        "SessionEnd" => AgentStatus::Gone,
+        _ => return None,
+    })
+}
+
+/// Records what one agent's hook events said of it, latest last (the broker's, in
+/// one write per agent per tick).
+pub fn note_reports(
+    spool: &Spool,
+    agent_id: &str,
+    name: &str,
+    working_dir: Option<&str>,
+    statuses: &[AgentStatus],
+) -> Result<()> {
+    let Some(last) = statuses.last().copied() else {
+        return Ok(());
+    };
+    if !is_valid_id(agent_id) {
+        return Ok(());
+    }
+    update(spool, agent_id, name, |rec| {
+        rec.name = name.to_string();
+        if let Some(d) = working_dir {
+            rec.working_dir = Some(d.to_string());
+        }
+        rec.reported = Some(last);
+        if rec.status != AgentStatus::Waiting {
+            rec.status = last;
+        }
     })
 }
 

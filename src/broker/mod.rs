@@ -20,6 +20,7 @@
 //! origin shares; `handle` the API responders and transports use; `spool` the file
 //! side; `stored` the requests that live in the store; `snapshot` the queue file.
 
+mod activity;
 mod handle;
 mod queue;
 mod snapshot;
@@ -116,6 +117,39 @@ pub enum Change {
     Queued(Arc<PendingRequest>),
     /// A request left it.
     Finished(Arc<Finished>),
+    /// An agent's hook event was recorded in the activity feed.
+    Activity(Arc<Activity>),
+}
+
+/// A hook event recorded in the activity feed.
+#[derive(Debug, Clone)]
+pub struct Activity {
+    /// Its id in the store.
+    pub event_id: i64,
+    /// The event (its `extra` holds `agent_id`, `agent_name`, `project`, and
+    /// `decision` and `reason` for tool calls).
+    pub event: crate::store::NewEvent,
+    /// The project it came from.
+    pub project: std::path::PathBuf,
+}
+
+impl Activity {
+    /// The event as the store holds it.
+    pub fn stored(&self) -> crate::store::StoredEvent {
+        crate::store::StoredEvent {
+            id: self.event_id,
+            event: self.event.clone(),
+            request: None,
+        }
+    }
+
+    /// A text field of the event's `extra`.
+    pub fn extra(&self, key: &str) -> Option<&str> {
+        self.event
+            .extra
+            .get(key)
+            .and_then(serde_json::Value::as_str)
+    }
 }
 
 /// How a request left the queue.
@@ -371,6 +405,7 @@ impl Broker {
                     self.apply_rule_again();
                     self.retry_partials(now);
                     self.flush_registry_notes();
+                    self.flush_reports();
                     self.release_held();
                     if now.duration_since(last_liveness) >= LIVENESS_EVERY {
                         last_liveness = now;
@@ -392,6 +427,7 @@ impl Broker {
         }
         self.flush_snapshots(false);
         self.flush_registry_notes();
+        self.flush_reports();
         self.release_held();
     }
 

@@ -45,6 +45,8 @@ pub(super) struct SpoolPlace {
 enum Folder {
     Questions,
     Answers,
+    /// Hook events for the activity feed (see `broker::activity`).
+    Activity,
 }
 
 /// A question file that does not parse yet: when it was last seen to change, and how.
@@ -88,6 +90,8 @@ pub(super) struct Files {
     pub(super) snapshot_dirty: Vec<bool>,
     /// Questions taken since the last tick, for the agent registry.
     registry_notes: Vec<(usize, Request)>,
+    /// What hook events said of their agents since the last tick.
+    pub(super) reports: Vec<super::activity::Report>,
 }
 
 impl Files {
@@ -96,6 +100,7 @@ impl Files {
         for (i, s) in spools.iter().enumerate() {
             folders.insert(s.questions(), (i, Folder::Questions));
             folders.insert(s.answers(), (i, Folder::Answers));
+            folders.insert(s.activity(), (i, Folder::Activity));
         }
         Files {
             snapshot_dirty: vec![true; spools.len()],
@@ -106,6 +111,7 @@ impl Files {
             partial: HashMap::new(),
             settled: HashMap::new(),
             registry_notes: Vec::new(),
+            reports: Vec::new(),
             undelivered: undelivered
                 .into_iter()
                 .map(|u| (u.key.clone(), u))
@@ -125,11 +131,12 @@ impl Broker {
             SpoolEvent::Changed { path, closed } => match self.files.folder_of(&path) {
                 Some((spool, Folder::Questions)) => self.question_changed(spool, path, closed),
                 Some((_, Folder::Answers)) => self.answer_appeared(&path),
+                Some((spool, Folder::Activity)) => self.note_appeared(spool, &path),
                 None => {}
             },
             SpoolEvent::Removed { path } => match self.files.folder_of(&path) {
                 Some((_, Folder::Questions)) => self.question_removed(&path),
-                Some((_, Folder::Answers)) | None => {}
+                Some((_, Folder::Answers | Folder::Activity)) | None => {}
             },
         }
     }
@@ -595,6 +602,7 @@ impl Broker {
         for p in answered {
             self.answer_appeared(&p);
         }
+        self.rescan_activity();
     }
 
     /// Replays the journal: questions a previous broker took whose end history never

@@ -195,14 +195,14 @@ async fn next<T>(
 fn queued(c: Change) -> Option<Arc<PendingRequest>> {
     match c {
         Change::Queued(p) => Some(p),
-        Change::Finished(_) => None,
+        Change::Finished(_) | Change::Activity(_) => None,
     }
 }
 
 fn finished(c: Change) -> Option<Arc<Finished>> {
     match c {
         Change::Finished(f) => Some(f),
-        Change::Queued(_) => None,
+        Change::Queued(_) | Change::Activity(_) => None,
     }
 }
 
@@ -222,6 +222,7 @@ async fn the_auto_answer_rule_answers_each_question_as_it_is_queued() {
                 assert_eq!(f.status, Status::Answered);
                 seen_finished.push(f.pending.request.id.clone());
             }
+            Change::Activity(_) => {}
         }
     }
     let a1 = h.answer("a1").expect("a1's answer file");
@@ -526,4 +527,72 @@ async fn a_stored_request_is_asked_answered_and_requeued_after_a_restart() {
         (Origin::Http, Some(left.event_id))
     );
     assert_eq!(again.request.content, "Later?");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hook_notes_become_stored_activity_and_say_what_their_agent_does() {
+    let mut h = Harness::start().await;
+    let mut changes = h.handle.subscribe();
+    let note = |event: &str, ms: i64| crate::protocol::activity::ActivityNote {
+        source_app: "project".into(),
+        session_id: "s1".into(),
+        hook_event_type: event.into(),
+        payload: serde_json::json!({ "cwd": "/work/p" }),
+        timestamp_ms: ms,
+        agent_id: "claude-s1".into(),
+        agent_name: "Claude s1".into(),
+        decision: (event == "PreToolUse").then(|| "none".into()),
+        reason: None,
+    };
+    for (i, event) in ["UserPromptSubmit", "PreToolUse", "Stop"]
+        .iter()
+        .enumerate()
+    {
+        let path = crate::spool::activity::drop_note(&h.spool, &note(event, i as i64)).unwrap();
+        h.events
+            .send(SpoolEvent::Changed { path, closed: true })
+            .unwrap();
+        let a = next(&mut changes, |c| match c {
+            Change::Activity(a) => Some(a),
+            _ => None,
+        })
+        .await;
+        assert_eq!(a.event.hook_event_type, *event);
+        assert_eq!(a.extra("agent_id"), Some("claude-s1"));
+        assert!(a.event_id > 0);
+    }
+    // A bad note is dropped, and the broker goes on.
+    let bad = h.spool.activity().join("0-1.json");
+    std::fs::write(&bad, b"{ not json").unwrap();
+    h.events
+        .send(SpoolEvent::Changed {
+            path: bad.clone(),
+            closed: true,
+        })
+        .unwrap();
+    // Every note is taken from the folder.
+    for _ in 0..100 {
+        if std::fs::read_dir(h.spool.activity()).unwrap().count() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(std::fs::read_dir(h.spool.activity()).unwrap().count(), 0);
+    let stored = h.reader.recent_events(10, 1 << 20).await.unwrap();
+    assert_eq!(stored.len(), 3);
+    assert_eq!(stored[1].event.extra["decision"], "none");
+    // The registry hears, within a tick: the agent's turn is over.
+    let mut status = None;
+    for _ in 0..100 {
+        status = crate::agents::list_agents(&h.spool, &Default::default())
+            .into_iter()
+            .find(|a| a.agent_id == "claude-s1")
+            .map(|a| a.status);
+        if status == Some(crate::agents::AgentStatus::Idle) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, Some(crate::agents::AgentStatus::Idle));
+    h.stop_all().await;
 }

@@ -9,7 +9,7 @@
 //! failure status lets the call through unannounced).
 
 use std::{
-    io::Read,
+    io::{Read, Write},
     path::{Path, PathBuf},
 };
 
@@ -17,6 +17,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use super::{
+    feed,
     policy::{self, Concern, Place},
     rules,
 };
@@ -97,8 +98,20 @@ pub fn run(event: HookEvent) -> Result<()> {
     let input: Value = serde_json::from_slice(&input).context("the hook input is not JSON")?;
     let decision = decide(event, &input)?;
     if let Some(out) = output(event, &decision) {
-        println!("{out}");
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{out}").and_then(|()| stdout.flush())?;
     }
+    // After the answer is out: the feed never holds Claude Code up.
+    let place = place(&input);
+    let spool = Spool::find(&place.project).or_else(|| Spool::find(&place.cwd));
+    let decides = matches!(event, HookEvent::PreToolUse | HookEvent::PermissionRequest);
+    feed::note(
+        spool.as_ref(),
+        &place.project,
+        event,
+        &input,
+        decides.then_some(&decision),
+    );
     Ok(())
 }
 
@@ -338,6 +351,12 @@ fn form_of(tool_input: &Value) -> Result<Vec<FormQuestion>, String> {
     let form: Vec<FormQuestion> =
         serde_json::from_value(questions).map_err(|e| format!("its questions do not read: {e}"))?;
     form::check(&form)?;
+    // Claude Code reads the answers by question text: one per text.
+    for (i, q) in form.iter().enumerate() {
+        if form[..i].iter().any(|o| o.question == q.question) {
+            return Err(format!("question {:?} is asked twice", q.question));
+        }
+    }
     Ok(form)
 }
 
@@ -371,7 +390,10 @@ fn approval_request(
         .get("session_id")
         .and_then(Value::as_str)
         .unwrap_or("unknown");
-    let who = crate::agents::identify();
+    let (agent_id, agent_name) = feed::session_agent(input, &place.project).unwrap_or_else(|| {
+        let who = crate::agents::identify();
+        (who.id, who.name)
+    });
     let what = match tool {
         "Bash" => format!(
             "run `{}`",
@@ -422,8 +444,8 @@ fn approval_request(
     Request {
         version: VERSION,
         id: String::new(),
-        agent_id: who.id,
-        agent_name: who.name,
+        agent_id,
+        agent_name,
         working_dir: Some(place.cwd.display().to_string()),
         timestamp: jiff::Timestamp::now(),
         kind: if event == HookEvent::PermissionRequest {

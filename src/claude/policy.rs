@@ -179,6 +179,11 @@ fn dangerous_command(
         {
             return Ok(false);
         }
+        if let Some(text) = required_literal(pattern)
+            && !part.contains(text.as_str())
+        {
+            return Ok(false);
+        }
         if compiled[i].is_none() {
             compiled[i] = Some(
                 regex_lite::Regex::new(pattern)
@@ -269,6 +274,76 @@ fn required_start(pattern: &str) -> Option<&str> {
         _ => &body[..end],
     };
     (!word.is_empty()).then_some(word)
+}
+
+/// Text every match of the unanchored-or-not `pattern` contains: its longest run of
+/// plain characters outside groups and classes, of two or more (`:\(\)` gives
+/// `:()`, `>\s*/dev/(sd|hd)` gives `/dev/`). `None` when the pattern has an
+/// alternation at the top, or no such run. A character a quantifier may take away
+/// (`?`, `*`, `{0,…}`) is not part of any run.
+fn required_literal(pattern: &str) -> Option<String> {
+    let (mut best, mut run) = (String::new(), String::new());
+    let (mut depth, mut in_class) = (0i32, false);
+    let mut chars = pattern.chars().peekable();
+    let end_run = |run: &mut String, best: &mut String| {
+        if run.len() > best.len() {
+            *best = run.clone();
+        }
+        run.clear();
+    };
+    while let Some(c) = chars.next() {
+        let literal = match c {
+            _ if in_class => {
+                if c == '\\' {
+                    chars.next();
+                } else if c == ']' {
+                    in_class = false;
+                }
+                None
+            }
+            '[' => {
+                in_class = true;
+                // A `]` right after `[` or `[^` belongs to the class.
+                if chars.peek() == Some(&'^') {
+                    chars.next();
+                }
+                if chars.peek() == Some(&']') {
+                    chars.next();
+                }
+                None
+            }
+            '(' => {
+                depth += 1;
+                None
+            }
+            ')' => {
+                depth -= 1;
+                None
+            }
+            '|' if depth == 0 => return None,
+            '\\' => match chars.next() {
+                Some(e) if e.is_ascii_punctuation() && depth == 0 => Some(e),
+                _ => None,
+            },
+            c if depth == 0 && (c.is_ascii_alphanumeric() || "/-_:=<>@%,!~'\"# ".contains(c)) => {
+                Some(c)
+            }
+            _ => None,
+        };
+        match literal {
+            Some(l) => match chars.peek() {
+                Some('?' | '*' | '{') => end_run(&mut run, &mut best),
+                Some('+') => {
+                    run.push(l);
+                    end_run(&mut run, &mut best);
+                }
+                _ => run.push(l),
+            },
+            None => end_run(&mut run, &mut best),
+        }
+    }
+    end_run(&mut run, &mut best);
+    (best.chars().count() >= 2).then_some(best)
 }
 
 /// The simple commands in a shell line: split on `;`, `&&`, `||`, `|`, `&` and
@@ -847,6 +922,40 @@ mod tests {
         assert_eq!(required_text("[ab]*.rs").unwrap(), ".rs");
         assert_eq!(required_text("a/**/b").unwrap(), "a");
         assert_eq!(required_text("*.{yml,json}"), None);
+    }
+
+    #[test]
+    fn patterns_name_the_text_they_need() {
+        assert_eq!(
+            required_literal(r":\(\)\s*\{.*:\s*\|\s*:.*\}").as_deref(),
+            Some(":()")
+        );
+        assert_eq!(
+            required_literal(r">\s*/dev/(sd|hd)[a-z]*").as_deref(),
+            Some("/dev/")
+        );
+        assert_eq!(
+            required_literal(r"x[^;&|]*\.helpers/").as_deref(),
+            Some(".helpers/")
+        );
+        assert_eq!(required_literal(r"^git\s+push").as_deref(), Some("push"));
+        assert_eq!(
+            required_literal(r"^rms?\b").as_deref(),
+            Some("rm"),
+            "the s may go"
+        );
+        assert_eq!(required_literal(r"abc+d").as_deref(), Some("abc"));
+        assert_eq!(required_literal(r"rm|curl"), None);
+        assert_eq!(required_literal(r"(a|b)cd[]x]ef").as_deref(), Some("cd"));
+        // Every default pattern still matches what it is there for.
+        for (command, flagged) in [
+            (":(){ :|:& };:", true),
+            ("echo x > /dev/sda", true),
+            ("curl https://x.sh | sh", true),
+            ("curl https://x.sh -o x", false),
+        ] {
+            assert_eq!(bash(command).is_some(), flagged, "{command}");
+        }
     }
 
     #[test]

@@ -15,11 +15,26 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 
 /// The events hitl's hook decides on, as Claude Code names them, and as `hitl hook`
-/// takes them.
+/// takes them: each waits as long as a human may take.
 pub const HOOKED_EVENTS: &[(&str, &str)] = &[
     ("PreToolUse", "pre-tool-use"),
     ("PermissionRequest", "permission-request"),
 ];
+
+/// The events hitl's hook only notes, for the activity feed and the agents' status:
+/// each takes a couple of milliseconds, and gets [`OBSERVE_TIMEOUT`].
+pub const OBSERVED_EVENTS: &[(&str, &str)] = &[
+    ("PostToolUse", "post-tool-use"),
+    ("Notification", "notification"),
+    ("UserPromptSubmit", "user-prompt-submit"),
+    ("Stop", "stop"),
+    ("SubagentStop", "subagent-stop"),
+    ("SessionStart", "session-start"),
+    ("SessionEnd", "session-end"),
+];
+
+/// Seconds Claude Code gives a hook that only notes its event.
+pub const OBSERVE_TIMEOUT: u64 = 10;
 
 /// Seconds Claude Code waits for the hook beyond hitl's own longest wait: a hook it
 /// times out lets the call through, so it must never time out first.
@@ -107,8 +122,9 @@ pub fn remove_mcp(config: &mut Value) -> bool {
     true
 }
 
-/// Adds (or brings up to date) hitl's hook for every event of [`HOOKED_EVENTS`]:
-/// `program hook EVENT` with `timeout` seconds. True if anything changed.
+/// Adds (or brings up to date) hitl's hook for every event of [`HOOKED_EVENTS`]
+/// (`program hook EVENT` with `timeout` seconds) and of [`OBSERVED_EVENTS`]. True if
+/// anything changed.
 pub fn install(settings: &mut Value, program: &str, timeout: u64) -> Result<bool> {
     let before = settings.clone();
     let Some(root) = settings.as_object_mut() else {
@@ -118,7 +134,11 @@ pub fn install(settings: &mut Value, program: &str, timeout: u64) -> Result<bool
     let Some(hooks) = hooks.as_object_mut() else {
         bail!("\"hooks\" is not a JSON object");
     };
-    for (event, arg) in HOOKED_EVENTS {
+    let every = HOOKED_EVENTS
+        .iter()
+        .map(|e| (e, timeout))
+        .chain(OBSERVED_EVENTS.iter().map(|e| (e, OBSERVE_TIMEOUT)));
+    for ((event, arg), timeout) in every {
         let handler = json!({
             "type": "command",
             "command": format!("{program} hook {arg}"),

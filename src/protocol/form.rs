@@ -52,10 +52,6 @@ pub fn check(questions: &[FormQuestion]) -> Result<(), String> {
         if q.question.trim().is_empty() {
             return Err(format!("question {} has no text", i + 1));
         }
-        if questions[..i].iter().any(|o| o.question == q.question) {
-            // The answers are keyed by question text.
-            return Err(format!("question {:?} is asked twice", q.question));
-        }
         if q.options.iter().any(|o| o.label.trim().is_empty()) {
             return Err(format!(
                 "question {:?} has an option without a label",
@@ -122,7 +118,8 @@ pub fn answer_map(questions: &[FormQuestion], answers: &[String]) -> Map<String,
 }
 
 /// Answers from a map keyed by question text (Claude Code's shape), in the
-/// questions' order; or which question it lacks.
+/// questions' order; or which question it lacks. (A question asked twice in one form
+/// gets the same answer both times: the map has one key for it.)
 pub fn answers_from_map(
     questions: &[FormQuestion],
     map: &Map<String, Value>,

@@ -6,6 +6,7 @@
 //! [`ParseError`] that says what is wrong — because questions arrive from untrusted
 //! scripts and a bad one must never take the broker down.
 
+pub mod activity;
 pub mod form;
 mod id;
 mod origin;

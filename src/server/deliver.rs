@@ -147,6 +147,11 @@ impl Deliverer {
                 match changes.recv().await {
                     Ok(Change::Queued(p)) => me.queued(&p),
                     Ok(Change::Finished(f)) => me.finished(f, &store).await,
+                    // The activity feed: seed 004's `/stream` shows every agent event.
+                    Ok(Change::Activity(a)) if me.events.receiver_count() > 0 => {
+                        let _ = me.events.send(super::respond::event_json(&a.stored()));
+                    }
+                    Ok(Change::Activity(_)) => {}
                     Err(RecvError::Lagged(n)) => tracing::warn!(
                         "the way back missed {n} changes: those agents get their answers by polling"
                     ),

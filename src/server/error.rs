@@ -141,6 +141,17 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             "the body is empty; a JSON object was expected",
         ));
     }
+    // Every body of this API is an object; serde would read a struct from an array
+    // too (its fields in order), which no client means.
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => {}
+        Some(b'[') => {
+            return Err(ApiError::bad_request(
+                "the body must be a JSON object, not an array",
+            ));
+        }
+        _ => {}
+    }
     serde_json::from_slice(bytes).map_err(|e| {
         let what = match e.classify() {
             serde_json::error::Category::Data => "a field has the wrong type or value",

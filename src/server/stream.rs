@@ -84,6 +84,9 @@ pub async fn changes_stream(
                 change = changes.recv() => {
                     let v = match change {
                         Ok(Change::Queued(p)) => json!({ "type": "queued", "request": p }),
+                        Ok(Change::Activity(a)) => json!({
+                            "type": "activity", "event": super::respond::event_json(&a.stored()),
+                        }),
                         Ok(Change::Finished(f)) => json!({
                             "type": "finished", "id": f.id(), "origin": f.pending.origin,
                             "status": f.status.as_str(), "responded_by": f.responded_by(),

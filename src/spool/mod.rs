@@ -6,6 +6,7 @@
 //! read assumes the file may be hostile: a symlink, a FIFO, a folder, or 10 MB of junk.
 //! This module knows file formats only through [`crate::protocol`]; it keeps no queue.
 
+pub mod activity;
 mod atomic;
 mod listener;
 pub mod questions;
@@ -143,6 +144,10 @@ impl Spool {
     pub fn rejected(&self) -> PathBuf {
         self.root.join("rejected")
     }
+    /// `.helpers/activity/`: hook events on their way to the activity feed.
+    pub fn activity(&self) -> PathBuf {
+        self.root.join("activity")
+    }
     /// `.helpers/config.toml`.
     pub fn config_file(&self) -> PathBuf {
         self.root.join("config.toml")
@@ -179,6 +184,7 @@ impl Spool {
             self.tmp(),
             self.rejected(),
             self.journal(),
+            self.activity(),
         ] {
             builder
                 .create(&dir)

@@ -11,7 +11,7 @@ use std::io::{BufRead, Write};
 use tokio::sync::{broadcast::error::RecvError, mpsc};
 
 use crate::{
-    broker::{BrokerHandle, Change, PendingRequest},
+    broker::{Activity, BrokerHandle, Change, PendingRequest},
     protocol::{FormQuestion, Kind, Reply, Request, text::visible_line},
 };
 
@@ -104,6 +104,28 @@ fn show(out: &mut impl Write, p: &PendingRequest, waiting: usize) -> std::io::Re
     }
 }
 
+/// Says an agent's notification (Claude Code wants the user: a permission it is
+/// about to ask for, an idle prompt): a line, not a question. True if it said one.
+fn attention(out: &mut impl Write, a: &Activity) -> bool {
+    if a.event.hook_event_type != "Notification" {
+        return false;
+    }
+    let who = a.extra("agent_name").unwrap_or("an agent");
+    let message = a
+        .event
+        .payload
+        .get("message")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("needs your attention");
+    let _ = writeln!(
+        out,
+        "\n(attention) [{}] {}",
+        visible_line(who),
+        visible_line(message)
+    );
+    true
+}
+
 /// How to approve and remember, for a request that offers a rule.
 fn always_hint(r: &Request) -> String {
     match r.always_allow() {
@@ -185,10 +207,18 @@ pub async fn run(handle: BrokerHandle) {
     loop {
         let pending = handle.pending().await;
         let Some(head) = pending.first().cloned() else {
-            match changes.recv().await {
-                Err(RecvError::Closed) => return,
-                _ => continue,
+            // Nothing to ask: wait for the queue to change, saying what needs
+            // attention meanwhile.
+            loop {
+                match changes.recv().await {
+                    Err(RecvError::Closed) => return,
+                    Ok(Change::Activity(a)) => {
+                        let _ = attention(&mut out, &a);
+                    }
+                    _ => break,
+                }
             }
+            continue;
         };
         if !stdin_open {
             // Nothing to read answers from; follow changes so we stop with the broker.
@@ -247,6 +277,15 @@ pub async fn run(handle: BrokerHandle) {
                         let by = f.responded_by().map(|b| format!(" by {}", visible_line(b))).unwrap_or_default();
                         let _ = writeln!(out, "\n({}{by}; next question)", f.status);
                         break;
+                    }
+                    Ok(Change::Activity(a)) => {
+                        if attention(&mut out, &a) {
+                            let _ = match r.questions.get(form.len()) {
+                                Some(q) if r.kind == Kind::Questions => ask_form_question(&mut out, r, form.len(), q),
+                                _ => write!(out, "{}{} (/cancel to decline): ", r.kind.prompt_hint(), always_hint(r))
+                                    .and_then(|()| out.flush()),
+                            };
+                        }
                     }
                     Err(RecvError::Closed) => return,
                     Err(RecvError::Lagged(_)) => {

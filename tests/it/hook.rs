@@ -14,11 +14,19 @@ use crate::support::{Project, wait_output};
 
 /// Starts `hitl hook EVENT` in `p` with `input` on stdin.
 fn spawn_hook(p: &Project, event: &str, input: &Value) -> Child {
-    let mut child = p
-        .hitl()
+    spawn_hook_as(p, event, input, Some("claude-test"))
+}
+
+/// Starts `hitl hook EVENT` as the agent `HITL_AGENT_ID` names, or (`None`) as its
+/// session names it.
+fn spawn_hook_as(p: &Project, event: &str, input: &Value, agent: Option<&str>) -> Child {
+    let mut cmd = p.hitl();
+    if let Some(agent) = agent {
+        cmd.env("HITL_AGENT_ID", agent);
+    }
+    let mut child = cmd
         .args(["hook", event])
         .env("CLAUDE_PROJECT_DIR", &p.dir)
-        .env("HITL_AGENT_ID", "claude-test")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -300,6 +308,28 @@ fn init_claude_merges_the_hooks_that_then_run_and_remove_takes_them_out() {
     let ours = &pre[1]["hooks"][0];
     // Longer than hitl's longest wait (AskUserQuestion's 300 s by default).
     assert!(ours["timeout"].as_u64().unwrap() > 300, "{ours}");
+    // Every other event is noted for the activity feed, with a short timeout.
+    for (event, arg) in [
+        ("PostToolUse", "post-tool-use"),
+        ("Notification", "notification"),
+        ("UserPromptSubmit", "user-prompt-submit"),
+        ("Stop", "stop"),
+        ("SubagentStop", "subagent-stop"),
+        ("SessionStart", "session-start"),
+        ("SessionEnd", "session-end"),
+    ] {
+        let groups = merged["hooks"][event].as_array().unwrap();
+        assert_eq!(groups.len(), 1, "{event}: {merged:#}");
+        let h = &groups[0]["hooks"][0];
+        assert!(
+            h["command"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!(" hook {arg}")),
+            "{h}"
+        );
+        assert_eq!(h["timeout"], 10, "{h}");
+    }
 
     // The command as Claude Code runs it: through a shell, the hook JSON on stdin.
     let command = ours["command"].as_str().unwrap();
@@ -746,4 +776,159 @@ fn always_allow_on_a_permission_request_hands_claude_codes_own_suggestion_back()
     );
     let got = answer_and_read(&p, child, &q, &["--approve"]);
     assert_eq!(got["hookSpecificOutput"]["decision"]["behavior"], "allow");
+}
+
+/// A hook event of session `abc12345…` as Claude Code sends it.
+fn event_input(p: &Project, name: &str, extra: Value) -> Value {
+    let mut v = json!({
+        "session_id": "abc12345-6789-4def-8000-000000000000",
+        "transcript_path": "/home/u/.claude/projects/x/abc.jsonl",
+        "cwd": p.dir, "hook_event_name": name,
+    });
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
+/// The session agent's status, as `hitl agents --json` says it.
+fn session_status(p: &Project) -> String {
+    let out = p.run(&["agents", "--json"]);
+    let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    list.iter()
+        .find(|a| a["agent_id"] == "claude-abc12345")
+        .map(|a| a["status"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| format!("not listed: {list:?}"))
+}
+
+#[test]
+fn every_hook_event_reaches_the_activity_feed_and_says_what_the_agent_is_doing() {
+    let p = Project::new();
+    let mut listener = p.listen_with_stdin(&["--http", "127.0.0.1:0"]);
+    let _stdin = listener.child.stdin.take().unwrap();
+    let run = |event: &str, input: Value| {
+        let out = wait_output(
+            spawn_hook_as(&p, event, &input, None),
+            Duration::from_secs(30),
+        );
+        assert!(out.status.success(), "{out:?}");
+        assert!(out.stdout.is_empty(), "{event}: stdout {out:?}");
+    };
+    let feed = || -> Vec<Value> {
+        let out = reqwest::blocking::Client::new()
+            .get(format!("{}/events/recent?limit=50", p.http_url()))
+            .bearer_auth(p.token())
+            .send()
+            .unwrap();
+        let mut all: Vec<Value> = out.json().unwrap();
+        all.reverse(); // oldest first
+        all
+    };
+    let wait_status = |want: &str| {
+        let mut last = String::new();
+        crate::support::eventually(&format!("status {want}"), Duration::from_secs(10), || {
+            last = session_status(&p);
+            last == want
+        });
+    };
+
+    run(
+        "session-start",
+        event_input(&p, "SessionStart", json!({ "source": "startup" })),
+    );
+    wait_status("active");
+    run(
+        "user-prompt-submit",
+        event_input(&p, "UserPromptSubmit", json!({ "prompt": "fix the tests" })),
+    );
+    wait_status("working");
+    // A tool call no rule names: no opinion, noted with it; its big input cut to size.
+    run(
+        "pre-tool-use",
+        event_input(
+            &p,
+            "PreToolUse",
+            json!({ "tool_name": "Write", "tool_use_id": "t1",
+                    "tool_input": { "file_path": p.dir.join("src/a.rs"), "content": "x".repeat(200_000) } }),
+        ),
+    );
+    run(
+        "notification",
+        event_input(
+            &p,
+            "Notification",
+            json!({ "message": "Claude needs your permission to use Bash", "notification_type": "permission_prompt" }),
+        ),
+    );
+    listener.wait_stdout("(attention) [Claude abc12345 (", Duration::from_secs(10));
+    listener.wait_stdout(
+        "] Claude needs your permission to use Bash\n",
+        Duration::from_secs(10),
+    );
+    run(
+        "stop",
+        event_input(&p, "Stop", json!({ "stop_hook_active": false })),
+    );
+    wait_status("idle");
+    run(
+        "session-end",
+        event_input(&p, "SessionEnd", json!({ "reason": "logout" })),
+    );
+    wait_status("gone");
+
+    let mut events = Vec::new();
+    crate::support::eventually("six events in the feed", Duration::from_secs(10), || {
+        events = feed();
+        events.len() >= 6
+    });
+    let types: Vec<&str> = events
+        .iter()
+        .map(|e| e["hook_event_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "SessionStart",
+            "UserPromptSubmit",
+            "PreToolUse",
+            "Notification",
+            "Stop",
+            "SessionEnd"
+        ]
+    );
+    let project = p.dir.file_name().unwrap().to_str().unwrap();
+    for e in &events {
+        assert_eq!(e["source_app"], project, "{e}");
+        assert_eq!(e["session_id"], "abc12345-6789-4def-8000-000000000000");
+        assert_eq!(e["agent_id"], "claude-abc12345", "{e}");
+        assert!(e["payload"].get("transcript_path").is_none(), "{e}");
+    }
+    let tool = &events[2];
+    assert_eq!(tool["decision"], "none", "{tool}");
+    let content = tool["payload"]["tool_input"]["content"].as_str().unwrap();
+    assert!(
+        content.len() < 1_000 && content.ends_with("(200000 bytes)"),
+        "{content}"
+    );
+    // Taken, every one: nothing is left in the folder.
+    assert_eq!(
+        std::fs::read_dir(p.helpers().join("activity"))
+            .unwrap()
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn without_a_listener_the_hook_notes_nothing() {
+    let p = Project::new();
+    let out = wait_output(
+        spawn_hook_as(&p, "stop", &event_input(&p, "Stop", json!({})), None),
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    let left = std::fs::read_dir(p.helpers().join("activity"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(left, 0);
 }

@@ -198,16 +198,18 @@ impl Listener {
         let out = child.stdout.take().unwrap();
         let stdout2 = stdout.clone();
         std::thread::spawn(move || {
-            let mut r = BufReader::new(out);
-            let mut buf = Vec::new();
+            // Whatever arrives, as it arrives (a prompt ends without a newline); the
+            // text decoded whole each time, so a character split between reads is not
+            // garbled.
+            let mut out = out;
+            let (mut all, mut chunk) = (Vec::new(), [0u8; 8192]);
             loop {
-                buf.clear();
-                match r.read_until(b' ', &mut buf) {
+                match std::io::Read::read(&mut out, &mut chunk) {
                     Ok(0) | Err(_) => break,
-                    Ok(_) => stdout2
-                        .lock()
-                        .unwrap()
-                        .push_str(&String::from_utf8_lossy(&buf)),
+                    Ok(n) => {
+                        all.extend_from_slice(&chunk[..n]);
+                        *stdout2.lock().unwrap() = String::from_utf8_lossy(&all).into_owned();
+                    }
                 }
             }
         });

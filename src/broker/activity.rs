@@ -1,0 +1,143 @@
+//! The activity side of the broker: hook events noted in each project's
+//! `.helpers/activity/` (see [`crate::spool::activity`]) are recorded as agent events
+//! (seed 004's observability feed), told to every subscriber as
+//! [`Change::Activity`], and what they say of their agent (working, idle, gone) is
+//! kept in the agent registry.
+
+use std::{path::Path, sync::Arc};
+
+use serde_json::{Map, Value, json};
+
+use super::{Activity, Broker, Change, StoreMsg, StoreOp};
+use crate::{
+    agents::{self, AgentStatus},
+    protocol::activity::ActivityNote,
+    spool::activity,
+    store::{Ack, NewEvent, Outcome},
+};
+
+/// What one tick's notes said of one agent.
+pub(super) struct Report {
+    spool: usize,
+    agent_id: String,
+    agent_name: String,
+    working_dir: Option<String>,
+    status: AgentStatus,
+}
+
+impl Broker {
+    /// A note appeared in a spool's activity folder.
+    pub(super) fn note_appeared(&mut self, spool: usize, path: &Path) {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            return;
+        };
+        if !activity::is_note_name(name) {
+            return;
+        }
+        if let Some(note) = activity::take_note(path) {
+            self.record_activity(spool, note);
+        }
+    }
+
+    /// Takes every note waiting in every spool (at start, and after lost events).
+    pub(super) fn rescan_activity(&mut self) {
+        for spool in 0..self.files.spools.len() {
+            for path in activity::waiting_notes(&self.files.spools[spool]) {
+                self.note_appeared(spool, &path);
+            }
+        }
+    }
+
+    fn record_activity(&mut self, spool: usize, note: ActivityNote) {
+        let project = self.files.spools[spool].project().to_path_buf();
+        if let Some(status) = agents::status_after(&note.hook_event_type) {
+            self.files.reports.push(Report {
+                spool,
+                agent_id: note.agent_id.clone(),
+                agent_name: note.agent_name.clone(),
+                working_dir: note
+                    .payload
+                    .get("cwd")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                status,
+            });
+        }
+        let mut extra = Map::new();
+        extra.insert("agent_id".into(), json!(note.agent_id));
+        extra.insert("agent_name".into(), json!(note.agent_name));
+        extra.insert("project".into(), json!(project));
+        if let Some(d) = &note.decision {
+            extra.insert("decision".into(), json!(d));
+        }
+        if let Some(r) = &note.reason {
+            extra.insert("reason".into(), json!(r));
+        }
+        let event = NewEvent {
+            source_app: note.source_app,
+            session_id: note.session_id,
+            hook_event_type: note.hook_event_type,
+            payload: note.payload,
+            extra,
+            timestamp_ms: note.timestamp_ms,
+            hitl: None,
+            idempotency_key: None,
+        };
+        // Told once stored, with its id, on the writer (a broadcast send is cheap).
+        let changes = self.changes.clone();
+        let told = event.clone();
+        let tell = Ack::Then(Box::new(move |outcome| {
+            if let Some(Outcome::Created { event_id, .. }) = outcome {
+                let _ = changes.send(Change::Activity(Arc::new(Activity {
+                    event_id,
+                    event: told,
+                    project,
+                })));
+            }
+        }));
+        self.write(StoreMsg {
+            op: StoreOp::Event(Box::new(event)),
+            ack: Some(tell),
+        });
+    }
+
+    /// Keeps what the tick's notes said of their agents in the registry: one write
+    /// per agent, on the blocking pool.
+    pub(super) fn flush_reports(&mut self) {
+        if self.files.reports.is_empty() {
+            return;
+        }
+        // One entry per agent: its latest name and folder, and every status said.
+        let mut by_agent: Vec<(Report, Vec<AgentStatus>)> = Vec::new();
+        for r in std::mem::take(&mut self.files.reports) {
+            match by_agent
+                .iter_mut()
+                .find(|(a, _)| a.spool == r.spool && a.agent_id == r.agent_id)
+            {
+                Some((a, statuses)) => {
+                    statuses.push(r.status);
+                    a.agent_name = r.agent_name;
+                    if r.working_dir.is_some() {
+                        a.working_dir = r.working_dir;
+                    }
+                }
+                None => {
+                    let status = r.status;
+                    by_agent.push((r, vec![status]));
+                }
+            }
+        }
+        let spools = self.files.spools.clone();
+        tokio::task::spawn_blocking(move || {
+            for (a, statuses) in by_agent {
+                let spool = &spools[a.spool];
+                let dir = a.working_dir.as_deref();
+                if let Err(e) =
+                    agents::note_reports(spool, &a.agent_id, &a.agent_name, dir, &statuses)
+                {
+                    tracing::debug!("agent registry not updated: {e:#}");
+                }
+            }
+        });
+    }
+}
