@@ -99,6 +99,9 @@ pub struct HookSettings {
     /// Every PermissionRequest (Claude Code about to show its permission dialog) is
     /// asked through hitl, answerable from any of its UIs.
     pub permission_requests: bool,
+    /// Every Elicitation (an MCP server asking the user for input through Claude
+    /// Code) is asked through hitl: a form, answered from any of its UIs.
+    pub elicitations: bool,
     /// Seconds to wait for the human, unless `timeouts` names the tool.
     pub timeout: u64,
     /// Seconds to wait per tool name.
@@ -191,6 +194,7 @@ impl Default for HookSettings {
                 .map(|s| s.to_string())
                 .collect(),
             permission_requests: true,
+            elicitations: true,
             timeout: 120,
             timeouts: [("AskUserQuestion".to_string(), 300)].into_iter().collect(),
             unanswered_dangerous: Unanswered::Deny,
@@ -473,6 +477,8 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # dangerous_commands = ['^rm\s+-rf\s+/']
 # Ask every PermissionRequest (Claude Code about to show its permission dialog).
 # permission_requests = true
+# Ask every Elicitation (an MCP server asking you for input) as a form.
+# elicitations = true
 # Seconds to wait for the human, and per tool.
 # timeout = 120
 # timeouts = { AskUserQuestion = 300 }

@@ -314,7 +314,8 @@ impl McpServer {
             Decision::Deny { reason } | Decision::Ask { reason } => {
                 json!({ "behavior": "deny", "message": reason })
             }
-            Decision::NoOpinion => json!({
+            // (An elicitation's answer is not a tool call's: never made here.)
+            Decision::NoOpinion | Decision::Elicit { .. } => json!({
                 "behavior": "deny",
                 "message": "no human approved this in hitl",
             }),

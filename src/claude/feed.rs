@@ -83,6 +83,7 @@ pub fn note(
         Some(Decision::Allow { reason, .. }) => (Some("allow"), Some(reason.clone())),
         Some(Decision::Deny { reason }) => (Some("deny"), Some(reason.clone())),
         Some(Decision::Ask { reason }) => (Some("ask"), Some(reason.clone())),
+        Some(Decision::Elicit { action, .. }) => (Some(*action), None),
     };
     // The transcript's path says nothing to a person; the rest, cut to size, does.
     let mut payload = input.clone();

@@ -17,6 +17,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use super::{
+    elicit::Elicitation,
     feed,
     policy::{self, Concern, Place},
     rules,
@@ -83,6 +84,14 @@ pub enum Decision {
         /// Why hitl did not decide.
         reason: String,
     },
+    /// An MCP server's elicitation answered: `accept` (with the `content`), or
+    /// `decline`.
+    Elicit {
+        /// `accept`, `decline` or `cancel`.
+        action: &'static str,
+        /// What was entered, with `accept` of a form.
+        content: Option<Value>,
+    },
 }
 
 /// Runs the hook for `event` on stdin; writes the decision on stdout.
@@ -104,7 +113,10 @@ pub fn run(event: HookEvent) -> Result<()> {
     // After the answer is out: the feed never holds Claude Code up.
     let place = place(&input);
     let spool = Spool::find(&place.project).or_else(|| Spool::find(&place.cwd));
-    let decides = matches!(event, HookEvent::PreToolUse | HookEvent::PermissionRequest);
+    let decides = matches!(
+        event,
+        HookEvent::PreToolUse | HookEvent::PermissionRequest | HookEvent::Elicitation
+    );
     feed::note(
         spool.as_ref(),
         &place.project,
@@ -148,6 +160,8 @@ pub(crate) struct Question {
     tool_input: Value,
     /// Claude Code's own "always allow" suggestions (PermissionRequest).
     suggestions: Option<Value>,
+    /// What an MCP server asked for (Elicitation).
+    elicitation: Option<Elicitation>,
 }
 
 /// Works out what a call needs. `project`: the project, when not the hook's
@@ -161,7 +175,10 @@ pub(crate) fn prepare(
     always_ask: bool,
 ) -> Result<Step> {
     let decided = |d| Ok(Step::Decided(d));
-    if !matches!(event, HookEvent::PreToolUse | HookEvent::PermissionRequest) {
+    if !matches!(
+        event,
+        HookEvent::PreToolUse | HookEvent::PermissionRequest | HookEvent::Elicitation
+    ) {
         return decided(Decision::NoOpinion);
     }
     let tool = input.get("tool_name").and_then(Value::as_str).unwrap_or("");
@@ -186,7 +203,25 @@ pub(crate) fn prepare(
         Ok(s) => s.hook,
         Err(e) => return Ok(broken(e)),
     };
-    let found = match policy::concern(&settings, &place, tool, &tool_input) {
+    // An MCP server's request for input: a form (or a page to open) for the human.
+    let elicitation = match event {
+        HookEvent::Elicitation if !settings.elicitations => return decided(Decision::NoOpinion),
+        HookEvent::Elicitation => match Elicitation::read(input) {
+            Ok(e) => Some(e),
+            Err(why) => {
+                eprintln!("hitl hook: the elicitation is left to Claude Code: {why}");
+                return decided(Decision::NoOpinion);
+            }
+        },
+        _ => None,
+    };
+    let found = match &elicitation {
+        Some(e) => Ok(Some(Concern::Elicitation {
+            server: e.server.clone(),
+        })),
+        None => policy::concern(&settings, &place, tool, &tool_input),
+    };
+    let found = match found {
         Ok(found) => found,
         Err(e) => return Ok(broken(e)),
     };
@@ -244,6 +279,13 @@ pub(crate) fn prepare(
         request.kind = Kind::Questions;
         request.questions = form;
     }
+    if let Some(e) = &elicitation {
+        request.content = e.summary();
+        if e.url.is_none() {
+            request.kind = Kind::Questions;
+            request.questions = e.questions();
+        }
+    }
     Ok(Step::Ask(Box::new(Question {
         spool,
         url,
@@ -253,6 +295,7 @@ pub(crate) fn prepare(
         tool: tool.to_string(),
         tool_input,
         suggestions: allowing_suggestions(input),
+        elicitation,
     })))
 }
 
@@ -509,6 +552,29 @@ impl Question {
     /// The decision a human's answer makes.
     fn decision_for(&self, answer: &Answer) -> Decision {
         let (concern, unanswered) = (&self.concern, self.unanswered);
+        if let Some(e) = &self.elicitation {
+            return match answer.status {
+                AnswerStatus::Timeout => when_unanswered(unanswered, concern, "no answer in time"),
+                AnswerStatus::Cancelled => Decision::Elicit {
+                    action: "decline",
+                    content: None,
+                },
+                AnswerStatus::Answered => match &answer.answers {
+                    Some(answers) => Decision::Elicit {
+                        action: "accept",
+                        content: Some(e.content(answers)),
+                    },
+                    None if answer.approved == Some(true) => Decision::Elicit {
+                        action: "accept",
+                        content: None,
+                    },
+                    None => Decision::Elicit {
+                        action: "decline",
+                        content: None,
+                    },
+                },
+            };
+        }
         let by = &answer.responded_by;
         let comment = answer
             .comment
@@ -595,6 +661,18 @@ fn when_unanswered(unanswered: Unanswered, concern: &Concern, why: &str) -> Deci
 pub fn output(event: HookEvent, decision: &Decision) -> Option<Value> {
     match (event, decision) {
         (_, Decision::NoOpinion) => None,
+        // An elicitation is accepted or declined; anything else leaves it to Claude
+        // Code's own dialog.
+        (HookEvent::Elicitation, Decision::Elicit { action, content }) => {
+            let mut out = json!({ "hookEventName": "Elicitation", "action": action });
+            if let Some(c) = content {
+                out["content"] = c.clone();
+            }
+            Some(json!({ "hookSpecificOutput": out }))
+        }
+        (HookEvent::Elicitation, Decision::Deny { .. }) => Some(json!({ "hookSpecificOutput": {
+            "hookEventName": "Elicitation", "action": "decline" } })),
+        (HookEvent::Elicitation, _) | (_, Decision::Elicit { .. }) => None,
         (
             HookEvent::PermissionRequest,
             Decision::Allow {
@@ -629,7 +707,7 @@ pub fn output(event: HookEvent, decision: &Decision) -> Option<Value> {
                 } => ("allow", reason, updated_input.clone()),
                 Decision::Deny { reason } => ("deny", reason, None),
                 Decision::Ask { reason } => ("ask", reason, None),
-                Decision::NoOpinion => unreachable!("handled above"),
+                Decision::NoOpinion | Decision::Elicit { .. } => unreachable!("handled above"),
             };
             let mut out = json!({ "hookSpecificOutput": {
                 "hookEventName": "PreToolUse",

@@ -42,6 +42,11 @@ pub enum Concern {
         /// The pattern it matched.
         pattern: String,
     },
+    /// An MCP server asks the user for input (the Elicitation hook).
+    Elicitation {
+        /// The server.
+        server: String,
+    },
     /// A protected file or dangerous command that an "always allow" rule lets
     /// through (every part of the call the policy flags is covered).
     Allowed {
@@ -72,6 +77,9 @@ impl Concern {
             }
             Concern::DangerousCommand { part, pattern } => {
                 format!("`{part}` is a dangerous command (matches {pattern})")
+            }
+            Concern::Elicitation { server } => {
+                format!("the MCP server {server} asks for input")
             }
             Concern::Allowed { rule, concern } => {
                 format!("{}, allowed here by the rule {rule}", concern.describe())

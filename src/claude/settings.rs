@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 pub const HOOKED_EVENTS: &[(&str, &str)] = &[
     ("PreToolUse", "pre-tool-use"),
     ("PermissionRequest", "permission-request"),
+    ("Elicitation", "elicitation"),
 ];
 
 /// The events hitl's hook only notes, for the activity feed and the agents' status:

@@ -932,3 +932,104 @@ fn without_a_listener_the_hook_notes_nothing() {
         .unwrap_or(0);
     assert_eq!(left, 0);
 }
+
+#[test]
+fn an_mcp_servers_elicitation_is_answered_as_a_form_from_any_ui() {
+    let p = Project::new();
+    // No listener: Claude Code's own dialog asks (nothing on stdout).
+    let form = event_input(
+        &p,
+        "Elicitation",
+        json!({ "mcp_server_name": "deploy", "message": "Where to?", "mode": "form",
+            "requested_schema": { "type": "object", "required": ["env", "replicas"], "properties": {
+                "env": { "type": "string", "title": "Environment",
+                         "oneOf": [{ "const": "prod", "title": "Production" }, { "const": "dev", "title": "Development" }] },
+                "replicas": { "type": "integer" },
+                "notify": { "type": "boolean", "title": "Tell the team?" } } } }),
+    );
+    assert_eq!(hook(&p, "elicitation", &form), None);
+
+    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let child = spawn_hook(&p, "elicitation", &form);
+    let q = hook_question(&p);
+    assert_eq!(q["type"], "questions", "{q:#}");
+    assert_eq!(q["content"], "The MCP server deploy asks: Where to?");
+    assert_eq!(
+        q["questions"][0]["options"][0]["label"], "Production",
+        "{q:#}"
+    );
+    let got = answer_and_read(&p, child, &q, &["Development", "3", "-"]);
+    assert_eq!(
+        got,
+        json!({ "hookSpecificOutput": { "hookEventName": "Elicitation", "action": "accept",
+            "content": { "env": "dev", "replicas": 3 } } })
+    );
+
+    // Cancelled in hitl: declined.
+    let child = spawn_hook(&p, "elicitation", &form);
+    let q = hook_question(&p);
+    let out = p.run(&["cancel", q["id"].as_str().unwrap(), "--reason", "not now"]);
+    assert!(out.status.success(), "{out:?}");
+    let got = finish(wait_output(child, Duration::from_secs(30))).unwrap();
+    assert_eq!(got["hookSpecificOutput"]["action"], "decline", "{got}");
+
+    // A page to open: an approval; approved is accept, without content.
+    let url = event_input(
+        &p,
+        "Elicitation",
+        json!({ "mcp_server_name": "gh", "mode": "url", "url": "https://github.com/login/device",
+                "message": "Sign in to GitHub", "elicitation_id": "e1" }),
+    );
+    let child = spawn_hook(&p, "elicitation", &url);
+    let q = hook_question(&p);
+    assert_eq!(q["type"], "approval", "{q:#}");
+    assert!(
+        q["content"]
+            .as_str()
+            .unwrap()
+            .contains("https://github.com/login/device")
+    );
+    let got = answer_and_read(&p, child, &q, &["--approve"]);
+    assert_eq!(
+        got,
+        json!({ "hookSpecificOutput": { "hookEventName": "Elicitation", "action": "accept" } })
+    );
+}
+
+#[test]
+fn a_protected_edit_blocks_until_a_human_approves_over_http() {
+    let p = Project::new();
+    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let edit = pre_tool_use(
+        &p,
+        "Edit",
+        json!({ "file_path": p.dir.join("package.json"), "old_string": "\"1.0.0\"", "new_string": "\"2.0.0\"" }),
+    );
+    let mut child = spawn_hook(&p, "pre-tool-use", &edit);
+    let q = hook_question(&p);
+    assert!(
+        q["content"].as_str().unwrap().contains("Edit package.json"),
+        "{q:#}"
+    );
+    // Blocked while nobody answers.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the hook waits for the human"
+    );
+    let out = reqwest::blocking::Client::new()
+        .post(format!(
+            "{}/api/v1/requests/{}/respond",
+            p.http_url(),
+            q["id"].as_str().unwrap()
+        ))
+        .bearer_auth(p.token())
+        .json(&json!({ "approved": true, "comment": "release", "respondedBy": "alice" }))
+        .send()
+        .unwrap();
+    assert!(out.status().is_success(), "{:?}", out.text());
+    let got = finish(wait_output(child, Duration::from_secs(30))).expect("a decision");
+    let (verdict, reason) = decision(&got);
+    assert_eq!(verdict, "allow");
+    assert!(reason.contains("release"), "{reason}");
+}

@@ -7,6 +7,7 @@ mod cli;
 mod compat;
 mod crash;
 mod failover;
+mod golden;
 mod hook;
 mod http;
 mod layering;
