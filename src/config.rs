@@ -106,6 +106,10 @@ pub struct HookSettings {
     pub timeout: u64,
     /// Seconds to wait per tool name.
     pub timeouts: std::collections::BTreeMap<String, u64>,
+    /// The request type asked per tool name (seed 004's `hitl_types`): `approval`
+    /// (the default for a tool call) or `permission`. AskUserQuestion is always asked
+    /// as its questions, and a PermissionRequest as a permission.
+    pub types: std::collections::BTreeMap<String, crate::protocol::Kind>,
     /// When no human answers in time, or no listener runs, for a protected file or a
     /// dangerous command: "deny", "ask" (Claude Code's own prompt) or "none" (no
     /// opinion).
@@ -184,7 +188,11 @@ pub const DEFAULT_DANGEROUS_COMMANDS: &[&str] = &[
 impl Default for HookSettings {
     fn default() -> HookSettings {
         HookSettings {
-            decision_tools: vec!["AskUserQuestion".into(), "ExitPlanMode".into()],
+            decision_tools: vec![
+                "AskUserQuestion".into(),
+                "ExitPlanMode".into(),
+                "EnterPlanMode".into(),
+            ],
             protected_paths: DEFAULT_PROTECTED_PATHS
                 .iter()
                 .map(|s| s.to_string())
@@ -196,7 +204,13 @@ impl Default for HookSettings {
             permission_requests: true,
             elicitations: true,
             timeout: 120,
-            timeouts: [("AskUserQuestion".to_string(), 300)].into_iter().collect(),
+            timeouts: [
+                ("AskUserQuestion".to_string(), 300),
+                ("EnterPlanMode".to_string(), 60),
+            ]
+            .into_iter()
+            .collect(),
+            types: Default::default(),
             unanswered_dangerous: Unanswered::Deny,
             unanswered_other: Unanswered::None,
             allow: Vec::new(),
@@ -462,7 +476,7 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # `hitl hook`, Claude Code's hook handler (`hitl init --claude` installs it). A tool
 # call no rule names gets no opinion: Claude Code's own permission settings apply.
 # Tools that always ask the human, answered from any hitl UI.
-# decision_tools = ["AskUserQuestion", "ExitPlanMode"]
+# decision_tools = ["AskUserQuestion", "ExitPlanMode", "EnterPlanMode"]
 # Files whose writing asks first: a glob without "/" matches a file name anywhere,
 # one with "/" the path from the project root ("**" for any folders) or an absolute
 # path ("~/" for home). Setting the list replaces the defaults (seed 004's and more:
@@ -481,7 +495,9 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # elicitations = true
 # Seconds to wait for the human, and per tool.
 # timeout = 120
-# timeouts = { AskUserQuestion = 300 }
+# timeouts = { AskUserQuestion = 300, EnterPlanMode = 60 }
+# The request type per tool: "approval" (the default) or "permission".
+# types = { Bash = "permission" }
 # Unanswered in time, or no listener: "deny", "ask" (Claude Code's own prompt) or
 # "none" (no opinion); for protected files and dangerous commands, and for the rest.
 # unanswered_dangerous = "deny"

@@ -491,10 +491,10 @@ fn approval_request(
         agent_name,
         working_dir: Some(place.cwd.display().to_string()),
         timestamp: jiff::Timestamp::now(),
-        kind: if event == HookEvent::PermissionRequest {
-            Kind::Permission
-        } else {
-            Kind::Approval
+        kind: match settings.types.get(tool) {
+            _ if event == HookEvent::PermissionRequest => Kind::Permission,
+            Some(&k) if k.is_approval() => k,
+            _ => Kind::Approval,
         },
         content,
         options: Vec::new(),

@@ -110,6 +110,11 @@ pub fn validate(settings: &HookSettings) -> Result<()> {
             .with_context(|| format!("[hook] protected_paths: {g:?}"))?;
     }
     rules::parse_all(&settings.allow)?;
+    if let Some((tool, kind)) = settings.types.iter().find(|(_, k)| !k.is_approval()) {
+        anyhow::bail!(
+            "[hook] types: {tool} = {kind:?}: a tool call is asked as \"approval\" or \"permission\""
+        );
+    }
     Ok(())
 }
 

@@ -1033,3 +1033,39 @@ fn a_protected_edit_blocks_until_a_human_approves_over_http() {
     assert_eq!(verdict, "allow");
     assert!(reason.contains("release"), "{reason}");
 }
+
+#[test]
+fn the_request_type_and_timeout_are_chosen_per_tool() {
+    let p = Project::new();
+    std::fs::write(
+        p.helpers().join("config.toml"),
+        "[hook]\ntypes = { Bash = \"permission\" }\ntimeouts = { Bash = 45 }\n",
+    )
+    .unwrap();
+    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let child = spawn_hook(
+        &p,
+        "pre-tool-use",
+        &pre_tool_use(&p, "Bash", json!({ "command": "git reset --hard HEAD~3" })),
+    );
+    let q = hook_question(&p);
+    assert_eq!(
+        (q["type"].as_str(), q["timeout"].as_u64()),
+        (Some("permission"), Some(45)),
+        "{q:#}"
+    );
+    let got = answer_and_read(&p, child, &q, &["--approve"]);
+    assert_eq!(decision(&got).0, "allow");
+    // A type a tool call cannot be asked as is refused where the policy is checked.
+    std::fs::write(
+        p.helpers().join("config.toml"),
+        "[hook]\ntypes = { Bash = \"select\" }\n",
+    )
+    .unwrap();
+    let out = p.run(&["init", "--claude"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("[hook] types"),
+        "{out:?}"
+    );
+}
