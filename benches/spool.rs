@@ -186,6 +186,62 @@ fn main() {
             assert_eq!(left, 0, "the listener took every event");
             bare_all.push(bare);
         }
+        // A call that asks: answered at once by `--auto-answer` over HTTP, beside a
+        // `hitl ask` answered the same way through the spool, in the same run.
+        {
+            let (listener, _) = start_listener(
+                &home,
+                spool.project(),
+                &[
+                    "--ui",
+                    "none",
+                    "--auto-answer",
+                    "ok",
+                    "--http",
+                    "127.0.0.1:0",
+                ],
+            );
+            let body = serde_json::json!({
+                "session_id": "bench", "cwd": spool.project(), "hook_event_name": "PreToolUse",
+                "tool_name": "Bash", "tool_input": { "command": "git push --force origin main" },
+                "tool_use_id": "toolu_bench",
+            })
+            .to_string();
+            let ask = || {
+                let start = Instant::now();
+                let out = Command::new(HITL)
+                    .args(["ask", "--type", "approval", "--dir"])
+                    .arg(spool.project())
+                    .arg("push?")
+                    .env("HITL_HOME", &home)
+                    .stdin(Stdio::null())
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "{out:?}");
+                start.elapsed().as_secs_f64() * 1000.0
+            };
+            let (mut hooks, mut asks) = (Vec::with_capacity(n), Vec::with_capacity(n));
+            for i in 0..n + 10 {
+                let h = hook_call_expecting(spool.project(), &home, &body, "\"allow\"");
+                let a = ask();
+                if i >= 10 {
+                    hooks.push(h);
+                    asks.push(a);
+                }
+            }
+            stop(listener);
+            let (hooks, asks) = (stats(&hooks), stats(&asks));
+            let ratio = hooks.p50 / asks.p50;
+            row("  `hitl ask --type approval` (spool)", &asks, "");
+            row(
+                "  a dangerous Bash call, asked and approved",
+                &hooks,
+                &format!(
+                    "p50 {ratio:.2}× hitl ask, target ≤ 1.0× {}",
+                    met(ratio <= 1.0)
+                ),
+            );
+        }
         row(
             "  baseline: hitl --version (last set)",
             &bare_all[bare_all.len() - 1],
@@ -501,6 +557,12 @@ fn ask_processes(parent: &Path, n: usize) -> (Vec<f64>, Vec<f64>) {
 /// One `hitl hook pre-tool-use` with `body` on stdin, spawn to exit; it must have
 /// no opinion (empty stdout).
 fn hook_call(project: &Path, home: &Path, body: &str) -> f64 {
+    hook_call_expecting(project, home, body, "")
+}
+
+/// One `hitl hook pre-tool-use`, whose stdout must contain `expected` (be empty, for
+/// an empty `expected`).
+fn hook_call_expecting(project: &Path, home: &Path, body: &str, expected: &str) -> f64 {
     use std::io::Write;
     let start = Instant::now();
     let mut child = Command::new(HITL)
@@ -520,7 +582,12 @@ fn hook_call(project: &Path, home: &Path, body: &str) -> f64 {
         .unwrap();
     let out = child.wait_with_output().unwrap();
     let elapsed = start.elapsed().as_secs_f64() * 1000.0;
-    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let fits = match expected {
+        "" => stdout.is_empty(),
+        e => stdout.contains(e),
+    };
+    assert!(out.status.success() && fits, "{out:?}");
     elapsed
 }
 

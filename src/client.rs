@@ -124,6 +124,36 @@ impl Client {
             .ok_or_else(|| anyhow!("{} answered without a request id", self.base))
     }
 
+    /// Creates the request and holds the call up to `wait` for its end: `Ended` with
+    /// its answer (`None`: it ended without one) when it ended in time, else
+    /// `Pending` with its id. A repeated key names the first request.
+    pub async fn create_and_wait(
+        &self,
+        request: &Request,
+        origin: Origin,
+        idempotency_key: &str,
+        wait: Duration,
+    ) -> Result<Created> {
+        let body = CreateRequest::from_request(request, origin, idempotency_key);
+        let url = format!("{}/api/v1/requests?wait={}", self.base, wait.as_secs_f64());
+        let r = self
+            .http
+            .post(url)
+            .json(&body)
+            .timeout(wait + Duration::from_secs(30));
+        let (status, v) = self.send(r, "asking").await?;
+        if !status.is_success() {
+            return Err(anyhow!(Client::refused(status, &v)))
+                .with_context(|| format!("{} refused the question ({status})", self.base));
+        }
+        let view: RequestView = serde_json::from_value(v).context("reading the request")?;
+        Ok(if view.status == Status::Pending {
+            Created::Pending(view.id)
+        } else {
+            Created::Ended(view.answer.map(Box::new))
+        })
+    }
+
     /// Waits until request `id` ends and returns its answer (a timeout's too).
     /// `None`: it ended without one (withdrawn, abandoned).
     pub async fn wait(&self, id: &str) -> Result<Option<Answer>> {
@@ -311,8 +341,20 @@ impl Servers {
     }
 }
 
+/// What [`Client::create_and_wait`] found.
+#[derive(Debug)]
+pub enum Created {
+    /// Still pending: its id.
+    Pending(String),
+    /// Ended in the call: its answer, if it has one.
+    Ended(Option<Box<Answer>>),
+}
+
 /// How long handing a question to a listener may take before the asker gives up.
 const CREATE_WITHIN: Duration = Duration::from_secs(5);
+
+/// How long the call that creates a question also waits for its end.
+const FIRST_WAIT: Duration = Duration::from_secs(2);
 
 /// How long an asker keeps trying one listener address before looking in
 /// `.listener.json` for a new one.
@@ -331,24 +373,49 @@ pub async fn ask_listener(
     origin: Origin,
     stop: impl Future<Output = String>,
 ) -> Result<Option<Answer>> {
-    let mut servers = Servers::new(url)?;
+    let mut stop = std::pin::pin!(stop);
+    let mut url = url.to_string();
+    let mut servers = Servers::new(&url)?;
+    // The key makes every try name the one request, whichever listener takes it.
     let key = uuid::Uuid::now_v7().to_string();
     let now = tokio::time::Instant::now();
-    let id = servers
-        .create(request, origin, &key, Some(now + CREATE_WITHIN))
-        .await?;
     let deadline = request.timeout.map(|t| now + Duration::from_secs(t + 30));
-    let mut url = url.to_string();
-    let mut stop = std::pin::pin!(stop);
+    // Until a listener may have taken it, one must do so soon; after, it is in a
+    // store, and a listener that restarts (perhaps elsewhere) queues it again.
+    let create_by = now + CREATE_WITHIN;
+    let mut sent = false;
+    let mut id: Option<String> = None;
     loop {
-        // Tries of a few seconds at a time, looking for the listener between them.
         let attempt = tokio::time::Instant::now() + RELOCATE_EVERY;
         let until = deadline.map_or(attempt, |d| d.min(attempt));
+        let step = async {
+            match &id {
+                // Created and waited on in one call: an answer at once needs no other.
+                None => {
+                    servers
+                        .current()
+                        .create_and_wait(request, origin, &key, FIRST_WAIT)
+                        .await
+                }
+                Some(id) => servers
+                    .wait(id, Some(until))
+                    .await
+                    .map(|answer| Created::Ended(answer.map(Box::new))),
+            }
+        };
         tokio::select! {
-            answer = servers.wait(&id, Some(until)) => match answer {
-                Err(e) if is_transient(&e)
-                    && deadline.is_none_or(|d| tokio::time::Instant::now() < d) =>
-                {
+            step = step => match step {
+                Ok(Created::Ended(answer)) => return Ok(answer.map(|a| *a)),
+                Ok(Created::Pending(taken)) => id = Some(taken),
+                Err(e) if is_transient(&e) => {
+                    sent |= id.is_some() || !never_reached(&e);
+                    let limit = if sent { deadline } else { Some(create_by) };
+                    if limit.is_some_and(|l| tokio::time::Instant::now() >= l) {
+                        return Err(e);
+                    }
+                    if id.is_none() {
+                        tokio::time::sleep(BACKOFF_FIRST).await;
+                    }
                     if let Some(now_at) = ListenerInfo::running(spool).and_then(|l| l.http)
                         && now_at != url
                     {
@@ -356,16 +423,35 @@ pub async fn ask_listener(
                         url = now_at;
                     }
                 }
-                other => return other,
+                Err(e) => return Err(e),
             },
             reason = &mut stop => {
-                let mut withdrawn = request.clone();
-                withdrawn.id = id;
-                let reply = Reply::Cancel { reason: Some(reason) };
-                let by = withdrawn.agent_name.clone();
-                let _ = servers.current().respond(&withdrawn, &reply, &by).await;
+                let client = servers.current();
+                // Given up while handing it over: the key finds it, if it was made.
+                let id = match id {
+                    Some(id) => Some(id),
+                    None => match client.create_and_wait(request, origin, &key, Duration::ZERO).await {
+                        Ok(Created::Pending(id)) => Some(id),
+                        _ => None,
+                    },
+                };
+                if let Some(id) = id {
+                    let mut withdrawn = request.clone();
+                    withdrawn.id = id;
+                    let reply = Reply::Cancel { reason: Some(reason) };
+                    let _ = client.respond(&withdrawn, &reply, &request.agent_name).await;
+                }
                 return Ok(None);
             }
         }
     }
+}
+
+/// Whether `e` says the server was never reached (nothing sent: a refused or
+/// timed-out connection), so no request can have been made.
+fn never_reached(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<reqwest::Error>()
+            .is_some_and(reqwest::Error::is_connect)
+    })
 }

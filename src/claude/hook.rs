@@ -105,12 +105,22 @@ pub fn run(event: HookEvent) -> Result<()> {
         bail!("the hook input is over {MAX_INPUT_BYTES} bytes; no opinion");
     }
     let input: Value = serde_json::from_slice(&input).context("the hook input is not JSON")?;
-    let decision = decide(event, &input)?;
+    let (decision, asked) = match prepare(event, &input, None, false)? {
+        Step::Decided(d) => (d, false),
+        Step::Ask(question) => {
+            let asked = ask(&question.spool, &question.url, &question.request);
+            (question.conclude(asked), true)
+        }
+    };
     if let Some(out) = output(event, &decision) {
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{out}").and_then(|()| stdout.flush())?;
     }
-    // After the answer is out: the feed never holds Claude Code up.
+    // After the answer is out: the feed never holds Claude Code up. A call that was
+    // asked is in the feed already, as its request.
+    if asked {
+        return Ok(());
+    }
     let place = place(&input);
     let spool = Spool::find(&place.project).or_else(|| Spool::find(&place.cwd));
     let decides = matches!(
@@ -125,17 +135,6 @@ pub fn run(event: HookEvent) -> Result<()> {
         decides.then_some(&decision),
     );
     Ok(())
-}
-
-/// The decision for one hook call.
-pub fn decide(event: HookEvent, input: &Value) -> Result<Decision> {
-    match prepare(event, input, None, false)? {
-        Step::Decided(d) => Ok(d),
-        Step::Ask(question) => {
-            let asked = ask(&question.spool, &question.url, &question.request);
-            Ok(question.conclude(asked))
-        }
-    }
 }
 
 /// What a call needs, by the policy: decided at once, or a question for the human.
@@ -519,7 +518,7 @@ fn ask(spool: &Spool, url: &str, request: &Request) -> Result<Option<Answer>> {
         .enable_all()
         .build()
         .context("starting the HTTP runtime")?;
-    runtime.block_on(async {
+    let answer = runtime.block_on(async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let stopped = async {
             tokio::select! {
@@ -529,7 +528,11 @@ fn ask(spool: &Spool, url: &str, request: &Request) -> Result<Option<Answer>> {
             "Claude Code stopped waiting for the hook".to_string()
         };
         crate::client::ask_listener(spool, url, request, Origin::Hook, stopped).await
-    })
+    });
+    // Not waited for: the process ends now, and joining the runtime's threads
+    // would cost a quarter of a millisecond more on every asked call.
+    runtime.shutdown_background();
+    answer
 }
 
 impl Question {

@@ -754,6 +754,9 @@ mod tests {
         for c in [
             "rm -rf /",
             "ls; rm -rf /",
+            "ls\nrm -rf /",
+            "  rm    -rf     /  ",
+            "echo `rm -rf /`",
             "true && rm -rf ~/",
             "echo $(rm -rf *)",
             "sudo rm -fr /var",

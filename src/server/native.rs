@@ -65,14 +65,29 @@ fn stored_view(r: &StoredRequest) -> Value {
     )
 }
 
+/// The query of `POST /api/v1/requests`.
+#[derive(Debug, Default, Deserialize)]
+pub struct CreateQuery {
+    /// Seconds to hold the call open for the request's end (at most 300): an asker
+    /// that will wait anyway saves a round trip, and a request answered at once (by a
+    /// rule) comes back ended in the one call.
+    pub wait: Option<f64>,
+}
+
 /// `POST /api/v1/requests`: 201 with the request once it is durable; 200 with the
-/// first one for a repeated idempotency key.
+/// first one for a repeated idempotency key; with `?wait=S`, 200 with its end if it
+/// ends within S seconds.
 pub async fn create(
     State(state): State<Arc<AppState>>,
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,
+    QueryParams(q): QueryParams<CreateQuery>,
     JsonBody(body): JsonBody<CreateRequest>,
 ) -> Result<Response, ApiError> {
+    let wait = q.wait.unwrap_or(0.0);
+    if !wait.is_finite() || !(0.0..=300.0).contains(&wait) {
+        return Err(ApiError::bad_request("wait must be 0 to 300 seconds"));
+    }
     caller.take_create(&state)?;
     let origin = match body.origin {
         None => Origin::Http,
@@ -141,10 +156,20 @@ pub async fn create(
     if let Some(why) = request.shape_error() {
         return Err(ApiError::bad_request(why));
     }
+    // A hook's question belongs to its Claude Code session, as its other events do.
+    let session_id = match request.context.get("session_id").and_then(Value::as_str) {
+        Some(s) if origin == Origin::Hook && !s.is_empty() => s.to_string(),
+        _ => agent_id,
+    };
     let event = NewEvent {
         source_app: agent_name,
-        session_id: agent_id,
-        hook_event_type: "HumanInTheLoop".into(),
+        session_id,
+        // A hook's question is the hook event it came with (`PreToolUse`…), as
+        // seed 004's hooks post theirs.
+        hook_event_type: match request.context.get("hook_event").and_then(Value::as_str) {
+            Some(e) if origin == Origin::Hook && !e.is_empty() => e.to_string(),
+            _ => "HumanInTheLoop".into(),
+        },
         payload: json!({}),
         extra: Map::new(),
         timestamp_ms: request.timestamp.as_millisecond(),
@@ -156,6 +181,8 @@ pub async fn create(
         })),
         idempotency_key: key,
     };
+    // Subscribed before asking, so an end at once (a rule) is not missed.
+    let mut changes = (wait > 0.0).then(|| state.broker.subscribe());
     let submitted = state
         .broker
         .ask(request, origin, event)
@@ -172,6 +199,13 @@ pub async fn create(
         };
     }
     let p = submitted.pending.expect("checked above");
+    if let Some(changes) = &mut changes {
+        let id = submitted.event_id.to_string();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(wait);
+        if let Some(ended) = wait_for_end(&state, &id, &p, changes, deadline).await? {
+            return Ok(ended);
+        }
+    }
     Ok((StatusCode::CREATED, Json(pending_view(&p))).into_response())
 }
 
@@ -334,57 +368,76 @@ pub async fn wait(
         None => return Err(ApiError::not_found(format!("no request {id}"))),
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(secs);
+    match wait_for_end(&state, &id, &pending, &mut changes, deadline).await? {
+        Some(ended) => Ok(ended),
+        None => {
+            let mut r = (StatusCode::ACCEPTED, Json(pending_view(&pending))).into_response();
+            r.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("0"),
+            );
+            Ok(r)
+        }
+    }
+}
+
+/// Follows `changes` until `pending` ends (its view, as `/wait` returns it) or
+/// `deadline` passes (`None`).
+async fn wait_for_end(
+    state: &AppState,
+    id: &str,
+    pending: &PendingRequest,
+    changes: &mut tokio::sync::broadcast::Receiver<Change>,
+    deadline: tokio::time::Instant,
+) -> Result<Option<Response>, ApiError> {
     loop {
         match tokio::time::timeout_at(deadline, changes.recv()).await {
-            Err(_) => {
-                let mut r = (StatusCode::ACCEPTED, Json(pending_view(&pending))).into_response();
-                r.headers_mut().insert(
-                    axum::http::header::RETRY_AFTER,
-                    axum::http::HeaderValue::from_static("0"),
-                );
-                return Ok(r);
-            }
+            Err(_) => return Ok(None),
             Ok(Ok(Change::Finished(f))) if f.seq() == pending.seq => {
                 let (status, reason) = (f.status, f.reason.clone());
                 if let Some(a) = &f.answer {
-                    return Ok(Json(request_view(
-                        &pending.request,
-                        status,
-                        Some(a),
-                        reason.as_deref(),
-                        pending.origin,
-                    ))
-                    .into_response());
+                    return Ok(Some(
+                        Json(request_view(
+                            &pending.request,
+                            status,
+                            Some(a),
+                            reason.as_deref(),
+                            pending.origin,
+                        ))
+                        .into_response(),
+                    ));
                 }
                 // Ended without an answer here (another replica's): the store has it.
                 return match state
                     .store
-                    .find_request(&id)
+                    .find_request(id)
                     .await
                     .map_err(ApiError::internal)?
                 {
-                    Some(r) => Ok(Json(stored_view(&r)).into_response()),
-                    None => Ok(Json(request_view(
-                        &pending.request,
-                        status,
-                        None,
-                        reason.as_deref(),
-                        pending.origin,
-                    ))
-                    .into_response()),
+                    Some(r) => Ok(Some(Json(stored_view(&r)).into_response())),
+                    None => Ok(Some(
+                        Json(request_view(
+                            &pending.request,
+                            status,
+                            None,
+                            reason.as_deref(),
+                            pending.origin,
+                        ))
+                        .into_response(),
+                    )),
                 };
             }
             Ok(Ok(_)) => {}
             Ok(Err(RecvError::Lagged(_))) => {
                 // Missed some changes: look again.
-                if state.broker.find(&id).await.is_none() {
+                if state.broker.find(id).await.is_none() {
                     return match state
                         .store
-                        .find_request(&id)
+                        .find_request(id)
                         .await
                         .map_err(ApiError::internal)?
                     {
-                        Some(r) => Ok(Json(stored_view(&r)).into_response()),
+                        Some(r) => Ok(Some(Json(stored_view(&r)).into_response())),
                         None => Err(ApiError::not_found(format!("no request {id}"))),
                     };
                 }

@@ -282,6 +282,10 @@ pub fn detail(method: &str, path: &str) -> Option<Detail> {
         ("POST", "/api/v1/requests") => Detail {
             body: Some(("CreateRequest", true)),
             also_ok: &[200],
+            query: &[(
+                "wait",
+                r#"{"type": "number", "minimum": 0, "maximum": 300, "description": "Seconds to hold the call for the request's end: 200 with it if it ends in time."}"#,
+            )],
             links: Some((BY_REQUEST_ID, "/id")),
             errors: &[400, 413, 415],
             ..d(201, Some("RequestView"))

@@ -1149,3 +1149,39 @@ fn listen_without_http_serves_none_and_says_so() {
         "--http and --no-http conflict: {out:?}"
     );
 }
+
+#[test]
+fn a_create_can_wait_for_the_end_in_the_same_call() {
+    // Answered at once (a rule): the one call brings the answer back.
+    let p = Project::new();
+    let listener = p.listen(&[
+        "--ui",
+        "none",
+        "--auto-answer",
+        "ok",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    let api = Api::attach(p, listener);
+    let body = json!({ "content": "Deploy?", "type": "approval" });
+    let (s, v) = json_of(api.post("/api/v1/requests?wait=5", &body));
+    assert_eq!(
+        (s, v["status"].as_str()),
+        (StatusCode::OK, Some("answered")),
+        "{v}"
+    );
+    assert_eq!(v["answer"]["approved"], true, "{v}");
+
+    // Nobody answers within the wait: 201, pending, as without it.
+    let api = Api::start(None);
+    let started = std::time::Instant::now();
+    let (s, v) = json_of(api.post("/api/v1/requests?wait=0.3", &body));
+    assert_eq!(
+        (s, v["status"].as_str()),
+        (StatusCode::CREATED, Some("pending")),
+        "{v}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    let (s, v) = json_of(api.post("/api/v1/requests?wait=301", &body));
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+}
