@@ -45,6 +45,11 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         "hitl: HTTP API on http://{local} (store: {})",
         crate::store::redact_url(&db_url)
     );
+    if local.ip().is_loopback()
+        && let Ok(token) = crate::server::load_or_create_token(&paths.config_dir)
+    {
+        eprintln!("hitl: dashboard on http://{local}/?token={token}");
+    }
     eprintln!("hitl: ready");
     tokio::select! {
         _ = stop_signals.recv() => {}

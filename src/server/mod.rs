@@ -8,6 +8,7 @@
 
 mod auth;
 mod conn;
+mod dashboard;
 mod deliver;
 mod error;
 mod guard;

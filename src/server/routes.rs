@@ -229,7 +229,11 @@ pub fn router(state: Arc<AppState>) -> Router {
             None => by_path.push((r.path, handler)),
         }
     }
-    let mut router = Router::new();
+    // The dashboard's page and files: not API routes (the document leaves them
+    // out), open to anyone (they hold no data), behind the same guard and login.
+    let mut router = Router::new()
+        .route("/", get(super::dashboard::index))
+        .route("/ui/{name}", get(super::dashboard::asset));
     for (path, handler) in by_path {
         router = router.route(path, handler);
     }

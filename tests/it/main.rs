@@ -6,6 +6,7 @@ mod badinput;
 mod cli;
 mod compat;
 mod crash;
+mod dashboard;
 mod failover;
 mod golden;
 mod hook;

@@ -1,0 +1,384 @@
+//! The web dashboard in a real browser: Debian's headless Chromium driven over
+//! WebDriver (chromedriver, fantoccini) against a real `hitl listen`, answering the
+//! way a person would; each asker must receive exactly what was entered.
+//!
+//! Outside CI a machine without chromium and chromedriver skips these tests (and
+//! says so); under `CI=true` they never skip.
+
+use std::{
+    net::TcpListener,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+use crate::support::{Project, spawn_ask, wait_output};
+
+/// A chromedriver on a free port, killed when dropped.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts chromedriver, or says why not (`None`: skip, outside CI only).
+fn driver() -> Option<Driver> {
+    let found = ["/usr/bin/chromedriver", "/usr/bin/chromium"]
+        .iter()
+        .all(|p| std::path::Path::new(p).exists());
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI must have chromium and chromium-driver (tools/test-all installs them)"
+        );
+        eprintln!("skipping the browser tests: no /usr/bin/chromium or /usr/bin/chromedriver");
+        return None;
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new("/usr/bin/chromedriver")
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "chromedriver did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(Driver { child, url })
+}
+
+/// A headless Chromium session.
+async fn browser(driver: &Driver, width: u32, height: u32) -> Client {
+    browser_in(driver, width, height, false).await
+}
+
+/// A headless Chromium session, its pages in the dark colour scheme when `dark`.
+async fn browser_in(driver: &Driver, width: u32, height: u32, dark: bool) -> Client {
+    let mut args = vec![
+        "--headless=new".to_string(),
+        "--no-sandbox".into(),
+        "--disable-dev-shm-usage".into(),
+        "--disable-gpu".into(),
+        format!("--window-size={width},{height}"),
+    ];
+    if dark {
+        args.push("--force-dark-mode".into());
+    }
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({ "binary": "/usr/bin/chromium", "args": args }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&driver.url)
+        .await
+        .expect("a WebDriver session")
+}
+
+/// Waits for the element `css`.
+async fn find(c: &Client, css: &str) -> fantoccini::elements::Element {
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
+}
+
+/// Waits until `css` matches nothing.
+async fn gone(c: &Client, css: &str, within: Duration) {
+    let start = Instant::now();
+    while !c.find_all(Locator::Css(css)).await.unwrap().is_empty() {
+        assert!(start.elapsed() < within, "{css} is still on the page");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The card of the one pending request `q` (from `hitl pending --json`).
+fn card(q: &Value) -> String {
+    format!(".card[data-id=\"{}\"]", q["id"].as_str().unwrap())
+}
+
+fn login_url(p: &Project) -> String {
+    format!("{}/?token={}", p.http_url(), p.token())
+}
+
+/// Runs `hitl ask ARGS` in the background and returns it with its question.
+fn ask(p: &Project, args: &[&str]) -> (Child, Value) {
+    let before = p.pending().len();
+    let child = spawn_ask(p, args);
+    let q = p
+        .wait_pending(before + 1, Duration::from_secs(10))
+        .pop()
+        .unwrap();
+    (child, q)
+}
+
+fn answer_of(child: Child) -> String {
+    let out = wait_output(child, Duration::from_secs(20));
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_are_answered_in_the_browser_and_the_inbox_stays_live() {
+    let Some(driver) = driver() else { return };
+    let p = Project::new();
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let c = browser(&driver, 1280, 900).await;
+
+    // Without the token: the login state, and no data.
+    let (_pending_child, _) = ask(&p, &["--timeout", "60", "Hidden from strangers?"]);
+    c.goto(&p.http_url()).await.unwrap();
+    find(&c, "#login:not([hidden])").await;
+    assert!(c.find_all(Locator::Css(".card")).await.unwrap().is_empty());
+    assert!(!c.source().await.unwrap().contains("Hidden from strangers"));
+
+    // The login link: the token goes into a cookie and out of the address bar.
+    c.goto(&login_url(&p)).await.unwrap();
+    find(&c, "#inbox:not([hidden]) .card").await;
+    assert!(!c.current_url().await.unwrap().as_str().contains("token"));
+
+    // A text request, answered by typing.
+    let (child, q) = ask(&p, &["--timeout", "60", "Name the release?"]);
+    let input = find(&c, &format!("{} textarea", card(&q))).await;
+    input.send_keys("Aurora 2").await.unwrap();
+    find(&c, &format!("{} button.send", card(&q)))
+        .await
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(answer_of(child), "Aurora 2\n");
+    gone(&c, &card(&q), Duration::from_secs(1)).await;
+
+    // A select, a multiselect.
+    let (child, q) = ask(
+        &p,
+        &["--type", "select", "-o", "dev", "-o", "prod", "Where?"],
+    );
+    find(&c, &format!("{} button.option:nth-of-type(2)", card(&q)))
+        .await
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(answer_of(child), "prod\n");
+    let (child, q) = ask(
+        &p,
+        &[
+            "--type",
+            "multiselect",
+            "-o",
+            "a",
+            "-o",
+            "b",
+            "-o",
+            "c",
+            "Which?",
+        ],
+    );
+    for n in [1, 3] {
+        find(
+            &c,
+            &format!("{} label.check:nth-of-type({n}) input", card(&q)),
+        )
+        .await
+        .click()
+        .await
+        .unwrap();
+    }
+    find(&c, &format!("{} button.send", card(&q)))
+        .await
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(answer_of(child), "a, c\n");
+
+    // An approval denied with a comment.
+    let (child, q) = ask(&p, &["--type", "approval", "--json", "Deploy to prod?"]);
+    find(&c, &format!("{} input.comment", card(&q)))
+        .await
+        .send_keys("not on a Friday")
+        .await
+        .unwrap();
+    find(&c, &format!("{} button.deny", card(&q)))
+        .await
+        .click()
+        .await
+        .unwrap();
+    let out = wait_output(child, Duration::from_secs(20));
+    let a: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (a["approved"].as_bool(), a["comment"].as_str()),
+        (Some(false), Some("not on a Friday")),
+        "{a}"
+    );
+
+    // A form of questions with "Other".
+    let form = r#"[{"question": "Which database?", "header": "DB", "options": [{"label": "PostgreSQL", "description": "in staging"}, {"label": "SQLite"}]},
+                   {"question": "Which checks?", "multiSelect": true, "options": [{"label": "lint"}, {"label": "test"}]}]"#;
+    let (child, q) = ask(&p, &["--questions", form, "--json", "Set-up"]);
+    find(
+        &c,
+        &format!("{} fieldset:nth-of-type(1) input.other", card(&q)),
+    )
+    .await
+    .send_keys("DuckDB")
+    .await
+    .unwrap();
+    for n in [1, 2] {
+        find(
+            &c,
+            &format!(
+                "{} fieldset:nth-of-type(2) label.pick:nth-of-type({n}) input",
+                card(&q)
+            ),
+        )
+        .await
+        .click()
+        .await
+        .unwrap();
+    }
+    find(&c, &format!("{} button.send", card(&q)))
+        .await
+        .click()
+        .await
+        .unwrap();
+    let out = wait_output(child, Duration::from_secs(20));
+    let a: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        a["answers"],
+        json!({ "Which database?": "DuckDB", "Which checks?": "lint, test" }),
+        "{a}"
+    );
+
+    // Live: a request made while the page is open appears within a second; one
+    // answered elsewhere leaves within a second, with why.
+    let (child, q) = ask(&p, &["--timeout", "60", "Answered elsewhere?"]);
+    let start = Instant::now();
+    find(&c, &card(&q)).await;
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "appeared after {:?}",
+        start.elapsed()
+    );
+    let out = p.run(&["answer", q["id"].as_str().unwrap(), "from the CLI"]);
+    assert!(out.status.success(), "{out:?}");
+    gone(&c, &card(&q), Duration::from_secs(1)).await;
+    let note = find(
+        &c,
+        &format!(".ended-item[data-id=\"{}\"]", q["id"].as_str().unwrap()),
+    )
+    .await;
+    assert!(
+        note.text().await.unwrap().contains("answered by cli:"),
+        "{:?}",
+        note.text().await
+    );
+    assert_eq!(answer_of(child), "from the CLI\n");
+
+    // The tab title counts what waits (the hidden question from the start).
+    assert_eq!(c.title().await.unwrap(), "(1) hitl");
+    c.close().await.unwrap();
+}
+
+/// Where screenshots go: `screenshots/` in the target folder, for a person to look at.
+fn screenshot_dir() -> std::path::PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| crate::support::checkout().join("target"));
+    let dir = target.join("screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn screenshots_at_desktop_and_phone_widths_in_light_and_dark() {
+    let Some(driver) = driver() else { return };
+    let p = Project::new();
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let mut askers = vec![
+        ask(
+            &p,
+            &["--timeout", "120", "Which name should the release have?"],
+        )
+        .0,
+        ask(
+            &p,
+            &[
+                "--type",
+                "approval",
+                "--priority",
+                "urgent",
+                "--timeout",
+                "120",
+                "rm -rf build/ ?",
+            ],
+        )
+        .0,
+        ask(
+            &p,
+            &[
+                "--type",
+                "select",
+                "-o",
+                "staging",
+                "-o",
+                "production",
+                "--timeout",
+                "120",
+                "Deploy where?",
+            ],
+        )
+        .0,
+    ];
+    let form = r#"[{"question": "Which database?", "header": "DB", "options": [{"label": "PostgreSQL", "description": "already in staging"}, {"label": "SQLite", "description": "one file"}]}]"#;
+    askers.push(ask(&p, &["--questions", form, "--timeout", "120", "Set-up"]).0);
+    let dir = screenshot_dir();
+    for (width, height, size) in [(1280, 900, "desktop"), (390, 844, "phone")] {
+        for dark in [false, true] {
+            let c = browser_in(&driver, width, height, dark).await;
+            c.goto(&login_url(&p)).await.unwrap();
+            find(&c, ".card:nth-of-type(4)").await;
+            // The page follows the colour scheme.
+            let bg = c
+                .execute(
+                    "return getComputedStyle(document.body).backgroundColor",
+                    vec![],
+                )
+                .await
+                .unwrap();
+            let is_dark = bg.as_str().unwrap() == "rgb(15, 18, 22)";
+            assert_eq!(is_dark, dark, "{bg}");
+            let png = c.screenshot().await.unwrap();
+            let name = format!(
+                "dashboard-{size}-{}.png",
+                if dark { "dark" } else { "light" }
+            );
+            std::fs::write(dir.join(&name), &png).unwrap();
+            assert!(png.starts_with(b"\x89PNG"), "{name} is a PNG");
+            c.close().await.unwrap();
+        }
+    }
+    eprintln!("dashboard screenshots in {}", dir.display());
+    for mut a in askers {
+        let _ = a.kill();
+    }
+}

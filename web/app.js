@@ -1,0 +1,285 @@
+// The hitl dashboard: one live inbox of every pending request, answered here.
+//
+// It follows /api/v1/stream (a snapshot of the queue, then every change) and answers
+// through the native API; the login cookie goes with both. Everything an agent wrote
+// is put on the page as text (textContent), never as markup.
+
+const PRIORITY = { urgent: 0, high: 1, normal: 2 };
+
+const pending = new Map(); // request id -> pending request (as the stream gives it)
+let socket = null;
+let retry = 500;
+
+const $ = (id) => document.getElementById(id);
+
+/** An element with a class and text, and children. */
+function el(tag, props = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === "class") e.className = v;
+    else if (k === "text") e.textContent = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) if (c) e.append(c);
+  return e;
+}
+
+async function start() {
+  // The login link's token is in a cookie now: not in the address bar, nor history.
+  if (new URLSearchParams(location.search).has("token")) {
+    history.replaceState(null, "", "/");
+  }
+  const probe = await fetch("/api/v1/requests?limit=1", { credentials: "same-origin" });
+  if (probe.status === 401 || probe.status === 403) {
+    $("login").hidden = false;
+    setLink("");
+    return;
+  }
+  $("inbox").hidden = false;
+  connect();
+}
+
+function setLink(text) {
+  $("link").textContent = text;
+}
+
+function connect() {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  socket = new WebSocket(`${scheme}://${location.host}/api/v1/stream`);
+  socket.addEventListener("open", () => {
+    retry = 500;
+    setLink("live");
+  });
+  socket.addEventListener("message", (m) => onChange(JSON.parse(m.data)));
+  socket.addEventListener("close", () => {
+    // Reconnect, and the next snapshot puts the page right without a reload.
+    setLink("reconnecting…");
+    setTimeout(connect, retry);
+    retry = Math.min(retry * 2, 5000);
+  });
+}
+
+function onChange(msg) {
+  switch (msg.type) {
+    case "snapshot":
+      pending.clear();
+      for (const p of msg.pending) pending.set(p.request.id, p);
+      render();
+      break;
+    case "queued":
+      pending.set(msg.request.request.id, msg.request);
+      render();
+      break;
+    case "finished": {
+      const p = pending.get(msg.id);
+      if (p) {
+        pending.delete(msg.id);
+        ended(p, msg);
+        render();
+      }
+      break;
+    }
+  }
+}
+
+/** Notes why a request left the inbox. */
+function ended(p, msg) {
+  const by = msg.responded_by ? ` by ${msg.responded_by}` : "";
+  const why = msg.reason ? ` (${msg.reason})` : "";
+  const li = el("li", { class: "ended-item", "data-id": p.request.id },
+    el("span", { class: "agent", text: p.request.agent_name }),
+    el("span", { text: ` ${firstLine(p.request.content)}: ${msg.status}${by}${why}` }));
+  $("ended").prepend(li);
+  while ($("ended").children.length > 20) $("ended").lastChild.remove();
+  $("ended-section").hidden = false;
+}
+
+function firstLine(s) {
+  const line = (s || "").split("\n")[0];
+  return line.length > 80 ? line.slice(0, 79) + "…" : line;
+}
+
+function ordered() {
+  return [...pending.values()].sort((a, b) =>
+    (PRIORITY[a.request.priority] ?? 2) - (PRIORITY[b.request.priority] ?? 2) ||
+    a.request.timestamp.localeCompare(b.request.timestamp));
+}
+
+function render() {
+  const list = $("requests");
+  const keep = new Set(pending.keys());
+  // Cards being answered keep their inputs: only new ones are built.
+  for (const card of [...list.children]) {
+    if (!keep.has(card.dataset.id)) card.remove();
+  }
+  const have = new Map([...list.children].map((c) => [c.dataset.id, c]));
+  for (const p of ordered()) {
+    const card = have.get(p.request.id) || card_for(p);
+    list.append(card); // in order
+  }
+  const n = pending.size;
+  $("empty").hidden = n > 0;
+  $("count").textContent = n ? `${n} waiting` : "";
+  document.title = n ? `(${n}) hitl` : "hitl";
+}
+
+function card_for(p) {
+  const r = p.request;
+  const card = el("li", { class: `card priority-${r.priority}`, "data-id": r.id, "data-type": r.type, tabindex: "0" });
+  card.append(el("div", { class: "meta" },
+    el("span", { class: "agent", text: r.agent_name }),
+    el("span", { class: "origin", text: p.origin }),
+    el("span", { class: "kind", text: r.type }),
+    r.priority !== "normal" ? el("span", { class: "prio", text: r.priority }) : null,
+    el("time", { datetime: r.timestamp, text: age(r.timestamp) })));
+  card.append(el("p", { class: "content", text: r.content }));
+  const ctx = context_of(r);
+  if (ctx) card.append(el("pre", { class: "context", text: ctx }));
+  card.append(widget(r));
+  card.append(el("p", { class: "error", role: "alert" }));
+  return card;
+}
+
+/** What a request's tool context says, for people: the command, the file. */
+function context_of(r) {
+  const c = r.context;
+  if (!c || typeof c !== "object") return "";
+  const input = c.tool_input || {};
+  if (input.command) return `$ ${input.command}`;
+  if (input.file_path) return input.file_path;
+  return "";
+}
+
+function age(ts) {
+  const s = Math.max(0, Math.round((Date.now() - Date.parse(ts)) / 1000));
+  return s < 60 ? `${s}s` : s < 3600 ? `${Math.floor(s / 60)}m` : `${Math.floor(s / 3600)}h`;
+}
+
+/** The answer controls for a request's type. */
+function widget(r) {
+  const form = el("form", { class: "answer" });
+  form.addEventListener("submit", (e) => e.preventDefault());
+  const send = (body) => answer(r, form, body);
+  switch (r.type) {
+    case "yesno":
+      form.append(
+        el("button", { type: "button", class: "yes", text: "Yes", onclick: () => send({ response: "yes" }) }),
+        el("button", { type: "button", class: "no", text: "No", onclick: () => send({ response: "no" }) }));
+      break;
+    case "select":
+      for (const o of r.options || []) {
+        form.append(el("button", { type: "button", class: "option", text: o, onclick: () => send({ choice: o }) }));
+      }
+      break;
+    case "multiselect": {
+      const boxes = (r.options || []).map((o) => {
+        const box = el("input", { type: "checkbox", value: o });
+        form.append(el("label", { class: "check" }, box, el("span", { text: o })));
+        return box;
+      });
+      form.append(el("button", { type: "submit", class: "send", text: "Send",
+        onclick: () => send({ choices: boxes.filter((b) => b.checked).map((b) => b.value) }) }));
+      break;
+    }
+    case "approval":
+    case "permission": {
+      const comment = el("input", { type: "text", class: "comment", placeholder: "Comment (optional)", "aria-label": "Comment" });
+      const field = r.type === "permission" ? "permission" : "approved";
+      const decide = (ok, always) => {
+        const body = { [field]: ok };
+        if (comment.value.trim()) body.comment = comment.value.trim();
+        if (always) body.always = true;
+        send(body);
+      };
+      form.append(comment,
+        el("button", { type: "button", class: "approve", text: "Approve", onclick: () => decide(true, false) }),
+        el("button", { type: "button", class: "deny", text: "Deny", onclick: () => decide(false, false) }));
+      const rule = r.context && r.context.always_allow;
+      if (rule) {
+        form.append(el("button", { type: "button", class: "always", text: `Always allow ${rule}`,
+          onclick: () => decide(true, true) }));
+      }
+      break;
+    }
+    case "questions":
+      questions(r, form, send);
+      break;
+    default: {
+      const text = el("textarea", { class: "text", rows: "2", "aria-label": "Your answer" });
+      text.addEventListener("keydown", (e) => {
+        if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) send({ response: text.value });
+      });
+      form.append(text, el("button", { type: "submit", class: "send", text: "Send",
+        onclick: () => send({ response: text.value }) }));
+    }
+  }
+  form.append(el("button", { type: "button", class: "dismiss", text: "Dismiss",
+    onclick: () => cancel(r, form) }));
+  return form;
+}
+
+/** A form of questions (Claude Code's AskUserQuestion, an MCP elicitation). */
+function questions(r, form, send) {
+  const asks = (r.questions || []).map((q, i) => {
+    const set = el("fieldset", { class: "question" },
+      el("legend", { text: q.header ? `${q.header}: ${q.question}` : q.question }));
+    const kind = q.multiSelect ? "checkbox" : "radio";
+    const picks = (q.options || []).map((o) => {
+      const input = el("input", { type: kind, name: `q${r.id}-${i}`, value: o.label });
+      set.append(el("label", { class: "pick" }, input, el("span", { class: "label", text: o.label }),
+        o.description ? el("span", { class: "description", text: o.description }) : null));
+      return input;
+    });
+    const other = el("input", { type: "text", class: "other", placeholder: picks.length ? "Other…" : "Your answer",
+      "aria-label": `Other answer to: ${q.question}` });
+    set.append(other);
+    form.append(set);
+    return { q, picks, other };
+  });
+  form.append(el("button", { type: "submit", class: "send", text: "Send", onclick: () => {
+    const answers = {};
+    for (const { q, picks, other } of asks) {
+      const chosen = picks.filter((p) => p.checked).map((p) => p.value);
+      answers[q.question] = other.value.trim() || chosen.join(", ");
+    }
+    send({ answers });
+  } }));
+}
+
+async function answer(r, form, body) {
+  await post(`/api/v1/requests/${encodeURIComponent(r.id)}/respond`, form, body);
+}
+
+async function cancel(r, form) {
+  await post(`/api/v1/requests/${encodeURIComponent(r.id)}/cancel`, form, { reason: "dismissed in the dashboard" });
+}
+
+async function post(path, form, body) {
+  const error = form.parentElement.querySelector(".error");
+  error.textContent = "";
+  for (const b of form.querySelectorAll("button")) b.disabled = true;
+  try {
+    const res = await fetch(path, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    if (!res.ok) {
+      const why = await res.json().catch(() => ({}));
+      error.textContent = why.error || `refused (${res.status})`;
+    }
+    // On success the stream's "finished" takes the card away.
+  } catch (e) {
+    error.textContent = `not sent: ${e}`;
+  } finally {
+    for (const b of form.querySelectorAll("button")) b.disabled = false;
+  }
+}
+
+setInterval(() => {
+  for (const t of document.querySelectorAll(".card time")) t.textContent = age(t.dateTime);
+}, 1000);
+
+start();
