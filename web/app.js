@@ -70,6 +70,8 @@ function onChange(msg) {
     case "queued":
       pending.set(msg.request.request.id, msg.request);
       render();
+      chime();
+      notify(msg.request);
       break;
     case "finished": {
       const p = pending.get(msg.id);
@@ -122,6 +124,7 @@ function render() {
   $("empty").hidden = n > 0;
   $("count").textContent = n ? `${n} waiting` : "";
   document.title = n ? `(${n}) hitl` : "hitl";
+  icon(n);
 }
 
 function card_for(p) {
@@ -281,5 +284,129 @@ async function post(path, form, body) {
 setInterval(() => {
   for (const t of document.querySelectorAll(".card time")) t.textContent = age(t.dateTime);
 }, 1000);
+
+// --- keyboard -------------------------------------------------------------------
+// j/k or the arrows move between requests; Enter goes into the focused one's
+// answer; a/d approve or deny it, y/n answer yes or no, 1-9 pick an option; Esc
+// goes back to the card; ? shows the keys. Typing in a field is never taken.
+
+const cards = () => [...document.querySelectorAll("#requests .card")];
+
+function move(by) {
+  const all = cards();
+  if (!all.length) return;
+  const at = all.indexOf(document.activeElement.closest?.(".card"));
+  const next = all[Math.max(0, Math.min(all.length - 1, at < 0 ? 0 : at + by))];
+  next.focus();
+}
+
+function typing(e) {
+  const t = e.target;
+  return t.matches?.("input, textarea, select") && t.type !== "checkbox" && t.type !== "radio";
+}
+
+document.addEventListener("keydown", (e) => {
+  if (e.key === "Escape") {
+    $("help").hidden = true;
+    const card = document.activeElement.closest?.(".card");
+    if (card) card.focus();
+    return;
+  }
+  if (typing(e) || e.ctrlKey || e.metaKey || e.altKey) return;
+  const card = document.activeElement.closest?.(".card");
+  const press = (css) => {
+    const b = card?.querySelector(css);
+    if (b) {
+      e.preventDefault();
+      b.click();
+    }
+  };
+  switch (e.key) {
+    case "j": case "ArrowDown": e.preventDefault(); move(1); break;
+    case "k": case "ArrowUp": e.preventDefault(); move(-1); break;
+    case "?": $("help").hidden = !$("help").hidden; break;
+    case "a": press("button.approve"); break;
+    case "d": press("button.deny"); break;
+    case "y": press("button.yes"); break;
+    case "n": press("button.no"); break;
+    case "Enter":
+      if (card && document.activeElement === card) {
+        e.preventDefault();
+        card.querySelector("textarea, input, button")?.focus();
+      }
+      break;
+    default:
+      if (/^[1-9]$/.test(e.key)) press(`button.option:nth-of-type(${e.key})`);
+  }
+});
+
+// --- attention ------------------------------------------------------------------
+// A new request: a short tone (unless muted), a notification while the tab is
+// hidden, the count in the title and the icon.
+
+let muted = localStorage.getItem("hitl.muted") === "1";
+let audio = null;
+
+function showMute() {
+  $("mute").textContent = muted ? "Sound off" : "Sound on";
+  $("mute").setAttribute("aria-pressed", String(muted));
+}
+
+$("mute").addEventListener("click", () => {
+  muted = !muted;
+  localStorage.setItem("hitl.muted", muted ? "1" : "0");
+  showMute();
+});
+showMute();
+$("keys").addEventListener("click", () => { $("help").hidden = !$("help").hidden; });
+
+function chime() {
+  if (muted) return;
+  try {
+    audio ||= new AudioContext();
+    const osc = audio.createOscillator();
+    const gain = audio.createGain();
+    osc.frequency.value = 880;
+    gain.gain.setValueAtTime(0.15, audio.currentTime);
+    gain.gain.exponentialRampToValueAtTime(0.001, audio.currentTime + 0.25);
+    osc.connect(gain).connect(audio.destination);
+    osc.start();
+    osc.stop(audio.currentTime + 0.25);
+  } catch (_) {
+    // No audio here (or not yet allowed): the title and the icon still say it.
+  }
+}
+
+function notify(p) {
+  if (!document.hidden || !("Notification" in window)) return;
+  if (Notification.permission === "granted") {
+    new Notification(`${p.request.agent_name} asks`, { body: firstLine(p.request.content), tag: p.request.id });
+  }
+}
+
+document.addEventListener("click", () => {
+  if ("Notification" in window && Notification.permission === "default") Notification.requestPermission();
+}, { once: true });
+
+function icon(n) {
+  const c = document.createElement("canvas");
+  c.width = c.height = 32;
+  const g = c.getContext("2d");
+  g.fillStyle = n ? "#b42318" : "#0b5fff";
+  g.beginPath();
+  g.arc(16, 16, 15, 0, 2 * Math.PI);
+  g.fill();
+  g.fillStyle = "#fff";
+  g.font = "bold 18px sans-serif";
+  g.textAlign = "center";
+  g.textBaseline = "middle";
+  g.fillText(n ? String(Math.min(n, 99)) : "h", 16, 17);
+  let link = document.querySelector("link[rel=icon]");
+  if (!link) {
+    link = el("link", { rel: "icon" });
+    document.head.append(link);
+  }
+  link.href = c.toDataURL("image/png");
+}
 
 start();

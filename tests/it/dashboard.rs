@@ -382,3 +382,83 @@ async fn screenshots_at_desktop_and_phone_widths_in_light_and_dark() {
         let _ = a.kill();
     }
 }
+
+/// Presses `keys` at whatever has the focus, as a keyboard would: each char down and
+/// up, in order (`\u{e007}` is Enter, `\u{e009}` Control held for the next char).
+async fn press(c: &Client, keys: &str) {
+    use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+    let mut seq = KeyActions::new("keyboard".into());
+    let mut held = None;
+    for k in keys.chars() {
+        if k == '\u{e009}' {
+            seq = seq.then(KeyAction::Down { value: k });
+            held = Some(k);
+            continue;
+        }
+        seq = seq
+            .then(KeyAction::Down { value: k })
+            .then(KeyAction::Up { value: k });
+        if let Some(h) = held.take() {
+            seq = seq.then(KeyAction::Up { value: h });
+        }
+    }
+    c.perform_actions(seq).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_keyboard_alone_answers_and_the_page_rides_out_a_restart() {
+    let Some(driver) = driver() else { return };
+    let p = Project::new();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let listener = p.listen(&["--ui", "none", "--http", &addr]);
+    let c = browser(&driver, 1280, 900).await;
+    c.goto(&login_url(&p)).await.unwrap();
+    find(&c, "#inbox:not([hidden])").await;
+
+    let (text, tq) = ask(&p, &["--timeout", "60", "Typed by keyboard?"]);
+    let (approval, aq) = ask(&p, &["--type", "approval", "--timeout", "60", "Ship it?"]);
+    find(&c, &card(&aq)).await;
+    // j: the first request; Enter: into its answer; type; Ctrl+Enter: sent.
+    press(&c, "j\u{e007}by keys only\u{e009}\u{e007}").await;
+    assert_eq!(answer_of(text), "by keys only\n");
+    gone(&c, &card(&tq), Duration::from_secs(1)).await;
+    // j, then a: approved.
+    press(&c, "ja").await;
+    let out = wait_output(approval, Duration::from_secs(20));
+    assert!(out.status.success(), "approved: {out:?}");
+    // ? shows the keys; Esc hides them.
+    press(&c, "?").await;
+    find(&c, "#help:not([hidden])").await;
+    press(&c, "\u{e00c}").await;
+    find(&c, "#help[hidden]").await;
+
+    // The server restarts (same port): the page reconnects and shows what is new.
+    listener.signal(nix::sys::signal::Signal::SIGKILL);
+    let _again = p.listen(&["--ui", "none", "--http", &addr]);
+    let (late, lq) = ask(&p, &["--timeout", "60", "After the restart?"]);
+    let el = c
+        .wait()
+        .at_most(Duration::from_secs(15))
+        .for_element(Locator::Css(&card(&lq)))
+        .await
+        .expect("the page reconnected and shows the new request");
+    el.find(Locator::Css("textarea"))
+        .await
+        .unwrap()
+        .send_keys("still here")
+        .await
+        .unwrap();
+    el.find(Locator::Css("button.send"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(answer_of(late), "still here\n");
+    c.close().await.unwrap();
+}
