@@ -136,12 +136,119 @@ function card_for(p) {
     el("span", { class: "kind", text: r.type }),
     r.priority !== "normal" ? el("span", { class: "prio", text: r.priority }) : null,
     el("time", { datetime: r.timestamp, text: age(r.timestamp) })));
-  card.append(el("p", { class: "content", text: r.content }));
-  const ctx = context_of(r);
-  if (ctx) card.append(el("pre", { class: "context", text: ctx }));
+  const tool = r.context && typeof r.context === "object" ? r.context : {};
+  const input = tool.tool_input || {};
+  if (tool.tool_name === "ExitPlanMode" && typeof input.plan === "string") {
+    // The plan is what is approved: shown as the Markdown it is.
+    card.append(el("p", { class: "content", text: r.content.split("\n\n")[0] }));
+    card.append(markdown(input.plan));
+  } else {
+    card.append(el("p", { class: "content", text: r.content }));
+    const change = diff_of(tool.tool_name, input);
+    if (change) card.append(change);
+    else {
+      const ctx = context_of(r);
+      if (ctx) card.append(el("pre", { class: "context", text: ctx }));
+    }
+  }
   card.append(widget(r));
   card.append(el("p", { class: "error", role: "alert" }));
   return card;
+}
+
+/** The change an Edit, MultiEdit or Write would make, as a unified diff. */
+function diff_of(tool, input) {
+  let hunks;
+  if (tool === "Edit" && typeof input.old_string === "string") {
+    hunks = [[input.old_string, input.new_string ?? ""]];
+  } else if (tool === "MultiEdit" && Array.isArray(input.edits)) {
+    hunks = input.edits.map((e) => [e.old_string ?? "", e.new_string ?? ""]);
+  } else if (tool === "Write" && typeof input.content === "string") {
+    hunks = [["", input.content]];
+  } else {
+    return null;
+  }
+  const pre = el("pre", { class: "diff", "aria-label": "The change" });
+  const line = (cls, text) => pre.append(el("span", { class: cls, text: text + "\n" }));
+  line("file", `--- ${input.file_path ?? ""}`);
+  line("file", `+++ ${input.file_path ?? ""}`);
+  for (const [before, after] of hunks) {
+    const a = before ? before.split("\n") : [];
+    const b = after ? after.split("\n") : [];
+    // Lines both sides share at the ends are context; the rest changed.
+    let head = 0;
+    while (head < a.length && head < b.length && a[head] === b[head]) head++;
+    let tail = 0;
+    while (tail < a.length - head && tail < b.length - head &&
+           a[a.length - 1 - tail] === b[b.length - 1 - tail]) tail++;
+    line("hunk", "@@");
+    for (const l of a.slice(0, head)) line("same", ` ${l}`);
+    for (const l of a.slice(head, a.length - tail)) line("del", `-${l}`);
+    for (const l of b.slice(head, b.length - tail)) line("add", `+${l}`);
+    for (const l of a.slice(a.length - tail)) line("same", ` ${l}`);
+  }
+  return pre;
+}
+
+/** Markdown (a plan) as elements: headings, lists, code blocks, paragraphs, with
+ * `code` and **bold** inline. Built from text nodes: nothing in it can run. */
+function markdown(text) {
+  const root = el("div", { class: "markdown" });
+  const lines = text.replace(/\r\n/g, "\n").split("\n");
+  let list = null;
+  let para = [];
+  const flush = () => {
+    if (para.length) root.append(inline(el("p"), para.join(" ")));
+    para = [];
+  };
+  for (let i = 0; i < lines.length; i++) {
+    const l = lines[i];
+    if (l.startsWith("```")) {
+      flush();
+      list = null;
+      const code = [];
+      while (++i < lines.length && !lines[i].startsWith("```")) code.push(lines[i]);
+      root.append(el("pre", { class: "code", text: code.join("\n") }));
+      continue;
+    }
+    const h = /^(#{1,6})\s+(.*)$/.exec(l);
+    const item = /^\s*(?:[-*+]|(\d+)[.)])\s+(.*)$/.exec(l);
+    if (h) {
+      flush();
+      list = null;
+      root.append(inline(el(`h${Math.min(6, h[1].length + 2)}`), h[2]));
+    } else if (item) {
+      flush();
+      const tag = item[1] ? "ol" : "ul";
+      if (!list || list.tagName.toLowerCase() !== tag) {
+        list = el(tag);
+        root.append(list);
+      }
+      list.append(inline(el("li"), item[2]));
+    } else if (!l.trim()) {
+      flush();
+      list = null;
+    } else {
+      list = null;
+      para.push(l.trim());
+    }
+  }
+  flush();
+  return root;
+}
+
+/** `code` and **bold** inside a line, as elements around text nodes. */
+function inline(into, text) {
+  for (const part of text.split(/(`[^`]+`|\*\*[^*]+\*\*)/)) {
+    if (part.startsWith("`") && part.endsWith("`") && part.length > 1) {
+      into.append(el("code", { text: part.slice(1, -1) }));
+    } else if (part.startsWith("**") && part.endsWith("**") && part.length > 3) {
+      into.append(el("strong", { text: part.slice(2, -2) }));
+    } else if (part) {
+      into.append(document.createTextNode(part));
+    }
+  }
+  return into;
 }
 
 /** What a request's tool context says, for people: the command, the file. */

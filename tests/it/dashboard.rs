@@ -462,3 +462,138 @@ async fn the_keyboard_alone_answers_and_the_page_rides_out_a_restart() {
     assert_eq!(answer_of(late), "still here\n");
     c.close().await.unwrap();
 }
+
+/// Runs `hitl hook pre-tool-use` for `tool` with `input`, as Claude Code would.
+fn hook(p: &Project, tool: &str, input: Value) -> Child {
+    use std::io::Write;
+    let body = json!({
+        "session_id": "b1c2d3e4-0000-4000-8000-000000000000", "cwd": p.dir,
+        "hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input,
+        "tool_use_id": "toolu_browser",
+    });
+    let mut child = p
+        .hitl()
+        .args(["hook", "pre-tool-use"])
+        .env("CLAUDE_PROJECT_DIR", &p.dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.to_string().as_bytes())
+        .unwrap();
+    child
+}
+
+fn decision_of(child: Child) -> Value {
+    let out = wait_output(child, Duration::from_secs(20));
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice::<Value>(&out.stdout).unwrap()["hookSpecificOutput"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_codes_plans_edits_and_questions_are_shown_as_such_and_answered() {
+    let Some(driver) = driver() else { return };
+    let p = Project::new();
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let c = browser(&driver, 1280, 900).await;
+    c.goto(&login_url(&p)).await.unwrap();
+    find(&c, "#inbox:not([hidden])").await;
+
+    // A plan: rendered as Markdown, denied with a comment that goes back to Claude.
+    let plan = "# Plan\n\n1. Split `broker/mod.rs`\n2. **Then** move the writer\n\n```sh\ncargo test\n```\n";
+    let child = hook(&p, "ExitPlanMode", json!({ "plan": plan }));
+    let q = p.wait_pending(1, Duration::from_secs(10)).remove(0);
+    find(&c, &format!("{} .markdown h3", card(&q))).await;
+    let items = c
+        .find_all(Locator::Css(&format!("{} .markdown ol li", card(&q))))
+        .await
+        .unwrap();
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[1].text().await.unwrap(), "Then move the writer");
+    find(&c, &format!("{} .markdown li code", card(&q))).await;
+    find(&c, &format!("{} input.comment", card(&q)))
+        .await
+        .send_keys("split the store first")
+        .await
+        .unwrap();
+    find(&c, &format!("{} button.deny", card(&q)))
+        .await
+        .click()
+        .await
+        .unwrap();
+    let d = decision_of(child);
+    assert_eq!(d["permissionDecision"], "deny", "{d}");
+    assert!(
+        d["permissionDecisionReason"]
+            .as_str()
+            .unwrap()
+            .ends_with(": split the store first"),
+        "{d}"
+    );
+
+    // An edit of a protected file: its diff, approved.
+    let child = hook(
+        &p,
+        "Edit",
+        json!({ "file_path": p.dir.join("package.json"), "old_string": "\"version\": \"1.0.0\",\n\"private\": true",
+                "new_string": "\"version\": \"2.0.0\",\n\"private\": true" }),
+    );
+    let q = p.wait_pending(1, Duration::from_secs(10)).remove(0);
+    let del = find(&c, &format!("{} .diff .del", card(&q))).await;
+    assert_eq!(del.text().await.unwrap(), "-\"version\": \"1.0.0\",");
+    find(&c, &format!("{} .diff .add", card(&q))).await;
+    find(&c, &format!("{} button.approve", card(&q)))
+        .await
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(decision_of(child)["permissionDecision"], "allow");
+
+    // AskUserQuestion: an option for one question, "Other" for the next.
+    let child = hook(
+        &p,
+        "AskUserQuestion",
+        json!({ "questions": [
+            { "question": "Which framework?", "header": "UI", "multiSelect": false,
+              "options": [{ "label": "React", "description": "JSX" }, { "label": "Vue", "description": "SFCs" }] },
+            { "question": "Which tests?", "header": "Tests", "multiSelect": true,
+              "options": [{ "label": "unit", "description": "" }, { "label": "e2e", "description": "" }] } ] }),
+    );
+    let q = p.wait_pending(1, Duration::from_secs(10)).remove(0);
+    find(
+        &c,
+        &format!(
+            "{} fieldset:nth-of-type(1) label.pick:nth-of-type(2) input",
+            card(&q)
+        ),
+    )
+    .await
+    .click()
+    .await
+    .unwrap();
+    find(
+        &c,
+        &format!("{} fieldset:nth-of-type(2) input.other", card(&q)),
+    )
+    .await
+    .send_keys("property tests")
+    .await
+    .unwrap();
+    find(&c, &format!("{} button.send", card(&q)))
+        .await
+        .click()
+        .await
+        .unwrap();
+    let d = decision_of(child);
+    assert_eq!(d["permissionDecision"], "allow", "{d}");
+    assert_eq!(
+        d["updatedInput"]["answers"],
+        json!({ "Which framework?": "Vue", "Which tests?": "property tests" })
+    );
+    c.close().await.unwrap();
+}
