@@ -112,6 +112,24 @@ async fn gone(c: &Client, css: &str, within: Duration) {
     }
 }
 
+/// Clicks `css` inside the card of `q`.
+async fn click(c: &Client, q: &Value, css: &str) {
+    find(c, &format!("{} {css}", card(q)))
+        .await
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("clicking {css}: {e}"));
+}
+
+/// Types `text` into `css` inside the card of `q`.
+async fn type_into(c: &Client, q: &Value, css: &str, text: &str) {
+    find(c, &format!("{} {css}", card(q)))
+        .await
+        .send_keys(text)
+        .await
+        .unwrap_or_else(|e| panic!("typing into {css}: {e}"));
+}
+
 /// The card of the one pending request `q` (from `hitl pending --json`).
 fn card(q: &Value) -> String {
     format!(".card[data-id=\"{}\"]", q["id"].as_str().unwrap())
@@ -161,11 +179,7 @@ async fn requests_are_answered_in_the_browser_and_the_inbox_stays_live() {
     let (child, q) = ask(&p, &["--timeout", "60", "Name the release?"]);
     let input = find(&c, &format!("{} textarea", card(&q))).await;
     input.send_keys("Aurora 2").await.unwrap();
-    find(&c, &format!("{} button.send", card(&q)))
-        .await
-        .click()
-        .await
-        .unwrap();
+    click(&c, &q, "button.send").await;
     assert_eq!(answer_of(child), "Aurora 2\n");
     gone(&c, &card(&q), Duration::from_secs(1)).await;
 
@@ -174,11 +188,7 @@ async fn requests_are_answered_in_the_browser_and_the_inbox_stays_live() {
         &p,
         &["--type", "select", "-o", "dev", "-o", "prod", "Where?"],
     );
-    find(&c, &format!("{} button.option:nth-of-type(2)", card(&q)))
-        .await
-        .click()
-        .await
-        .unwrap();
+    click(&c, &q, "button.option:nth-of-type(2)").await;
     assert_eq!(answer_of(child), "prod\n");
     let (child, q) = ask(
         &p,
@@ -195,34 +205,15 @@ async fn requests_are_answered_in_the_browser_and_the_inbox_stays_live() {
         ],
     );
     for n in [1, 3] {
-        find(
-            &c,
-            &format!("{} label.check:nth-of-type({n}) input", card(&q)),
-        )
-        .await
-        .click()
-        .await
-        .unwrap();
+        click(&c, &q, &format!("label.check:nth-of-type({n}) input")).await;
     }
-    find(&c, &format!("{} button.send", card(&q)))
-        .await
-        .click()
-        .await
-        .unwrap();
+    click(&c, &q, "button.send").await;
     assert_eq!(answer_of(child), "a, c\n");
 
     // An approval denied with a comment.
     let (child, q) = ask(&p, &["--type", "approval", "--json", "Deploy to prod?"]);
-    find(&c, &format!("{} input.comment", card(&q)))
-        .await
-        .send_keys("not on a Friday")
-        .await
-        .unwrap();
-    find(&c, &format!("{} button.deny", card(&q)))
-        .await
-        .click()
-        .await
-        .unwrap();
+    type_into(&c, &q, "input.comment", "not on a Friday").await;
+    click(&c, &q, "button.deny").await;
     let out = wait_output(child, Duration::from_secs(20));
     let a: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
@@ -235,32 +226,16 @@ async fn requests_are_answered_in_the_browser_and_the_inbox_stays_live() {
     let form = r#"[{"question": "Which database?", "header": "DB", "options": [{"label": "PostgreSQL", "description": "in staging"}, {"label": "SQLite"}]},
                    {"question": "Which checks?", "multiSelect": true, "options": [{"label": "lint"}, {"label": "test"}]}]"#;
     let (child, q) = ask(&p, &["--questions", form, "--json", "Set-up"]);
-    find(
-        &c,
-        &format!("{} fieldset:nth-of-type(1) input.other", card(&q)),
-    )
-    .await
-    .send_keys("DuckDB")
-    .await
-    .unwrap();
+    type_into(&c, &q, "fieldset:nth-of-type(1) input.other", "DuckDB").await;
     for n in [1, 2] {
-        find(
+        click(
             &c,
-            &format!(
-                "{} fieldset:nth-of-type(2) label.pick:nth-of-type({n}) input",
-                card(&q)
-            ),
+            &q,
+            &format!("fieldset:nth-of-type(2) label.pick:nth-of-type({n}) input"),
         )
-        .await
-        .click()
-        .await
-        .unwrap();
+        .await;
     }
-    find(&c, &format!("{} button.send", card(&q)))
-        .await
-        .click()
-        .await
-        .unwrap();
+    click(&c, &q, "button.send").await;
     let out = wait_output(child, Duration::from_secs(20));
     let a: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
@@ -465,28 +440,12 @@ async fn the_keyboard_alone_answers_and_the_page_rides_out_a_restart() {
 
 /// Runs `hitl hook pre-tool-use` for `tool` with `input`, as Claude Code would.
 fn hook(p: &Project, tool: &str, input: Value) -> Child {
-    use std::io::Write;
     let body = json!({
         "session_id": "b1c2d3e4-0000-4000-8000-000000000000", "cwd": p.dir,
         "hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input,
         "tool_use_id": "toolu_browser",
     });
-    let mut child = p
-        .hitl()
-        .args(["hook", "pre-tool-use"])
-        .env("CLAUDE_PROJECT_DIR", &p.dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.to_string().as_bytes())
-        .unwrap();
-    child
+    crate::hook::spawn_hook_as(p, "pre-tool-use", &body, None)
 }
 
 fn decision_of(child: Child) -> Value {
@@ -516,16 +475,8 @@ async fn claude_codes_plans_edits_and_questions_are_shown_as_such_and_answered()
     assert_eq!(items.len(), 2);
     assert_eq!(items[1].text().await.unwrap(), "Then move the writer");
     find(&c, &format!("{} .markdown li code", card(&q))).await;
-    find(&c, &format!("{} input.comment", card(&q)))
-        .await
-        .send_keys("split the store first")
-        .await
-        .unwrap();
-    find(&c, &format!("{} button.deny", card(&q)))
-        .await
-        .click()
-        .await
-        .unwrap();
+    type_into(&c, &q, "input.comment", "split the store first").await;
+    click(&c, &q, "button.deny").await;
     let d = decision_of(child);
     assert_eq!(d["permissionDecision"], "deny", "{d}");
     assert!(
@@ -547,11 +498,7 @@ async fn claude_codes_plans_edits_and_questions_are_shown_as_such_and_answered()
     let del = find(&c, &format!("{} .diff .del", card(&q))).await;
     assert_eq!(del.text().await.unwrap(), "-\"version\": \"1.0.0\",");
     find(&c, &format!("{} .diff .add", card(&q))).await;
-    find(&c, &format!("{} button.approve", card(&q)))
-        .await
-        .click()
-        .await
-        .unwrap();
+    click(&c, &q, "button.approve").await;
     assert_eq!(decision_of(child)["permissionDecision"], "allow");
 
     // AskUserQuestion: an option for one question, "Other" for the next.
@@ -565,30 +512,20 @@ async fn claude_codes_plans_edits_and_questions_are_shown_as_such_and_answered()
               "options": [{ "label": "unit", "description": "" }, { "label": "e2e", "description": "" }] } ] }),
     );
     let q = p.wait_pending(1, Duration::from_secs(10)).remove(0);
-    find(
+    click(
         &c,
-        &format!(
-            "{} fieldset:nth-of-type(1) label.pick:nth-of-type(2) input",
-            card(&q)
-        ),
+        &q,
+        "fieldset:nth-of-type(1) label.pick:nth-of-type(2) input",
     )
-    .await
-    .click()
-    .await
-    .unwrap();
-    find(
+    .await;
+    type_into(
         &c,
-        &format!("{} fieldset:nth-of-type(2) input.other", card(&q)),
+        &q,
+        "fieldset:nth-of-type(2) input.other",
+        "property tests",
     )
-    .await
-    .send_keys("property tests")
-    .await
-    .unwrap();
-    find(&c, &format!("{} button.send", card(&q)))
-        .await
-        .click()
-        .await
-        .unwrap();
+    .await;
+    click(&c, &q, "button.send").await;
     let d = decision_of(child);
     assert_eq!(d["permissionDecision"], "allow", "{d}");
     assert_eq!(

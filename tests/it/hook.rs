@@ -19,7 +19,7 @@ fn spawn_hook(p: &Project, event: &str, input: &Value) -> Child {
 
 /// Starts `hitl hook EVENT` as the agent `HITL_AGENT_ID` names, or (`None`) as its
 /// session names it.
-fn spawn_hook_as(p: &Project, event: &str, input: &Value, agent: Option<&str>) -> Child {
+pub(crate) fn spawn_hook_as(p: &Project, event: &str, input: &Value, agent: Option<&str>) -> Child {
     let mut cmd = p.hitl();
     if let Some(agent) = agent {
         cmd.env("HITL_AGENT_ID", agent);
