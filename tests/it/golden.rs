@@ -117,7 +117,7 @@ fn check(p: &Project, case: &str, scenario: &str, out: std::process::Output) {
 /// Runs every case with no listener in a project whose config is `config`.
 fn without_listener(scenario: &str, config: &str) {
     let p = Project::new();
-    std::fs::write(p.helpers().join("config.toml"), config).unwrap();
+    p.project_config(config);
     for (case, path) in cases() {
         let out = wait_output(spawn(&p, &case, &path), Duration::from_secs(30));
         check(&p, &case, scenario, out);
@@ -142,7 +142,7 @@ fn golden_broker_down_policy_ask_and_deny() {
 /// `golden`, or (`None`) left to time out.
 fn with_listener(scenario: &str, config: &str, answer: impl Fn(&str) -> Option<Vec<&'static str>>) {
     let p = Project::new();
-    std::fs::write(p.helpers().join("config.toml"), config).unwrap();
+    p.project_config(config);
     let _listener = p.listen(&["--http", "127.0.0.1:0"]);
     for (case, path) in cases() {
         let child = spawn(&p, &case, &path);

@@ -256,11 +256,7 @@ fn a_permission_request_is_answered_in_its_own_format() {
 #[test]
 fn unanswered_in_time_follows_the_policy() {
     let p = Project::new();
-    std::fs::write(
-        p.helpers().join("config.toml"),
-        "[hook]\ntimeout = 1\nunanswered_dangerous = \"ask\"\n",
-    )
-    .unwrap();
+    p.project_config("[hook]\ntimeout = 1\nunanswered_dangerous = \"ask\"\n");
     let _listener = p.listen(&["--http", "127.0.0.1:0"]);
     let got = hook(
         &p,
@@ -385,11 +381,7 @@ fn init_claude_refuses_a_settings_file_that_is_not_json() {
 #[test]
 fn broken_settings_leave_the_call_to_claude_codes_own_prompt() {
     let p = Project::new();
-    std::fs::write(
-        p.helpers().join("config.toml"),
-        "[hook]\ndangerous_commands = [\"(\"]\n",
-    )
-    .unwrap();
+    p.project_config("[hook]\ndangerous_commands = [\"(\"]\n");
     let got = hook(
         &p,
         "pre-tool-use",
@@ -408,7 +400,7 @@ fn broken_settings_leave_the_call_to_claude_codes_own_prompt() {
     );
     assert!(!p.dir.join(".claude/settings.json").exists());
     // A misspelt key too.
-    std::fs::write(p.helpers().join("config.toml"), "[hook]\ntimout = 3\n").unwrap();
+    p.project_config("[hook]\ntimout = 3\n");
     let got = hook(&p, "pre-tool-use", &pre_tool_use(&p, "Read", json!({}))).unwrap();
     assert_eq!(decision(&got).0, "ask");
     // The permission dialog shows anyway: nothing to say there.
@@ -1037,11 +1029,7 @@ fn a_protected_edit_blocks_until_a_human_approves_over_http() {
 #[test]
 fn the_request_type_and_timeout_are_chosen_per_tool() {
     let p = Project::new();
-    std::fs::write(
-        p.helpers().join("config.toml"),
-        "[hook]\ntypes = { Bash = \"permission\" }\ntimeouts = { Bash = 45 }\n",
-    )
-    .unwrap();
+    p.project_config("[hook]\ntypes = { Bash = \"permission\" }\ntimeouts = { Bash = 45 }\n");
     let _listener = p.listen(&["--http", "127.0.0.1:0"]);
     let child = spawn_hook(
         &p,
@@ -1057,11 +1045,7 @@ fn the_request_type_and_timeout_are_chosen_per_tool() {
     let got = answer_and_read(&p, child, &q, &["--approve"]);
     assert_eq!(decision(&got).0, "allow");
     // A type a tool call cannot be asked as is refused where the policy is checked.
-    std::fs::write(
-        p.helpers().join("config.toml"),
-        "[hook]\ntypes = { Bash = \"select\" }\n",
-    )
-    .unwrap();
+    p.project_config("[hook]\ntypes = { Bash = \"select\" }\n");
     let out = p.run(&["init", "--claude"]);
     assert!(!out.status.success());
     assert!(

@@ -334,6 +334,11 @@ impl Project {
             .to_string()
     }
 
+    /// Writes the project's `.helpers/config.toml`.
+    pub fn project_config(&self, text: &str) {
+        std::fs::write(self.helpers().join("config.toml"), text).unwrap();
+    }
+
     /// Writes the user's config.toml (in HITL_HOME).
     pub fn user_config(&self, text: &str) {
         std::fs::create_dir_all(&self.home).unwrap();
