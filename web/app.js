@@ -36,9 +36,114 @@ async function start() {
     setLink("");
     return;
   }
-  $("inbox").hidden = false;
+  $("tabs").hidden = false;
+  show("inbox");
   connect();
+  loadEvents();
+  loadAgents();
 }
+
+// --- views ----------------------------------------------------------------------
+
+let view = "inbox";
+
+function show(name) {
+  view = name;
+  for (const v of ["inbox", "agents", "activity"]) $(v).hidden = v !== name;
+  $("ended-section").hidden = name !== "inbox" || !$("ended").children.length;
+  for (const t of document.querySelectorAll(".tab")) {
+    t.setAttribute("aria-pressed", String(t.dataset.view === name));
+  }
+  if (name === "agents") loadAgents();
+}
+
+for (const t of document.querySelectorAll(".tab")) {
+  t.addEventListener("click", () => show(t.dataset.view));
+}
+
+// --- agents ---------------------------------------------------------------------
+
+let agentsDue = null;
+
+/** Reads the agents again, at most once a second. */
+function agentsChanged() {
+  if (!agentsDue) agentsDue = setTimeout(() => { agentsDue = null; loadAgents(); }, 1000);
+}
+
+async function loadAgents() {
+  const res = await fetch("/api/v1/agents", { credentials: "same-origin" });
+  if (!res.ok) return;
+  const list = await res.json();
+  const rows = $("agent-rows");
+  rows.replaceChildren();
+  const seen = new Set();
+  for (const a of list) {
+    const id = a.agent_id || a.id;
+    if (seen.has(id)) continue;
+    seen.add(id);
+    const waiting = [...pending.values()].filter((p) => p.request.agent_id === id).length;
+    rows.append(el("tr", { "data-agent": id },
+      el("th", { scope: "row", text: a.name || id }),
+      el("td", { class: `status status-${a.status}`, text: a.status }),
+      el("td", { text: String(waiting) }),
+      el("td", { text: String(a.questions_asked ?? a.pending ?? 0) }),
+      el("td", { text: a.last_seen ? `${age(a.last_seen)} ago` : "" }),
+      el("td", { text: a.project || a.origin || "" })));
+  }
+  $("no-agents").hidden = seen.size > 0;
+}
+
+// --- activity -------------------------------------------------------------------
+
+const events = []; // newest first
+const MAX_EVENTS = 500;
+
+async function loadEvents() {
+  const res = await fetch("/api/v1/events?limit=200", { credentials: "same-origin" });
+  if (!res.ok) return;
+  events.splice(0, events.length, ...(await res.json()));
+  renderEvents();
+}
+
+function onActivity(e) {
+  events.unshift(e);
+  events.length = Math.min(events.length, MAX_EVENTS);
+  renderEvents();
+  agentsChanged();
+}
+
+function renderEvents() {
+  const pick = { app: $("f-app").value, session: $("f-session").value, type: $("f-type").value };
+  for (const [key, field] of [["app", "source_app"], ["session", "session_id"], ["type", "hook_event_type"]]) {
+    const select = $(`f-${key}`);
+    const have = new Set([...select.options].map((o) => o.value));
+    for (const e of events) {
+      const v = e[field];
+      if (v && !have.has(v)) {
+        select.append(el("option", { value: v, text: v }));
+        have.add(v);
+      }
+    }
+  }
+  const list = $("events");
+  list.replaceChildren();
+  for (const e of events) {
+    if ((pick.app && e.source_app !== pick.app) || (pick.session && e.session_id !== pick.session) ||
+        (pick.type && e.hook_event_type !== pick.type)) continue;
+    const p = e.payload || {};
+    const what = p.tool_name ? `${p.tool_name} ${p.tool_input?.command ?? p.tool_input?.file_path ?? ""}`
+      : p.message ?? p.prompt ?? (e.humanInTheLoop ? e.humanInTheLoop.question : "") ?? "";
+    list.append(el("li", { class: "event", "data-type": e.hook_event_type },
+      el("span", { class: "type", text: e.hook_event_type }),
+      el("span", { class: "agent", text: e.agent_name || e.source_app }),
+      el("span", { class: "what", text: firstLine(String(what)) }),
+      e.decision ? el("span", { class: `decision decision-${e.decision}`, text: e.decision }) : null,
+      el("time", { text: new Date(e.timestamp).toLocaleTimeString() })));
+    if (list.children.length >= 200) break;
+  }
+}
+
+for (const id of ["f-app", "f-session", "f-type"]) $(id).addEventListener("change", renderEvents);
 
 function setLink(text) {
   $("link").textContent = text;
@@ -72,6 +177,10 @@ function onChange(msg) {
       render();
       chime();
       notify(msg.request);
+      agentsChanged();
+      break;
+    case "activity":
+      onActivity(msg.event);
       break;
     case "finished": {
       const p = pending.get(msg.id);
@@ -94,7 +203,8 @@ function ended(p, msg) {
     el("span", { text: ` ${firstLine(p.request.content)}: ${msg.status}${by}${why}` }));
   $("ended").prepend(li);
   while ($("ended").children.length > 20) $("ended").lastChild.remove();
-  $("ended-section").hidden = false;
+  $("ended-section").hidden = view !== "inbox";
+  agentsChanged();
 }
 
 function firstLine(s) {

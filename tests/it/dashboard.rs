@@ -534,3 +534,88 @@ async fn claude_codes_plans_edits_and_questions_are_shown_as_such_and_answered()
     );
     c.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_activity_feed_and_the_agents_follow_the_hooks() {
+    let Some(driver) = driver() else { return };
+    let p = Project::new();
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let c = browser(&driver, 1280, 900).await;
+    c.goto(&login_url(&p)).await.unwrap();
+    find(&c, "#inbox:not([hidden])").await;
+    let event = |name: &str, extra: Value| {
+        let mut body = json!({ "session_id": "feed1234-0000-4000-8000-000000000000",
+            "cwd": p.dir, "hook_event_name": name });
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body
+    };
+    let run = |arg: &str, body: Value| {
+        let out = wait_output(
+            crate::hook::spawn_hook_as(&p, arg, &body, None),
+            Duration::from_secs(20),
+        );
+        assert!(out.status.success(), "{out:?}");
+    };
+    run(
+        "user-prompt-submit",
+        event("UserPromptSubmit", json!({ "prompt": "tidy the docs" })),
+    );
+    run(
+        "pre-tool-use",
+        event(
+            "PreToolUse",
+            json!({ "tool_name": "Bash", "tool_input": { "command": "ls docs" } }),
+        ),
+    );
+    run("stop", event("Stop", json!({ "stop_hook_active": false })));
+
+    find(&c, "button.tab[data-view=activity]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    // Live, newest first.
+    let first = find(&c, "#events .event[data-type=Stop]").await;
+    assert!(first.text().await.unwrap().contains("Claude feed1234"));
+    let tool = find(&c, "#events .event[data-type=PreToolUse]").await;
+    let text = tool.text().await.unwrap();
+    assert!(
+        text.contains("Bash ls docs") && text.contains("none"),
+        "{text}"
+    );
+    // Filtered by event type.
+    find(&c, "#f-type option[value=UserPromptSubmit]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    let shown = c.find_all(Locator::Css("#events .event")).await.unwrap();
+    assert_eq!(shown.len(), 1);
+    assert!(shown[0].text().await.unwrap().contains("tidy the docs"));
+
+    // The agent, idle after its stop.
+    find(&c, "button.tab[data-view=agents]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        // Found again each time: the table is redrawn as the agents change.
+        let row = find(&c, "#agent-rows tr[data-agent=claude-feed1234]").await;
+        let text = row.text().await.unwrap_or_default();
+        if text.contains("idle") {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{text}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        find(&c, "button.tab[data-view=agents]")
+            .await
+            .click()
+            .await
+            .unwrap();
+    }
+    c.close().await.unwrap();
+}
