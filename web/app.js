@@ -49,13 +49,48 @@ let view = "inbox";
 
 function show(name) {
   view = name;
-  for (const v of ["inbox", "agents", "activity"]) $(v).hidden = v !== name;
+  for (const v of ["inbox", "agents", "activity", "history"]) $(v).hidden = v !== name;
   $("ended-section").hidden = name !== "inbox" || !$("ended").children.length;
   for (const t of document.querySelectorAll(".tab")) {
     t.setAttribute("aria-pressed", String(t.dataset.view === name));
   }
   if (name === "agents") loadAgents();
+  if (name === "history" && !$("history-rows").children.length) loadHistory(false);
 }
+
+// --- history --------------------------------------------------------------------
+// Paged from the server (50 at a time, older on demand): never the whole table.
+
+const PAGE = 50;
+let oldest = null;
+
+async function loadHistory(more) {
+  const q = new URLSearchParams({ status: $("h-status").value, limit: String(PAGE) });
+  const text = $("h-text").value.trim();
+  if (text) q.set("q", text);
+  if (more && oldest) q.set("before", oldest);
+  const res = await fetch(`/api/v1/requests?${q}`, { credentials: "same-origin" });
+  if (!res.ok) return;
+  const rows = await res.json();
+  if (!more) $("history-rows").replaceChildren();
+  for (const h of rows) {
+    $("history-rows").append(el("li", { class: "event history-row", "data-id": h.id },
+      el("span", { class: "type", text: h.status }),
+      el("span", { class: "agent", text: h.agent_name }),
+      el("span", { class: "what", text: `${firstLine(h.content)}${h.answer ? ` → ${firstLine(h.answer)}` : ""}` }),
+      el("span", { class: "by", text: h.responded_by || "" }),
+      el("time", { datetime: h.asked_at, text: new Date(h.asked_at).toLocaleString() })));
+  }
+  if (rows.length) oldest = rows[rows.length - 1].asked_at;
+  $("older").hidden = rows.length < PAGE;
+}
+
+$("history-search").addEventListener("submit", (e) => {
+  e.preventDefault();
+  oldest = null;
+  loadHistory(false);
+});
+$("older").addEventListener("click", () => loadHistory(true));
 
 for (const t of document.querySelectorAll(".tab")) {
   t.addEventListener("click", () => show(t.dataset.view));

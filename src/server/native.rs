@@ -218,6 +218,11 @@ pub struct ListQuery {
     pub agent: Option<String>,
     /// At most this many (default 100, at most 1000).
     pub limit: Option<i64>,
+    /// Only those whose question, answer or agent holds this text (any case).
+    pub q: Option<String>,
+    /// Only those asked before this instant (RFC 3339): the next page after one
+    /// whose last request was asked then.
+    pub before: Option<String>,
 }
 
 /// `GET /api/v1/requests`.
@@ -240,10 +245,26 @@ pub async fn list(
             "status {status:?} is not pending, answered, cancelled, timeout, withdrawn, abandoned, rejected or all"
         )));
     }
+    let before_ms = match q.before.as_deref() {
+        None => None,
+        Some(b) => Some(
+            b.parse::<jiff::Timestamp>()
+                .map_err(|e| {
+                    ApiError::bad_request(format!("before {b:?} is not an RFC 3339 time: {e}"))
+                })?
+                .as_millisecond(),
+        ),
+    };
+    let text = q.q.as_deref().map(str::trim).filter(|t| !t.is_empty());
     let agent_ok = |r: &Request| {
         q.agent
             .as_ref()
             .is_none_or(|a| &r.agent_id == a || &r.agent_name == a)
+            && text.is_none_or(|t| {
+                let t = t.to_lowercase();
+                r.content.to_lowercase().contains(&t) || r.agent_name.to_lowercase().contains(&t)
+            })
+            && before_ms.is_none_or(|b| r.timestamp.as_millisecond() < b)
     };
     if status == "pending" {
         let pending = state.broker.pending().await;
@@ -262,6 +283,8 @@ pub async fn list(
         .history(&HistoryQuery {
             status: (status != "all").then(|| status.to_string()),
             agent: q.agent.clone(),
+            text: text.map(str::to_string),
+            before_ms,
             limit: limit as i64,
             ..Default::default()
         })

@@ -299,6 +299,14 @@ pub fn detail(method: &str, path: &str) -> Option<Detail> {
                 ),
                 ("agent", r#"{"type": "string"}"#),
                 (
+                    "q",
+                    r#"{"type": "string", "description": "Only those whose question, answer or agent holds this text."}"#,
+                ),
+                (
+                    "before",
+                    r#"{"type": "string", "format": "date-time", "description": "Only those asked before this time: the next page."}"#,
+                ),
+                (
                     "limit",
                     r#"{"type": "integer", "format": "int64", "minimum": -9223372036854775808, "maximum": 9223372036854775807, "description": "At most this many (1 to 1000; beyond, the nearest)."}"#,
                 ),

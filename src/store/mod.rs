@@ -278,6 +278,11 @@ pub struct HistoryQuery {
     pub status: Option<String>,
     /// Only this agent's (by id or name).
     pub agent: Option<String>,
+    /// Only requests whose question, answer or agent holds this text (any case).
+    pub text: Option<String>,
+    /// Only requests asked before this instant (milliseconds since 1970): the page
+    /// after one that ended with a request asked then.
+    pub before_ms: Option<i64>,
     /// At most this many, newest first.
     pub limit: i64,
 }
@@ -713,25 +718,40 @@ impl Store {
     /// History, newest first.
     pub async fn history(&self, q: &HistoryQuery) -> Result<Vec<HistoryEntry>> {
         let limit = if q.limit > 0 { q.limit } else { i64::MAX };
-        with_pool!(self, |pool| {
-            let rows = sqlx::query(
-                "SELECT id, project, origin, agent_id, agent_name, kind, priority, request_json,
+        // Where one text holds another: SQLite's INSTR, PostgreSQL's STRPOS (no LIKE,
+        // whose wildcards the searched text would have to escape).
+        let contains = match self.backend {
+            Backend::Sqlite(..) => "INSTR",
+            Backend::Postgres(_) => "STRPOS",
+        };
+        let sql = format!(
+            "SELECT id, project, origin, agent_id, agent_name, kind, priority, request_json,
                         asked_at, status, answer_json, responded_by, finished_at, reason
                  FROM requests
                  WHERE (CAST($1 AS TEXT) IS NULL OR id = $1)
                    AND (CAST($2 AS TEXT) IS NULL OR project = $2)
                    AND (CAST($4 AS TEXT) IS NULL OR status = $4)
                    AND (CAST($5 AS TEXT) IS NULL OR agent_id = $5 OR agent_name = $5)
+                   AND (CAST($6 AS TEXT) IS NULL
+                        OR {contains}(LOWER(COALESCE(request_json, '')), LOWER($6)) > 0
+                        OR {contains}(LOWER(COALESCE(answer_json, '')), LOWER($6)) > 0
+                        OR {contains}(LOWER(agent_name), LOWER($6)) > 0)
+                   AND (CAST($7 AS BIGINT) IS NULL OR asked_ms < $7)
                  ORDER BY asked_ms DESC, key DESC
-                 LIMIT $3",
-            )
-            .bind(&q.id)
-            .bind(&q.project)
-            .bind(limit)
-            .bind(&q.status)
-            .bind(&q.agent)
-            .fetch_all(pool)
-            .await?;
+                 LIMIT $3"
+        );
+        with_pool!(self, |pool| {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
+                .bind(&q.id)
+                .bind(&q.project)
+                .bind(limit)
+                .bind(&q.status)
+                .bind(&q.agent)
+                // Lowered by the database on both sides: its idea of case holds for both.
+                .bind(&q.text)
+                .bind(q.before_ms)
+                .fetch_all(pool)
+                .await?;
             Ok(rows
                 .into_iter()
                 .map(|r| {

@@ -619,3 +619,90 @@ async fn the_activity_feed_and_the_agents_follow_the_hooks() {
     }
     c.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_is_paged_from_the_server_and_searched() {
+    let Some(driver) = driver() else { return };
+    let p = Project::new();
+    let _listener = p.listen(&[
+        "--ui",
+        "none",
+        "--auto-answer",
+        "ok",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    for i in 0..55 {
+        let out = p.run(&["ask", &format!("question number {i} about needle-{i}")]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    crate::support::eventually("history has all 55", Duration::from_secs(10), || {
+        p.history().len() >= 55
+    });
+    let c = browser(&driver, 1280, 900).await;
+    c.goto(&login_url(&p)).await.unwrap();
+    find(&c, "button.tab[data-view=history]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    find(&c, "#history-rows .history-row").await;
+    let rows = c
+        .find_all(Locator::Css("#history-rows .history-row"))
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 50, "one page");
+    assert!(
+        rows[0].text().await.unwrap().contains("needle-54"),
+        "newest first"
+    );
+    find(&c, "#older:not([hidden])")
+        .await
+        .click()
+        .await
+        .unwrap();
+    let start = Instant::now();
+    while c
+        .find_all(Locator::Css("#history-rows .history-row"))
+        .await
+        .unwrap()
+        .len()
+        < 55
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the next page did not come"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Searched by the server.
+    find(&c, "#h-text")
+        .await
+        .send_keys("needle-7 ")
+        .await
+        .unwrap();
+    find(&c, "#history-search button[type=submit]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        let rows = c
+            .find_all(Locator::Css("#history-rows .history-row"))
+            .await
+            .unwrap();
+        if rows.len() == 1 {
+            let text = rows[0].text().await.unwrap();
+            assert!(text.contains("needle-7") && text.contains("→ ok"), "{text}");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{} rows",
+            rows.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    c.close().await.unwrap();
+}

@@ -229,6 +229,41 @@ fn text_round_trips_exactly_and_history_filters() {
                 .await
                 .unwrap();
             assert!(none.is_empty(), "{name}");
+            // Searched and paged by the database.
+            let special = request("r9", "50% off_sale? C:\\tmp", 1_000);
+            store.apply(&[asked(&special)]).await.unwrap();
+            for (text, want) in [
+                ("agent one", 6),
+                ("50% OFF_", 1),
+                ("0% x", 0),
+                ("$(x) `y`", 5),
+                ("Привет", 5),
+                ("Привет 🎉", 5),
+            ] {
+                let found = store
+                    .history(&HistoryQuery {
+                        text: Some(text.into()),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                assert_eq!(
+                    found.len(),
+                    want,
+                    "{name}: {text:?}: {:?}",
+                    found.iter().map(|f| &f.id).collect::<Vec<_>>()
+                );
+            }
+            let older = store
+                .history(&HistoryQuery {
+                    before_ms: Some(2_003 * 1000),
+                    limit: 2,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            let ids: Vec<&str> = older.iter().map(|e| e.id.as_str()).collect();
+            assert_eq!(ids, ["r2", "r1"], "{name}: the page before r3");
         }
     });
 }
