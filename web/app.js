@@ -253,20 +253,52 @@ function ordered() {
     a.request.timestamp.localeCompare(b.request.timestamp));
 }
 
+/** Where a request comes from, for the project filter. */
+function projectOf(p) {
+  return p.project || p.request.working_dir || "";
+}
+
+/** Keeps each inbox filter's choices to what is pending (and what is chosen). */
+function refreshFilters() {
+  for (const [id, of] of [["i-agent", (p) => p.request.agent_name], ["i-project", projectOf],
+                          ["i-type", (p) => p.request.type]]) {
+    const select = $(id);
+    const values = new Set([...pending.values()].map(of).filter(Boolean));
+    if (select.value) values.add(select.value);
+    const have = [...select.options].slice(1).map((o) => o.value);
+    if (have.join("\n") === [...values].sort().join("\n")) continue;
+    const chosen = select.value;
+    select.replaceChildren(el("option", { value: "", text: "all" }),
+      ...[...values].sort().map((v) => el("option", { value: v, text: v })));
+    select.value = chosen;
+  }
+}
+
+function shown(p) {
+  return (!$("i-agent").value || p.request.agent_name === $("i-agent").value) &&
+    (!$("i-project").value || projectOf(p) === $("i-project").value) &&
+    (!$("i-type").value || p.request.type === $("i-type").value);
+}
+
+for (const id of ["i-agent", "i-project", "i-type"]) $(id).addEventListener("change", () => render());
+
 function render() {
+  refreshFilters();
   const list = $("requests");
-  const keep = new Set(pending.keys());
+  const keep = new Set([...pending.values()].filter(shown).map((p) => p.request.id));
   // Cards being answered keep their inputs: only new ones are built.
   for (const card of [...list.children]) {
     if (!keep.has(card.dataset.id)) card.remove();
   }
   const have = new Map([...list.children].map((c) => [c.dataset.id, c]));
-  for (const p of ordered()) {
+  for (const p of ordered().filter(shown)) {
     const card = have.get(p.request.id) || card_for(p);
     list.append(card); // in order
   }
   const n = pending.size;
   $("empty").hidden = n > 0;
+  const hiddenByFilter = n - keep.size;
+  $("count").title = hiddenByFilter ? `${hiddenByFilter} hidden by the filters` : "";
   $("count").textContent = n ? `${n} waiting` : "";
   document.title = n ? `(${n}) hitl` : "hitl";
   icon(n);

@@ -706,3 +706,42 @@ async fn history_is_paged_from_the_server_and_searched() {
     }
     c.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_is_filtered_by_type_and_agent() {
+    let Some(driver) = driver() else { return };
+    let p = Project::new();
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let (mut a, text) = ask(&p, &["--timeout", "60", "Plain question?"]);
+    let (mut b, approval) = ask(
+        &p,
+        &["--type", "approval", "--timeout", "60", "Approve me?"],
+    );
+    let c = browser(&driver, 1280, 900).await;
+    c.goto(&login_url(&p)).await.unwrap();
+    find(&c, &card(&approval)).await;
+    find(&c, "#i-type option[value=approval]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    gone(&c, &card(&text), Duration::from_secs(2)).await;
+    find(&c, &card(&approval)).await;
+    find(&c, "#i-type option[value='']")
+        .await
+        .click()
+        .await
+        .unwrap();
+    find(&c, &card(&text)).await;
+    // Both asked from this test's shell: one agent, both shown under it.
+    let agent = text["agent_name"].as_str().unwrap();
+    find(&c, &format!("#i-agent option[value='{agent}']"))
+        .await
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(c.find_all(Locator::Css(".card")).await.unwrap().len(), 2);
+    c.close().await.unwrap();
+    let _ = a.kill();
+    let _ = b.kill();
+}
