@@ -4,26 +4,14 @@
 // through the native API; the login cookie goes with both. Everything an agent wrote
 // is put on the page as text (textContent), never as markup.
 
+import { $, el, firstLine } from "/ui/dom.js";
+import { showMetrics, metricsChanged } from "/ui/metrics.js";
+
 const PRIORITY = { urgent: 0, high: 1, normal: 2 };
 
 const pending = new Map(); // request id -> pending request (as the stream gives it)
 let socket = null;
 let retry = 500;
-
-const $ = (id) => document.getElementById(id);
-
-/** An element with a class and text, and children. */
-function el(tag, props = {}, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(props)) {
-    if (k === "class") e.className = v;
-    else if (k === "text") e.textContent = v;
-    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
-    else e.setAttribute(k, v);
-  }
-  for (const c of children) if (c) e.append(c);
-  return e;
-}
 
 async function start() {
   // The login link's token is in a cookie now: not in the address bar, nor history.
@@ -49,12 +37,13 @@ let view = "inbox";
 
 function show(name) {
   view = name;
-  for (const v of ["inbox", "agents", "activity", "history"]) $(v).hidden = v !== name;
+  for (const v of ["inbox", "agents", "activity", "history", "metrics"]) $(v).hidden = v !== name;
   $("ended-section").hidden = name !== "inbox" || !$("ended").children.length;
   for (const t of document.querySelectorAll(".tab")) {
     t.setAttribute("aria-pressed", String(t.dataset.view === name));
   }
   if (name === "agents") loadAgents();
+  showMetrics(name === "metrics");
   if (name === "history" && !$("history-rows").children.length) loadHistory(false);
 }
 
@@ -213,6 +202,7 @@ function onChange(msg) {
       chime();
       notify(msg.request);
       agentsChanged();
+      metricsChanged();
       break;
     case "activity":
       onActivity(msg.event);
@@ -223,6 +213,7 @@ function onChange(msg) {
         pending.delete(msg.id);
         ended(p, msg);
         render();
+        metricsChanged();
       }
       break;
     }
@@ -240,11 +231,6 @@ function ended(p, msg) {
   while ($("ended").children.length > 20) $("ended").lastChild.remove();
   $("ended-section").hidden = view !== "inbox";
   agentsChanged();
-}
-
-function firstLine(s) {
-  const line = (s || "").split("\n")[0];
-  return line.length > 80 ? line.slice(0, 79) + "…" : line;
 }
 
 function ordered() {

@@ -11,7 +11,13 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use super::AppState;
+use serde::Deserialize;
+
+use super::{
+    AppState,
+    error::{ApiError, QueryParams},
+};
+use crate::store::SeriesQuery;
 
 /// `GET /healthz`: 200 while the broker and the store answer.
 pub async fn healthz(State(state): State<Arc<AppState>>) -> impl IntoResponse {
@@ -57,6 +63,69 @@ async fn hitl_metrics(state: &AppState) -> Value {
 /// `GET /api/v1/metrics`.
 pub async fn metrics_json(State(state): State<Arc<AppState>>) -> Json<Value> {
     Json(hitl_metrics(&state).await)
+}
+
+/// `?window=` of `GET /api/v1/metrics/series`.
+#[derive(Debug, Deserialize)]
+pub struct SeriesParams {
+    /// `1h`, `6h`, `24h` (the default), `7d` or `30d`.
+    pub window: Option<String>,
+}
+
+/// The windows a chart can show: name, interval length, intervals. Each makes
+/// between 48 and 96 bars: enough to see a shape, few enough to read one.
+const WINDOWS: [(&str, i64, i64); 5] = [
+    ("1h", 60_000, 60),
+    ("6h", 5 * 60_000, 72),
+    ("24h", 15 * 60_000, 96),
+    ("7d", 2 * 3_600_000, 84),
+    ("30d", 12 * 3_600_000, 60),
+];
+
+/// `GET /api/v1/metrics/series`: the numbers behind the dashboard's charts.
+pub async fn series(
+    State(state): State<Arc<AppState>>,
+    QueryParams(p): QueryParams<SeriesParams>,
+) -> Result<Json<Value>, ApiError> {
+    let name = p
+        .window
+        .as_deref()
+        .filter(|w| !w.is_empty())
+        .unwrap_or("24h");
+    let Some(&(name, bucket_ms, buckets)) = WINDOWS.iter().find(|(w, ..)| *w == name) else {
+        return Err(ApiError::bad_request(format!(
+            "window {name:?} is not 1h, 6h, 24h, 7d or 30d"
+        )));
+    };
+    let pending_now = state.broker.stats().await.pending as i64;
+    let q = SeriesQuery {
+        now_ms: jiff::Timestamp::now().as_millisecond(),
+        bucket_ms,
+        buckets,
+        pending_now,
+    };
+    let s = state.store.series(&q).await.map_err(ApiError::internal)?;
+    let at = |ms: i64| {
+        jiff::Timestamp::from_millisecond(ms)
+            .map(|t| t.to_string())
+            .unwrap_or_default()
+    };
+    Ok(Json(json!({
+        "window": name,
+        "since": at(q.since_ms()),
+        "bucket_seconds": bucket_ms / 1000,
+        "pending": pending_now,
+        "buckets": s.buckets.iter().map(|b| json!({
+            "start": at(b.start_ms),
+            "asked": b.asked,
+            "answered": b.answered,
+            "timed_out": b.timed_out,
+            "other": b.other,
+            "depth": b.depth,
+        })).collect::<Vec<_>>(),
+        "time_to_answer": s.time_to_answer,
+        "agents": s.agents,
+    })))
 }
 
 /// `GET /metrics`.

@@ -176,6 +176,13 @@ pub fn table() -> Vec<Route> {
         ),
         route(
             M::GET,
+            "/api/v1/metrics/series",
+            Token,
+            "Requests asked and ended over time, the queue's depth, time to answer and the busiest agents, for charts.",
+            get(metrics::series),
+        ),
+        route(
+            M::GET,
             "/api/v1/stream",
             Token,
             "WebSocket: the queue, then every change to it.",

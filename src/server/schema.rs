@@ -342,6 +342,14 @@ pub fn detail(method: &str, path: &str) -> Option<Detail> {
             ..d(200, None)
         },
         ("GET", "/api/v1/agents") | ("GET", "/api/v1/metrics") => d(200, None),
+        ("GET", "/api/v1/metrics/series") => Detail {
+            errors: &[400],
+            query: &[(
+                "window",
+                r#"{"enum": ["", "1h", "6h", "24h", "7d", "30d"], "description": "How far back: the last hour, 6 hours, day (the default), week or 30 days."}"#,
+            )],
+            ..d(200, None)
+        },
         ("GET", "/api/v1/openapi.json") => d(200, None),
         _ => return None,
     })

@@ -329,6 +329,8 @@ macro_rules! with_pool {
 
 mod retention;
 pub use retention::{GcReport, Retention, spawn_sweeps};
+mod series;
+pub use series::{ANSWER_BINS_S, AgentCounts, AnswerBin, Bucket, Series, SeriesQuery};
 
 /// The project name requests made over HTTP are recorded under.
 pub const REMOTE_PROJECT: &str = "http";

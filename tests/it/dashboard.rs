@@ -83,10 +83,15 @@ async fn browser_in(driver: &Driver, width: u32, height: u32, dark: bool) -> Cli
         args.push("--force-dark-mode".into());
     }
     let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({ "binary": "/usr/bin/chromium", "args": args }),
-    );
+    let mut options = json!({ "binary": "/usr/bin/chromium", "args": args });
+    if width < 500 {
+        // A desktop window is never this narrow: a phone is emulated (its viewport,
+        // touch and user agent).
+        options["mobileEmulation"] = json!({
+            "deviceMetrics": { "width": width, "height": height, "pixelRatio": 2, "touch": true }
+        });
+    }
+    caps.insert("goog:chromeOptions".into(), options);
     ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
         .capabilities(caps)
         .connect(&driver.url)
@@ -275,6 +280,18 @@ async fn requests_are_answered_in_the_browser_and_the_inbox_stays_live() {
 }
 
 /// Where screenshots go: `screenshots/` in the target folder, for a person to look at.
+/// Asserts nothing on the page is wider than the screen (`width` px).
+async fn fits(c: &Client, width: u32, what: &str) {
+    let wide = c
+        .execute("return document.documentElement.scrollWidth", vec![])
+        .await
+        .unwrap();
+    assert!(
+        wide.as_u64().unwrap() <= u64::from(width),
+        "{what}: {wide} px wide on a {width} px screen"
+    );
+}
+
 fn screenshot_dir() -> std::path::PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)
@@ -349,6 +366,18 @@ async fn screenshots_at_desktop_and_phone_widths_in_light_and_dark() {
             );
             std::fs::write(dir.join(&name), &png).unwrap();
             assert!(png.starts_with(b"\x89PNG"), "{name} is a PNG");
+            fits(&c, width, &name).await;
+            // The charts, drawn at this width.
+            find(&c, ".tab[data-view=metrics]")
+                .await
+                .click()
+                .await
+                .unwrap();
+            find(&c, "#m-charts figure:nth-of-type(4) svg").await;
+            let png = c.screenshot().await.unwrap();
+            let name = format!("metrics-{size}-{}.png", if dark { "dark" } else { "light" });
+            std::fs::write(dir.join(&name), &png).unwrap();
+            fits(&c, width, &name).await;
             c.close().await.unwrap();
         }
     }
@@ -744,4 +773,107 @@ async fn the_inbox_is_filtered_by_type_and_agent() {
     c.close().await.unwrap();
     let _ = a.kill();
     let _ = b.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_view_charts_what_the_queue_did() {
+    let Some(driver) = driver() else { return };
+    let p = Project::new();
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    // Three asked: two answered, one timed out; then one left waiting.
+    let mut done = Vec::new();
+    for text in ["First?", "Second?"] {
+        let (child, q) = ask(&p, &["--timeout", "60", text]);
+        let out = p.run(&["answer", q["id"].as_str().unwrap(), "ok"]);
+        assert!(out.status.success(), "{out:?}");
+        done.push(child);
+    }
+    // Made over HTTP, the broker times it out (a file asker withdraws at its own
+    // deadline instead).
+    let http = reqwest::Client::new();
+    let made: Value = http
+        .post(format!("{}/api/v1/requests", p.http_url()))
+        .bearer_auth(p.token())
+        .json(&json!({ "content": "Too late?", "timeout": 1 }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let waited: Value = http
+        .get(format!(
+            "{}/api/v1/requests/{}/wait?timeout=20",
+            p.http_url(),
+            made["id"].as_str().unwrap()
+        ))
+        .bearer_auth(p.token())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(waited["status"], "timeout", "{waited}");
+    for child in done {
+        assert_eq!(answer_of(child).trim(), "ok");
+    }
+    let (_waiting, _) = ask(&p, &["--timeout", "120", "Still there?"]);
+
+    let c = browser(&driver, 1280, 900).await;
+    c.goto(&login_url(&p)).await.unwrap();
+    find(&c, ".card").await;
+    find(&c, ".tab[data-view=metrics]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    find(&c, "#m-charts figure:nth-of-type(4) svg").await;
+    let tiles: Vec<String> = {
+        let mut out = Vec::new();
+        for t in c.find_all(Locator::Css(".tile")).await.unwrap() {
+            out.push(t.text().await.unwrap().replace('\n', " "));
+        }
+        out
+    };
+    for want in [
+        "1 Waiting now",
+        "4 Asked",
+        "2 Answered",
+        "1 Timed out",
+        "< 5s Median answer",
+    ] {
+        assert!(
+            tiles.iter().any(|t| t == want),
+            "no tile {want:?} in {tiles:?}"
+        );
+    }
+    // Each chart says what it shows, for those who do not see it.
+    let labels = c
+        .execute(
+            "return [...document.querySelectorAll('#m-charts svg')].map(s => s.getAttribute('aria-label'))",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let labels: Vec<String> = serde_json::from_value(labels).unwrap();
+    assert!(
+        labels[0].contains("4 asked, 2 answered, 1 timed out"),
+        "{labels:?}"
+    );
+    assert!(labels[1].contains("1 now"), "{labels:?}");
+    assert!(labels[2].contains("2 answered"), "{labels:?}");
+    assert!(labels[3].contains("4"), "{labels:?}");
+    // A new request while the view is open is counted without a reload.
+    let (_another, _) = ask(&p, &["--timeout", "120", "And another?"]);
+    let start = Instant::now();
+    loop {
+        let t = find(&c, ".tile").await.text().await.unwrap();
+        if t.starts_with("2") {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "still {t:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    c.close().await.unwrap();
 }

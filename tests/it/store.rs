@@ -819,3 +819,90 @@ async fn a_questions_text_is_stored_once_and_comes_back_whole() {
         assert_eq!(h[0].content, text, "{name}");
     }
 }
+
+#[tokio::test]
+async fn the_charts_numbers_are_counted_alike_by_both_backends() {
+    use hitl::store::SeriesQuery;
+    for (store, _guard, _dir) in stores().await {
+        let name = store.backend_name();
+        let now = jiff::Timestamp::now().as_second();
+        // Four asked 10, 10, 5 and 1 minutes ago (one by another agent); then the
+        // first two answered, one timed out, one still waiting; one asked two hours
+        // ago, outside the window, answered now.
+        let mut rs: Vec<Request> = [("a", 600), ("b", 600), ("c", 300), ("d", 60), ("old", 7200)]
+            .iter()
+            .map(|(id, ago)| request(id, "Which?", now - ago))
+            .collect();
+        rs[2].agent_name = "Agent Two".into();
+        store
+            .apply(&rs.iter().map(asked).collect::<Vec<_>>())
+            .await
+            .unwrap();
+        let answer = |r: &Request| Some(Answer::from_reply(r, Reply::Text("a".into()), "terminal"));
+        store
+            .apply(&[
+                finished(&rs[0], Status::Answered, answer(&rs[0])),
+                finished(&rs[1], Status::Answered, answer(&rs[1])),
+                finished(&rs[2], Status::Timeout, None),
+                finished(&rs[4], Status::Answered, answer(&rs[4])),
+            ])
+            .await
+            .unwrap();
+        let q = SeriesQuery {
+            now_ms: jiff::Timestamp::now().as_millisecond(),
+            bucket_ms: 60_000,
+            buckets: 60,
+            pending_now: 1,
+        };
+        let s = store.series(&q).await.unwrap();
+        assert_eq!(s.buckets.len(), 60, "{name}");
+        let sum = |f: fn(&hitl::store::Bucket) -> i64| s.buckets.iter().map(f).sum::<i64>();
+        assert_eq!(
+            sum(|b| b.asked),
+            4,
+            "{name}: the old one was asked before the window"
+        );
+        assert_eq!(
+            sum(|b| b.answered),
+            3,
+            "{name}: answers are counted when given"
+        );
+        assert_eq!(sum(|b| b.timed_out), 1, "{name}");
+        let last = s.buckets.last().unwrap();
+        assert_eq!(
+            (last.answered, last.timed_out, last.depth),
+            (3, 1, 1),
+            "{name}"
+        );
+        // Ten minutes ago two were asked; before then one (the old one) waited.
+        let depths: Vec<i64> = s.buckets.iter().map(|b| b.depth).collect();
+        assert_eq!(depths[0], 1, "{name}: {depths:?}");
+        assert_eq!(*depths.iter().max().unwrap(), 5, "{name}: {depths:?}");
+        // Answered after 10 minutes (two) and after 2 hours (one).
+        let ttas: Vec<(Option<i64>, i64)> = s
+            .time_to_answer
+            .iter()
+            .filter(|b| b.count > 0)
+            .map(|b| (b.under_seconds, b.count))
+            .collect();
+        assert_eq!(ttas, vec![(Some(900), 2), (None, 1)], "{name}");
+        let agents: Vec<(&str, i64, i64, i64, i64)> = s
+            .agents
+            .iter()
+            .map(|a| {
+                (
+                    a.agent.as_str(),
+                    a.asked,
+                    a.answered,
+                    a.timed_out,
+                    a.pending,
+                )
+            })
+            .collect();
+        assert_eq!(
+            agents,
+            vec![("Agent One", 3, 2, 0, 1), ("Agent Two", 1, 0, 1, 0)],
+            "{name}"
+        );
+    }
+}
