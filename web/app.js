@@ -127,12 +127,14 @@ async function loadEvents() {
   if (!res.ok) return;
   events.splice(0, events.length, ...(await res.json()));
   renderEvents();
+  refreshRecent();
 }
 
 function onActivity(e) {
   events.unshift(e);
   events.length = Math.min(events.length, MAX_EVENTS);
   renderEvents();
+  refreshRecent();
   agentsChanged();
 }
 
@@ -154,13 +156,10 @@ function renderEvents() {
   for (const e of events) {
     if ((pick.app && e.source_app !== pick.app) || (pick.session && e.session_id !== pick.session) ||
         (pick.type && e.hook_event_type !== pick.type)) continue;
-    const p = e.payload || {};
-    const what = p.tool_name ? `${p.tool_name} ${p.tool_input?.command ?? p.tool_input?.file_path ?? ""}`
-      : p.message ?? p.prompt ?? (e.humanInTheLoop ? e.humanInTheLoop.question : "") ?? "";
     list.append(el("li", { class: "event", "data-type": e.hook_event_type },
       el("span", { class: "type", text: e.hook_event_type }),
       el("span", { class: "agent", text: e.agent_name || e.source_app }),
-      el("span", { class: "what", text: firstLine(String(what)) }),
+      el("span", { class: "what", text: describe(e) }),
       e.decision ? el("span", { class: `decision decision-${e.decision}`, text: e.decision }) : null,
       el("time", { text: new Date(e.timestamp).toLocaleTimeString() })));
     if (list.children.length >= 200) break;
@@ -168,6 +167,52 @@ function renderEvents() {
 }
 
 for (const id of ["f-app", "f-session", "f-type"]) $(id).addEventListener("change", renderEvents);
+
+/** What an event says happened, in one line. */
+function describe(e) {
+  const p = e.payload || {};
+  const what = p.tool_name ? `${p.tool_name} ${p.tool_input?.command ?? p.tool_input?.file_path ?? ""}`
+    : p.message ?? p.prompt ?? (e.humanInTheLoop ? e.humanInTheLoop.question : "") ?? "";
+  return firstLine(String(what || e.hook_event_type)).trim();
+}
+
+/** The events of the agent that made request `r`, newest first: the same agent,
+ * or the same session. */
+function recentOf(r, n) {
+  const session = r.context?.session_id ?? r.metadata?.session_id;
+  const out = [];
+  for (const e of events) {
+    if (e.humanInTheLoop) continue; // the asking itself is the card
+    if ((e.agent_id && e.agent_id === r.agent_id) || (session && e.session_id === session)) {
+      out.push(e);
+      if (out.length >= n) break;
+    }
+  }
+  return out;
+}
+
+/** Each card's agent's last few events, again. */
+function refreshRecent() {
+  for (const card of document.querySelectorAll("#requests .card")) {
+    const p = pending.get(card.dataset.id);
+    if (p) showRecent(card, p.request);
+  }
+}
+
+/** Puts the asking agent's last few events on its card (or nothing, if it has none). */
+function showRecent(card, r) {
+  const recent = recentOf(r, 3);
+  const list = card.querySelector(".recent");
+  if (!recent.length) {
+    list.hidden = true;
+    return;
+  }
+  list.hidden = false;
+  list.replaceChildren(el("span", { class: "label", text: "Lately:" }), ...recent.map((e) =>
+    el("span", { class: "recent-event", "data-type": e.hook_event_type },
+      document.createTextNode(describe(e)),
+      el("time", { datetime: new Date(e.timestamp).toISOString(), text: ` ${age(e.timestamp)} ago` }))));
+}
 
 function setLink(text) {
   $("link").textContent = text;
@@ -299,6 +344,8 @@ function card_for(p) {
     el("span", { class: "kind", text: r.type }),
     r.priority !== "normal" ? el("span", { class: "prio", text: r.priority }) : null,
     el("time", { datetime: r.timestamp, text: age(r.timestamp) })));
+  card.append(el("p", { class: "recent", "aria-label": `What ${r.agent_name} did lately` }));
+  showRecent(card, r);
   const tool = r.context && typeof r.context === "object" ? r.context : {};
   const input = tool.tool_input || {};
   if (tool.tool_name === "ExitPlanMode" && typeof input.plan === "string") {
@@ -424,8 +471,10 @@ function context_of(r) {
   return "";
 }
 
+/** How long ago `ts` (RFC 3339, or ms since 1970) was, shortly. */
 function age(ts) {
-  const s = Math.max(0, Math.round((Date.now() - Date.parse(ts)) / 1000));
+  const at = typeof ts === "number" ? ts : Date.parse(ts);
+  const s = Math.max(0, Math.round((Date.now() - at) / 1000));
   return s < 60 ? `${s}s` : s < 3600 ? `${Math.floor(s / 60)}m` : `${Math.floor(s / 3600)}h`;
 }
 
@@ -465,7 +514,7 @@ function widget(r) {
         if (always) body.always = true;
         send(body);
       };
-      form.append(comment,
+      form.append(comment, dictation(comment),
         el("button", { type: "button", class: "approve", text: "Approve", onclick: () => decide(true, false) }),
         el("button", { type: "button", class: "deny", text: "Deny", onclick: () => decide(false, false) }));
       const rule = r.context && r.context.always_allow;
@@ -483,7 +532,7 @@ function widget(r) {
       text.addEventListener("keydown", (e) => {
         if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) send({ response: text.value });
       });
-      form.append(text, el("button", { type: "submit", class: "send", text: "Send",
+      form.append(text, dictation(text), el("button", { type: "submit", class: "send", text: "Send",
         onclick: () => send({ response: text.value }) }));
     }
   }
@@ -506,7 +555,7 @@ function questions(r, form, send) {
     });
     const other = el("input", { type: "text", class: "other", placeholder: picks.length ? "Other…" : "Your answer",
       "aria-label": `Other answer to: ${q.question}` });
-    set.append(other);
+    set.append(el("span", { class: "other-row" }, other, dictation(other)));
     form.append(set);
     return { q, picks, other };
   });
@@ -518,6 +567,55 @@ function questions(r, form, send) {
     }
     send({ answers });
   } }));
+}
+
+// --- voice ----------------------------------------------------------------------
+// Where the browser can recognise speech, a microphone button beside each text field
+// dictates into it (what was typed stays, the words follow it); elsewhere there is no
+// button at all. Read when a card is built, so a browser that gains it later has it.
+
+/** The dictation button for `field`, or nothing where the browser has no speech recognition. */
+function dictation(field) {
+  const Recognition = window.SpeechRecognition || window.webkitSpeechRecognition;
+  if (!Recognition) return null;
+  const button = el("button", { type: "button", class: "mic", "aria-pressed": "false",
+    "aria-label": `Dictate: ${field.getAttribute("aria-label") || field.placeholder || "answer"}`,
+    title: "Dictate", text: "🎤" });
+  let listening = null;
+  button.addEventListener("click", () => {
+    if (listening) {
+      listening.stop();
+      return;
+    }
+    const rec = new Recognition();
+    rec.lang = navigator.language || "en-US";
+    rec.interimResults = true;
+    const before = field.value ? field.value.replace(/\s*$/, " ") : "";
+    rec.addEventListener("result", (e) => {
+      let words = "";
+      for (const r of e.results) words += r[0].transcript;
+      field.value = before + words;
+      field.dispatchEvent(new Event("input", { bubbles: true }));
+    });
+    rec.addEventListener("error", (e) => {
+      const error = button.closest(".card")?.querySelector(".error");
+      if (error) error.textContent = `Dictation stopped: ${e.error || "no speech recognised"}`;
+    });
+    rec.addEventListener("end", () => {
+      listening = null;
+      button.setAttribute("aria-pressed", "false");
+      field.focus();
+    });
+    listening = rec;
+    button.setAttribute("aria-pressed", "true");
+    try {
+      rec.start();
+    } catch (e) {
+      listening = null;
+      button.setAttribute("aria-pressed", "false");
+    }
+  });
+  return button;
 }
 
 async function answer(r, form, body) {
@@ -552,7 +650,8 @@ async function post(path, form, body) {
 }
 
 setInterval(() => {
-  for (const t of document.querySelectorAll(".card time")) t.textContent = age(t.dateTime);
+  for (const t of document.querySelectorAll(".card .meta time")) t.textContent = age(t.dateTime);
+  for (const t of document.querySelectorAll(".card .recent time")) t.textContent = ` ${age(t.dateTime)} ago`;
 }, 1000);
 
 // --- keyboard -------------------------------------------------------------------

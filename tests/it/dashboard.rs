@@ -646,6 +646,31 @@ async fn the_activity_feed_and_the_agents_follow_the_hooks() {
             .await
             .unwrap();
     }
+
+    // When it asks, its card shows what it did lately.
+    find(&c, "button.tab[data-view=inbox]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    let asking = crate::hook::spawn_hook_as(
+        &p,
+        "pre-tool-use",
+        &event(
+            "PreToolUse",
+            json!({ "tool_name": "Bash", "tool_input": { "command": "git push --force origin main" },
+                    "tool_use_id": "toolu_recent" }),
+        ),
+        None,
+    );
+    let recent = find(&c, ".card .recent:not([hidden])").await;
+    let text = recent.text().await.unwrap();
+    assert!(
+        text.contains("Lately:") && text.contains("Bash ls docs"),
+        "{text}"
+    );
+    find(&c, ".card button.deny").await.click().await.unwrap();
+    assert_eq!(decision_of(asking)["permissionDecision"], "deny");
     c.close().await.unwrap();
 }
 
@@ -875,5 +900,96 @@ async fn the_metrics_view_charts_what_the_queue_did() {
         assert!(start.elapsed() < Duration::from_secs(10), "still {t:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    c.close().await.unwrap();
+}
+
+/// A stand-in for the browser's speech recognition (the real one needs a microphone
+/// and the recogniser's servers): it "hears" its `heard` words when started.
+const FAKE_RECOGNITION: &str = r#"
+    window.SpeechRecognition = class extends EventTarget {
+        start() {
+            setTimeout(() => {
+                const e = new Event("result");
+                e.results = [[{ transcript: window.heard }]];
+                this.dispatchEvent(e);
+                this.dispatchEvent(new Event("end"));
+            }, 20);
+        }
+        stop() { this.dispatchEvent(new Event("end")); }
+    };"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dictation_fills_a_field_where_the_browser_can_and_is_absent_where_it_cannot() {
+    let Some(driver) = driver() else { return };
+    let p = Project::new();
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let c = browser(&driver, 1280, 900).await;
+    c.goto(&login_url(&p)).await.unwrap();
+    find(&c, "#empty").await;
+
+    // No speech recognition: no button.
+    c.execute(
+        "delete window.webkitSpeechRecognition; delete window.SpeechRecognition;",
+        vec![],
+    )
+    .await
+    .unwrap();
+    let (plain, q) = ask(&p, &["--timeout", "60", "Typed only?"]);
+    find(&c, &card(&q)).await;
+    assert!(
+        c.find_all(Locator::Css(&format!("{} .mic", card(&q))))
+            .await
+            .unwrap()
+            .is_empty(),
+        "a dictation button without speech recognition"
+    );
+    type_into(&c, &q, "textarea", "typed").await;
+    click(&c, &q, "button.send").await;
+    assert_eq!(answer_of(plain), "typed\n");
+
+    // With it: the words follow what was typed; the comment of an approval too.
+    c.execute(FAKE_RECOGNITION, vec![]).await.unwrap();
+    let (spoken, q) = ask(&p, &["--timeout", "60", "Say it?"]);
+    type_into(&c, &q, "textarea", "Well,").await;
+    c.execute("window.heard = 'ship it on Friday'", vec![])
+        .await
+        .unwrap();
+    click(&c, &q, "button.mic").await;
+    let start = Instant::now();
+    while find(&c, &format!("{} textarea", card(&q)))
+        .await
+        .prop("value")
+        .await
+        .unwrap()
+        .as_deref()
+        != Some("Well, ship it on Friday")
+    {
+        assert!(start.elapsed() < Duration::from_secs(5), "nothing dictated");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    click(&c, &q, "button.send").await;
+    assert_eq!(answer_of(spoken), "Well, ship it on Friday\n");
+
+    let (approval, q) = ask(
+        &p,
+        &[
+            "--type",
+            "approval",
+            "--json",
+            "--timeout",
+            "60",
+            "Deploy now?",
+        ],
+    );
+    c.execute("window.heard = 'not on a Friday'", vec![])
+        .await
+        .unwrap();
+    click(&c, &q, "button.mic").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    click(&c, &q, "button.deny").await;
+    let out = wait_output(approval, Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(1), "denied: {out:?}");
+    let said: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(said["comment"], "not on a Friday", "{said}");
     c.close().await.unwrap();
 }
