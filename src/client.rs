@@ -212,6 +212,26 @@ impl Client {
         serde_json::from_value(v).context("reading the pending requests")
     }
 
+    /// A one-time link that logs a browser into the server's dashboard, and how many
+    /// seconds it stays good.
+    pub async fn login_link(&self) -> Result<(String, u64)> {
+        let url = format!("{}/api/v1/login-links", self.base);
+        let (status, v) = self
+            .send(self.http.post(url), "asking for a login link")
+            .await?;
+        if !status.is_success() {
+            return Err(anyhow!(Client::refused(status, &v)))
+                .with_context(|| format!("asking {} for a login link", self.base));
+        }
+        let link = v["url"]
+            .as_str()
+            .ok_or_else(|| anyhow!("{} sent a login link without its url", self.base))?;
+        Ok((
+            link.to_string(),
+            v["expires_in_seconds"].as_u64().unwrap_or(0),
+        ))
+    }
+
     /// Answers request `id` with `reply`, as `by`. A refusal (already answered, timed
     /// out, wrong field) comes back as a [`Refused`] error.
     pub async fn respond(&self, request: &Request, reply: &Reply, by: &str) -> Result<Answer> {

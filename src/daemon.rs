@@ -204,6 +204,13 @@ fn spawn_poller(events: mpsc::UnboundedSender<SpoolEvent>) {
 }
 
 impl Daemon {
+    /// A one-time link into the dashboard (see `server::login`), when HTTP is served.
+    pub fn login_link(&self) -> Option<String> {
+        self.http
+            .as_ref()
+            .map(|h| h.login_link(server::login::AT_START))
+    }
+
     /// Waits until the broker stops by itself, which is a bug (a panic): the caller
     /// should stop loudly so a supervisor restarts it. Pending work stays queued.
     pub async fn crashed(&mut self) -> Result<()> {

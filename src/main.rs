@@ -188,6 +188,22 @@ enum Command {
     },
     /// Delete old history now, as the [history] settings say (the broker does it hourly).
     Gc(hitl::cmd::gc::GcOptions),
+    /// Print a one-time login link for the dashboard of the project's listener
+    /// (the link printed at its start is spent once opened).
+    Dashboard {
+        /// The project folder.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The broker's URL (like http://127.0.0.1:4000) instead of the project's listener.
+        #[arg(long, env = "HITL_SERVER")]
+        server: Option<String>,
+        /// Open the link in the desktop's browser too.
+        #[arg(long)]
+        open: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Is a listener running, how many questions wait, where history lives.
     Status {
         /// The project folder.
@@ -302,6 +318,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => runtime()?.block_on(hitl::cmd::inspect::history(db, id, limit, json))?,
         Command::Status { dir, json } => hitl::cmd::inspect::status(dir.as_ref(), json)?,
         Command::Gc(opts) => runtime()?.block_on(hitl::cmd::gc::run(opts))?,
+        Command::Dashboard {
+            dir,
+            server,
+            open,
+            json,
+        } => runtime()?.block_on(hitl::cmd::dashboard::run(
+            dir.as_deref(),
+            server,
+            open,
+            json,
+        ))?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -14,8 +14,10 @@ let socket = null;
 let retry = 500;
 
 async function start() {
-  // The login link's token is in a cookie now: not in the address bar, nor history.
-  if (new URLSearchParams(location.search).has("token")) {
+  // The login link's token (or spent one-time code) is in a cookie now: not in the
+  // address bar, nor history.
+  const query = new URLSearchParams(location.search);
+  if (query.has("token") || query.has("code")) {
     history.replaceState(null, "", "/");
   }
   const probe = await fetch("/api/v1/requests?limit=1", { credentials: "same-origin" });

@@ -204,9 +204,11 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     );
     if let Some(url) = &http_url {
         eprintln!("hitl: HTTP API on {url}");
-        // The login link: opened once, it leaves the token in a cookie for the page.
-        if let Ok(token) = crate::server::load_or_create_token(&paths.config_dir) {
-            eprintln!("hitl: dashboard on {url}/?token={token}");
+        // Opened once, the link leaves the token in a cookie for the page.
+        if let Some(link) = daemon.login_link() {
+            eprintln!(
+                "hitl: dashboard on {link} (a one-time login link; `hitl dashboard` makes another)"
+            );
         }
     }
     eprintln!("hitl: ready");

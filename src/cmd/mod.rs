@@ -3,6 +3,7 @@
 
 pub mod answer;
 pub mod ask;
+pub mod dashboard;
 pub mod gc;
 pub mod init;
 pub mod inspect;

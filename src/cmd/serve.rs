@@ -46,9 +46,11 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         crate::store::redact_url(&db_url)
     );
     if local.ip().is_loopback()
-        && let Ok(token) = crate::server::load_or_create_token(&paths.config_dir)
+        && let Some(link) = daemon.login_link()
     {
-        eprintln!("hitl: dashboard on http://{local}/?token={token}");
+        eprintln!(
+            "hitl: dashboard on {link} (a one-time login link; `hitl dashboard` makes another)"
+        );
     }
     eprintln!("hitl: ready");
     tokio::select! {

@@ -2,8 +2,9 @@
 //!
 //! A token is made on first start (`token` in the user config folder, mode 0600);
 //! `HITL_TOKEN` overrides it. Clients send it as `Authorization: Bearer …`, as
-//! `X-Hitl-Token`, or — the dashboard — once as `?token=…`, which sets an HttpOnly,
-//! SameSite=Strict cookie for the rest of the visit. Cookies ignore ports, so its name
+//! `X-Hitl-Token`, or — the dashboard — once as `?token=…` or a one-time `?code=…`
+//! (see `login.rs`), either of which sets an HttpOnly, SameSite=Strict cookie for the
+//! rest of the visit. Cookies ignore ports, so its name
 //! carries the server's port (`hitl_token_4000`): two servers on one machine do not
 //! read each other's, and which pages may send it at all is the guard's to say.
 //!
@@ -263,11 +264,12 @@ fn presented_token<'r>(req: &'r Request, cookie: &str) -> Option<&'r str> {
         .find_map(|kv| kv.trim().strip_prefix(cookie)?.strip_prefix('='))
 }
 
-fn query_token(req: &Request) -> Option<String> {
+/// The query parameter `name` (`token`, `code`), decoded.
+fn query_param(req: &Request, name: &str) -> Option<String> {
     req.uri()
         .query()?
         .split('&')
-        .find_map(|kv| kv.strip_prefix("token="))
+        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
         .map(percent_decode)
 }
 
@@ -300,7 +302,17 @@ pub async fn authenticate(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let from_query = query_token(&req).filter(|t| same(t, &state.token));
+    // The token itself in the query, or a one-time code for the dashboard's page
+    // (spent only there: a code sent to an API route stays good for the page).
+    let from_query = query_param(&req, "token")
+        .filter(|t| same(t, &state.token))
+        .or_else(|| {
+            (req.method() == axum::http::Method::GET && req.uri().path() == "/")
+                .then(|| query_param(&req, "code"))
+                .flatten()
+                .filter(|c| state.logins.redeem(c))
+                .map(|_| state.token.clone())
+        });
     let cookie = cookie_name(state.local_addr.port());
     let authenticated = from_query.is_some()
         || presented_token(&req, &cookie).is_some_and(|t| same(t, &state.token));

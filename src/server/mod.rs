@@ -14,6 +14,7 @@ mod error;
 mod guard;
 pub mod hitl;
 mod limits;
+pub mod login;
 mod metrics;
 mod native;
 mod peer;
@@ -49,6 +50,8 @@ pub struct AppState {
     pub local_addr: SocketAddr,
     /// The projects served, for the agents list.
     pub spools: Vec<Spool>,
+    /// The dashboard's unspent one-time login codes.
+    pub logins: Arc<login::LoginCodes>,
     limiter: limits::RateLimiter,
     /// Which names and web pages may reach the server at all.
     guard: guard::Guard,
@@ -77,6 +80,7 @@ impl AppState {
         token: String,
         settings: HttpSettings,
         local_addr: SocketAddr,
+        logins: Arc<login::LoginCodes>,
     ) -> Arc<AppState> {
         let Backends {
             broker,
@@ -93,6 +97,7 @@ impl AppState {
             loopback_bound: local_addr.ip().is_loopback(),
             local_addr,
             spools,
+            logins,
             limiter: limits::RateLimiter::default(),
             guard,
             deliverer,
@@ -136,6 +141,7 @@ async fn serve(
 pub struct Running {
     /// The address it listens on.
     pub local: SocketAddr,
+    logins: Arc<login::LoginCodes>,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<Result<()>>,
 }
@@ -158,15 +164,26 @@ pub async fn start(
         max_connections: conn::reserve_descriptors(settings.max_connections),
         header_timeout: std::time::Duration::from_secs(settings.header_timeout),
     };
-    let state = AppState::new(backends, token, settings.clone(), local);
+    let logins = Arc::new(login::LoginCodes::default());
+    let state = AppState::new(backends, token, settings.clone(), local, logins.clone());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(serve(listener, state, limits, async {
         let _ = stopped.await;
     }));
-    Ok(Running { local, stop, task })
+    Ok(Running {
+        local,
+        logins,
+        stop,
+        task,
+    })
 }
 
 impl Running {
+    /// A link that logs one browser into the dashboard, good for `ttl` or until opened.
+    pub fn login_link(&self, ttl: std::time::Duration) -> String {
+        format!("http://{}/?code={}", self.local, self.logins.mint(ttl))
+    }
+
     /// Stops taking connections; open long polls and streams are cut after a moment,
     /// not waited for.
     pub async fn stop(self) {

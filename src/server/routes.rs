@@ -182,6 +182,13 @@ pub fn table() -> Vec<Route> {
             get(metrics::series),
         ),
         route(
+            M::POST,
+            "/api/v1/login-links",
+            Token,
+            "A one-time link that logs a browser into the dashboard (good for ten minutes).",
+            post(login_link),
+        ),
+        route(
             M::GET,
             "/api/v1/stream",
             Token,
@@ -196,6 +203,21 @@ pub fn table() -> Vec<Route> {
             get(openapi_json),
         ),
     ]
+}
+
+/// `POST /api/v1/login-links`: what `hitl dashboard` prints.
+async fn login_link(
+    axum::extract::State(state): axum::extract::State<Arc<AppState>>,
+) -> (axum::http::StatusCode, Json<Value>) {
+    let ttl = super::login::ON_REQUEST;
+    let code = state.logins.mint(ttl);
+    (
+        axum::http::StatusCode::CREATED,
+        Json(json!({
+            "url": format!("http://{}/?code={code}", state.local_addr),
+            "expires_in_seconds": ttl.as_secs(),
+        })),
+    )
 }
 
 async fn openapi_json() -> Json<Value> {

@@ -993,3 +993,64 @@ async fn dictation_fills_a_field_where_the_browser_can_and_is_absent_where_it_ca
     assert_eq!(said["comment"], "not on a Friday", "{said}");
     c.close().await.unwrap();
 }
+
+/// The one-time link `hitl listen` printed.
+fn printed_link(listener: &crate::support::Listener) -> String {
+    let log = listener.log();
+    log.lines()
+        .find_map(|l| l.strip_prefix("hitl: dashboard on "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no login link in:\n{log}"))
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_link_logs_in_one_browser_once() {
+    let Some(driver) = driver() else { return };
+    let p = Project::new();
+    let listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let link = printed_link(&listener);
+    assert!(link.contains("/?code="), "{link}");
+    assert!(
+        !listener.log().contains(&p.token()),
+        "the token itself is not printed"
+    );
+    let (_asker, _) = ask(&p, &["--timeout", "60", "Who may see me?"]);
+
+    let first = browser(&driver, 1280, 900).await;
+    first.goto(&link).await.unwrap();
+    find(&first, "#inbox:not([hidden]) .card").await;
+    assert!(!first.current_url().await.unwrap().as_str().contains("code"));
+    // Logged in for the visit: a reload needs no link.
+    first.refresh().await.unwrap();
+    find(&first, "#inbox:not([hidden]) .card").await;
+
+    // The same link again, in another browser: spent.
+    let second = browser(&driver, 1280, 900).await;
+    second.goto(&link).await.unwrap();
+    find(&second, "#login:not([hidden])").await;
+    assert!(!second.source().await.unwrap().contains("Who may see me"));
+
+    // `hitl dashboard` makes another, good once too.
+    let out = p.run(&["dashboard", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let made: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(made["expires_in_seconds"], 600);
+    let fresh = made["url"].as_str().unwrap();
+    assert!(fresh.starts_with(&p.http_url()), "{fresh}");
+    second.goto(fresh).await.unwrap();
+    find(&second, "#inbox:not([hidden]) .card").await;
+    let third = browser(&driver, 1280, 900).await;
+    third.goto(fresh).await.unwrap();
+    find(&third, "#login:not([hidden])").await;
+    for c in [first, second, third] {
+        c.close().await.unwrap();
+    }
+
+    // Without a listener, it says so.
+    drop(listener);
+    let out = p.run(&["dashboard"]);
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("no listener runs"), "{said}");
+}

@@ -839,6 +839,28 @@ fn the_token_guards_what_it_must_and_the_dashboard_logs_in_by_cookie() {
         .send()
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+    // A one-time code: minted with the token only; spent by the dashboard's page
+    // alone (an API route neither takes nor spends it), and only once.
+    assert_eq!(
+        api.post_open("/api/v1/login-links", &json!({})).status(),
+        StatusCode::UNAUTHORIZED
+    );
+    let (s, link) = json_of(api.post("/api/v1/login-links", &json!({})));
+    assert_eq!(s, StatusCode::CREATED, "{link}");
+    let code = link["url"]
+        .as_str()
+        .unwrap()
+        .split("?code=")
+        .nth(1)
+        .unwrap()
+        .to_string();
+    let r = api.get_open(&format!("/api/v1/requests?code={code}"));
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = api.get_open(&format!("/?code={code}"));
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.headers().contains_key("set-cookie"), "the code logs in");
+    let r = api.get_open(&format!("/?code={code}"));
+    assert!(!r.headers().contains_key("set-cookie"), "spent");
     // Reading answers without the token: the server's own OS user only. Another user
     // on the machine (here `nobody`) is refused, even from loopback.
     let (_, c) = json_of(api.post_open("/events", &hitl_event("question", "secret?", json!({}))));
