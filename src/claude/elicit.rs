@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::protocol::{FormOption, FormQuestion};
 
-/// What an answer to an optional field says to leave it out.
+/// What an answer to an optional field says to leave it out (as does no answer).
 pub const SKIP: &str = "-";
 
 /// How the answers to an elicitation's questions become its `content`.
@@ -134,23 +134,20 @@ impl Elicitation {
                     FieldKind::Many(c) => (labels(c), true),
                     _ => (Vec::new(), false),
                 };
-                let optional = if f.required {
-                    String::new()
-                } else {
-                    format!(" (optional: {SKIP} leaves it out)")
-                };
+                let optional = if f.required { "" } else { " (optional)" };
                 FormQuestion {
                     question: format!("{}{optional}", f.question),
                     header: f.name.chars().take(12).collect(),
                     options,
                     multi_select,
+                    optional: !f.required,
                 }
             })
             .collect()
     }
 
     /// The `content` the answers (keyed by question text) make: each field's answer
-    /// in its own type, optional ones answered with [`SKIP`] left out. A number that
+    /// in its own type, optional ones answered with [`SKIP`] or nothing left out. A number that
     /// does not read as one goes as the text the human wrote, for the server to refuse.
     pub fn content(&self, answers: &Map<String, Value>) -> Value {
         let questions = self.questions();
@@ -160,7 +157,9 @@ impl Elicitation {
                 continue;
             };
             let a = a.trim();
-            if !f.required && a == SKIP {
+            // Left out: an optional field answered "-" (in a terminal), or nothing
+            // (a form's empty box).
+            if !f.required && (a == SKIP || a.is_empty()) {
                 continue;
             }
             let pick = |choices: &[(Value, String)], t: &str| {
@@ -297,9 +296,9 @@ mod tests {
             [
                 "Environment",
                 "replicas (how many)",
-                "dry_run (optional: - leaves it out)",
-                "regions (optional: - leaves it out)",
-                "note (optional: - leaves it out)"
+                "dry_run (optional)",
+                "regions (optional)",
+                "note (optional)"
             ]
         );
         assert_eq!(qs[0].options[1].label, "Development");
@@ -307,7 +306,7 @@ mod tests {
         crate::protocol::form::check(&qs).unwrap();
         let answers: Map<String, Value> = qs
             .iter()
-            .zip(["Development", "3", "yes", "eu, ap", "-"])
+            .zip(["Development", "3", "yes", "eu, ap", ""])
             .map(|(q, a)| (q.question.clone(), json!(a)))
             .collect();
         assert_eq!(

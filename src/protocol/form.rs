@@ -24,6 +24,10 @@ pub struct FormQuestion {
     /// Whether several options may be picked (`multiSelect`, as Claude Code names it).
     #[serde(default, rename = "multiSelect")]
     pub multi_select: bool,
+    /// Whether it may be left unanswered (an empty answer): an optional field of an
+    /// MCP server's form. AskUserQuestion's questions all need an answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
 }
 
 /// One option of a form question.
@@ -68,6 +72,9 @@ impl FormQuestion {
     /// neither, the human's own answer.
     pub fn interpret(&self, typed: &str) -> Result<String, String> {
         let t = typed.trim();
+        if t.is_empty() && self.optional {
+            return Ok(String::new());
+        }
         if t.is_empty() {
             return Err("an empty answer; pick an option or type your own".into());
         }
@@ -158,7 +165,24 @@ mod tests {
                 })
                 .collect(),
             multi_select: multi,
+            optional: false,
         }
+    }
+
+    #[test]
+    fn only_an_optional_question_takes_an_empty_answer() {
+        assert!(q(false).interpret("  ").is_err());
+        let optional = FormQuestion {
+            optional: true,
+            ..q(false)
+        };
+        assert_eq!(optional.interpret("  ").unwrap(), "");
+        // Said only where it holds: AskUserQuestion's questions go back as they came.
+        assert!(
+            !serde_json::to_string(&q(false))
+                .unwrap()
+                .contains("optional")
+        );
     }
 
     #[test]

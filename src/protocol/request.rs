@@ -464,7 +464,11 @@ impl Reply {
                 r.questions.len()
             )),
             (Reply::Answers(a), Kind::Questions) => {
-                match a.iter().position(|a| a.trim().is_empty()) {
+                let unanswered = a
+                    .iter()
+                    .zip(&r.questions)
+                    .position(|(a, q)| a.trim().is_empty() && !q.optional);
+                match unanswered {
                     Some(i) => Err(format!("no answer to {:?}", r.questions[i].question)),
                     None => Ok(()),
                 }

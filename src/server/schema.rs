@@ -35,6 +35,7 @@ fn form_questions() -> Value {
                     },
                 } },
                 "multiSelect": { "type": "boolean" },
+                "optional": { "type": "boolean", "description": "It may be left unanswered (an empty answer)." },
             },
         },
     })

@@ -561,6 +561,38 @@ async fn claude_codes_plans_edits_and_questions_are_shown_as_such_and_answered()
         d["updatedInput"]["answers"],
         json!({ "Which framework?": "Vue", "Which tests?": "property tests" })
     );
+
+    // An MCP server's elicitation form: a choice, a number, an optional yes/no left
+    // empty; the server gets each field in its own type, the empty one left out.
+    let form = json!({
+        "session_id": "b1c2d3e4-0000-4000-8000-000000000000", "cwd": p.dir,
+        "hook_event_name": "Elicitation", "mcp_server_name": "deploy",
+        "message": "Where to?", "mode": "form",
+        "requested_schema": { "type": "object", "required": ["env", "replicas"], "properties": {
+            "env": { "type": "string", "title": "Environment",
+                     "oneOf": [{ "const": "prod", "title": "Production" }, { "const": "dev", "title": "Development" }] },
+            "replicas": { "type": "integer" },
+            "notify": { "type": "boolean", "title": "Tell the team?" } } }
+    });
+    let child = crate::hook::spawn_hook_as(&p, "elicitation", &form, None);
+    let q = p.wait_pending(1, Duration::from_secs(10)).remove(0);
+    let legend = find(&c, &format!("{} fieldset:nth-of-type(1) legend", card(&q))).await;
+    assert_eq!(legend.text().await.unwrap(), "env: Environment");
+    click(
+        &c,
+        &q,
+        "fieldset:nth-of-type(1) label.pick:nth-of-type(1) input",
+    )
+    .await;
+    type_into(&c, &q, "fieldset:nth-of-type(2) input.other", "3").await;
+    click(&c, &q, "button.send").await;
+    let out = wait_output(child, Duration::from_secs(20));
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        got["hookSpecificOutput"],
+        json!({ "hookEventName": "Elicitation", "action": "accept",
+                "content": { "env": "prod", "replicas": 3 } })
+    );
     c.close().await.unwrap();
 }
 
