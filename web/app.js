@@ -576,13 +576,32 @@ function questions(r, form, send) {
 // dictates into it (what was typed stays, the words follow it); elsewhere there is no
 // button at all. Read when a card is built, so a browser that gains it later has it.
 
+/** A microphone, drawn (an emoji needs a font the machine may lack). */
+function micIcon() {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  for (const [k, v] of Object.entries({ viewBox: "0 0 24 24", width: "18", height: "18", "aria-hidden": "true", class: "icon" })) {
+    svg.setAttribute(k, v);
+  }
+  for (const [tag, attrs] of [
+    ["rect", { x: "9", y: "3", width: "6", height: "11", rx: "3" }],
+    ["path", { d: "M5 11a7 7 0 0 0 14 0" }],
+    ["path", { d: "M12 18v3" }],
+  ]) {
+    const part = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) part.setAttribute(k, v);
+    svg.append(part);
+  }
+  return svg;
+}
+
 /** The dictation button for `field`, or nothing where the browser has no speech recognition. */
 function dictation(field) {
   const Recognition = window.SpeechRecognition || window.webkitSpeechRecognition;
   if (!Recognition) return null;
   const button = el("button", { type: "button", class: "mic", "aria-pressed": "false",
     "aria-label": `Dictate: ${field.getAttribute("aria-label") || field.placeholder || "answer"}`,
-    title: "Dictate", text: "🎤" });
+    title: "Dictate" }, micIcon());
   let listening = null;
   button.addEventListener("click", () => {
     if (listening) {
