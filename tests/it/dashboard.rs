@@ -273,13 +273,27 @@ async fn requests_are_answered_in_the_browser_and_the_inbox_stays_live() {
         note.text().await
     );
     assert_eq!(answer_of(child), "from the CLI\n");
+    // One its asker stops waiting for (its own timeout) leaves too, saying so.
+    let (child, q) = ask(&p, &["--timeout", "1", "Gone soon?"]);
+    find(&c, &card(&q)).await;
+    assert_eq!(
+        wait_output(child, Duration::from_secs(10)).status.code(),
+        Some(2)
+    );
+    gone(&c, &card(&q), Duration::from_secs(1)).await;
+    let note = find(
+        &c,
+        &format!(".ended-item[data-id=\"{}\"]", q["id"].as_str().unwrap()),
+    )
+    .await;
+    let said = note.text().await.unwrap();
+    assert!(said.contains("withdrawn"), "{said}");
 
     // The tab title counts what waits (the hidden question from the start).
     assert_eq!(c.title().await.unwrap(), "(1) hitl");
     c.close().await.unwrap();
 }
 
-/// Where screenshots go: `screenshots/` in the target folder, for a person to look at.
 /// Asserts nothing on the page is wider than the screen (`width` px).
 async fn fits(c: &Client, width: u32, what: &str) {
     let wide = c
@@ -292,6 +306,7 @@ async fn fits(c: &Client, width: u32, what: &str) {
     );
 }
 
+/// Where screenshots go: `screenshots/` in the target folder, for a person to look at.
 fn screenshot_dir() -> std::path::PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)
