@@ -59,6 +59,8 @@ async function loadHistory(more) {
   const q = new URLSearchParams({ status: $("h-status").value, limit: String(PAGE) });
   const text = $("h-text").value.trim();
   if (text) q.set("q", text);
+  const agent = $("h-agent").value.trim();
+  if (agent) q.set("agent", agent);
   if (more && oldest) q.set("before", oldest);
   const res = await fetch(`/api/v1/requests?${q}`, { credentials: "same-origin" });
   if (!res.ok) return;
@@ -73,6 +75,14 @@ async function loadHistory(more) {
       el("time", { datetime: h.asked_at, text: new Date(h.asked_at).toLocaleString() })));
   }
   if (rows.length) oldest = rows[rows.length - 1].asked_at;
+  // The agents seen so far, offered as the agent filter's choices.
+  const names = new Set([...$("h-agents").options].map((o) => o.value));
+  for (const h of rows) {
+    if (h.agent_name && !names.has(h.agent_name)) {
+      names.add(h.agent_name);
+      $("h-agents").append(el("option", { value: h.agent_name }));
+    }
+  }
   $("older").hidden = rows.length < PAGE;
 }
 

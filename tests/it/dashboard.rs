@@ -294,6 +294,15 @@ async fn requests_are_answered_in_the_browser_and_the_inbox_stays_live() {
     c.close().await.unwrap();
 }
 
+/// The text of each element (one that went stale reads as empty).
+async fn texts_of(elements: &[fantoccini::elements::Element]) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in elements {
+        out.push(e.text().await.unwrap_or_default());
+    }
+    out
+}
+
 /// Asserts nothing on the page is wider than the screen (`width` px).
 async fn fits(c: &Client, width: u32, what: &str) {
     let wide = c
@@ -737,8 +746,15 @@ async fn history_is_paged_from_the_server_and_searched() {
         let out = p.run(&["ask", &format!("question number {i} about needle-{i}")]);
         assert!(out.status.success(), "{out:?}");
     }
-    crate::support::eventually("history has all 55", Duration::from_secs(10), || {
-        p.history().len() >= 55
+    let out = p
+        .hitl()
+        .args(["ask", "from another agent"])
+        .env("HITL_AGENT_ID", "other-agent")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    crate::support::eventually("history has all 56", Duration::from_secs(10), || {
+        p.history().len() >= 56
     });
     let c = browser(&driver, 1280, 900).await;
     c.goto(&login_url(&p)).await.unwrap();
@@ -754,7 +770,7 @@ async fn history_is_paged_from_the_server_and_searched() {
         .unwrap();
     assert_eq!(rows.len(), 50, "one page");
     assert!(
-        rows[0].text().await.unwrap().contains("needle-54"),
+        rows[1].text().await.unwrap().contains("needle-54"),
         "newest first"
     );
     find(&c, "#older:not([hidden])")
@@ -768,7 +784,7 @@ async fn history_is_paged_from_the_server_and_searched() {
         .await
         .unwrap()
         .len()
-        < 55
+        < 56
     {
         assert!(
             start.elapsed() < Duration::from_secs(10),
@@ -803,6 +819,31 @@ async fn history_is_paged_from_the_server_and_searched() {
             "{} rows",
             rows.len()
         );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Filtered by agent (by the server too).
+    find(&c, "#h-text").await.clear().await.unwrap();
+    find(&c, "#h-agent")
+        .await
+        .send_keys("other-agent")
+        .await
+        .unwrap();
+    find(&c, "#history-search button[type=submit]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        let rows = c
+            .find_all(Locator::Css("#history-rows .history-row"))
+            .await
+            .unwrap();
+        let texts = texts_of(&rows).await;
+        if texts.len() == 1 && texts[0].contains("from another agent") {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{texts:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     c.close().await.unwrap();
