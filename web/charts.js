@@ -37,19 +37,25 @@ function grid(g, { left, right, top: y0, bottom, max }) {
   }
 }
 
+/** A chart's frame with a y axis from 0 to a nice top above every one of `values`. */
+function plot(width, height, label, values) {
+  const pad = { left: 36, right: 8, top: 10, bottom: 24 };
+  const root = frame(width, height, label);
+  const plotW = Math.max(10, width - pad.left - pad.right);
+  const bottom = height - pad.bottom;
+  const max = niceMax(Math.max(0, ...values));
+  grid(root, { left: pad.left, right: width - pad.right, top: pad.top, bottom, max });
+  return { root, pad, plotW, bottom, max };
+}
+
 /**
  * Values over time: `series` of { name, values, cls, kind: "bars" | "line" | "step" },
  * one value per interval starting at `starts[i]` (ms), each `stepMs` long.
  * Bars of several series stand side by side in their interval.
  */
 export function timeChart({ width, height = 180, starts, stepMs, series, label, format }) {
-  const pad = { left: 36, right: 8, top: 10, bottom: 24 };
-  const root = frame(width, height, label);
+  const { root, pad, plotW, bottom, max } = plot(width, height, label, series.flatMap((s) => s.values));
   const n = starts.length;
-  const plotW = Math.max(10, width - pad.left - pad.right);
-  const bottom = height - pad.bottom;
-  const max = niceMax(Math.max(0, ...series.flatMap((s) => s.values)));
-  grid(root, { left: pad.left, right: width - pad.right, top: pad.top, bottom, max });
   const x = (i) => pad.left + (i / n) * plotW;
   const y = (v) => bottom - (v / max) * (bottom - pad.top);
   const slot = plotW / n;
@@ -98,13 +104,8 @@ export function timeChart({ width, height = 180, starts, stepMs, series, label, 
 
 /** Labelled bars, one per value (a histogram). */
 export function barChart({ width, height = 160, labels, values, cls, label, unit }) {
-  const pad = { left: 36, right: 8, top: 10, bottom: 24 };
-  const root = frame(width, height, label);
+  const { root, pad, plotW, bottom, max } = plot(width, height, label, values);
   const n = values.length;
-  const plotW = Math.max(10, width - pad.left - pad.right);
-  const bottom = height - pad.bottom;
-  const max = niceMax(Math.max(0, ...values));
-  grid(root, { left: pad.left, right: width - pad.right, top: pad.top, bottom, max });
   const slot = plotW / n;
   values.forEach((v, i) => {
     const h = (v / max) * (bottom - pad.top);

@@ -294,13 +294,94 @@ async fn requests_are_answered_in_the_browser_and_the_inbox_stays_live() {
     c.close().await.unwrap();
 }
 
-/// The text of each element (one that went stale reads as empty).
-async fn texts_of(elements: &[fantoccini::elements::Element]) -> Vec<String> {
-    let mut out = Vec::new();
-    for e in elements {
-        out.push(e.text().await.unwrap_or_default());
+/// Types `text` into the history's field `css` and searches.
+async fn search_history(c: &Client, css: &str, text: &str) {
+    find(c, css).await.send_keys(text).await.unwrap();
+    find(c, "#history-search button[type=submit]")
+        .await
+        .click()
+        .await
+        .unwrap();
+}
+
+/// Waits until the history's rows (their text; one gone stale reads as empty) are
+/// as `done` wants them, and returns them.
+async fn history_rows(c: &Client, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let start = Instant::now();
+    loop {
+        let mut rows = Vec::new();
+        for e in c
+            .find_all(Locator::Css("#history-rows .history-row"))
+            .await
+            .unwrap()
+        {
+            rows.push(e.text().await.unwrap_or_default());
+        }
+        if done(&rows) {
+            return rows;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{rows:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    out
+}
+
+/// Askers killed when dropped.
+struct Askers(Vec<Child>);
+
+impl Drop for Askers {
+    fn drop(&mut self) {
+        for a in &mut self.0 {
+            let _ = a.kill();
+        }
+    }
+}
+
+/// One request of each kind the inbox draws, waiting: text, yes/no, select (high),
+/// multiselect, approval (urgent), a form of questions.
+fn one_of_each(p: &Project) -> Askers {
+    let form = r#"[{"question": "Which database?", "header": "DB", "options": [{"label": "PostgreSQL", "description": "already in staging"}, {"label": "SQLite", "description": "one file"}]}]"#;
+    let kinds: [&[&str]; 6] = [
+        &["Which name should the release have?"],
+        &["--type", "yesno", "Ship it?"],
+        &[
+            "--type",
+            "select",
+            "-o",
+            "staging",
+            "-o",
+            "production",
+            "--priority",
+            "high",
+            "Deploy where?",
+        ],
+        &[
+            "--type",
+            "multiselect",
+            "-o",
+            "lint",
+            "-o",
+            "test",
+            "Which checks?",
+        ],
+        &[
+            "--type",
+            "approval",
+            "--priority",
+            "urgent",
+            "rm -rf build/ ?",
+        ],
+        &["--questions", form, "Set-up"],
+    ];
+    Askers(
+        kinds
+            .iter()
+            .map(|args| {
+                let mut all = vec!["--timeout", "120"];
+                all.extend_from_slice(args);
+                ask(p, &all).0
+            })
+            .collect(),
+    )
 }
 
 /// Asserts nothing on the page is wider than the screen (`width` px).
@@ -330,49 +411,13 @@ async fn screenshots_at_desktop_and_phone_widths_in_light_and_dark() {
     let Some(driver) = driver() else { return };
     let p = Project::new();
     let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
-    let mut askers = vec![
-        ask(
-            &p,
-            &["--timeout", "120", "Which name should the release have?"],
-        )
-        .0,
-        ask(
-            &p,
-            &[
-                "--type",
-                "approval",
-                "--priority",
-                "urgent",
-                "--timeout",
-                "120",
-                "rm -rf build/ ?",
-            ],
-        )
-        .0,
-        ask(
-            &p,
-            &[
-                "--type",
-                "select",
-                "-o",
-                "staging",
-                "-o",
-                "production",
-                "--timeout",
-                "120",
-                "Deploy where?",
-            ],
-        )
-        .0,
-    ];
-    let form = r#"[{"question": "Which database?", "header": "DB", "options": [{"label": "PostgreSQL", "description": "already in staging"}, {"label": "SQLite", "description": "one file"}]}]"#;
-    askers.push(ask(&p, &["--questions", form, "--timeout", "120", "Set-up"]).0);
+    let askers = one_of_each(&p);
     let dir = screenshot_dir();
     for (width, height, size) in [(1280, 900, "desktop"), (390, 844, "phone")] {
         for dark in [false, true] {
             let c = browser_in(&driver, width, height, dark).await;
             c.goto(&login_url(&p)).await.unwrap();
-            find(&c, ".card:nth-of-type(4)").await;
+            find(&c, ".card:nth-of-type(6)").await;
             // The page follows the colour scheme.
             let bg = c
                 .execute(
@@ -406,9 +451,7 @@ async fn screenshots_at_desktop_and_phone_widths_in_light_and_dark() {
         }
     }
     eprintln!("dashboard screenshots in {}", dir.display());
-    for mut a in askers {
-        let _ = a.kill();
-    }
+    drop(askers);
 }
 
 /// Presses `keys` at whatever has the focus, as a keyboard would: each char down and
@@ -763,89 +806,29 @@ async fn history_is_paged_from_the_server_and_searched() {
         .click()
         .await
         .unwrap();
-    find(&c, "#history-rows .history-row").await;
-    let rows = c
-        .find_all(Locator::Css("#history-rows .history-row"))
-        .await
-        .unwrap();
+    let rows = history_rows(&c, |rows| !rows.is_empty()).await;
     assert_eq!(rows.len(), 50, "one page");
-    assert!(
-        rows[1].text().await.unwrap().contains("needle-54"),
-        "newest first"
-    );
+    assert!(rows[1].contains("needle-54"), "newest first: {rows:?}");
     find(&c, "#older:not([hidden])")
         .await
         .click()
         .await
         .unwrap();
-    let start = Instant::now();
-    while c
-        .find_all(Locator::Css("#history-rows .history-row"))
-        .await
-        .unwrap()
-        .len()
-        < 56
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the next page did not come"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    history_rows(&c, |rows| rows.len() == 56).await;
     // Searched by the server.
-    find(&c, "#h-text")
-        .await
-        .send_keys("needle-7 ")
-        .await
-        .unwrap();
-    find(&c, "#history-search button[type=submit]")
-        .await
-        .click()
-        .await
-        .unwrap();
-    let start = Instant::now();
-    loop {
-        let rows = c
-            .find_all(Locator::Css("#history-rows .history-row"))
-            .await
-            .unwrap();
-        if rows.len() == 1 {
-            let text = rows[0].text().await.unwrap();
-            assert!(text.contains("needle-7") && text.contains("→ ok"), "{text}");
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "{} rows",
-            rows.len()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    search_history(&c, "#h-text", "needle-7 ").await;
+    let rows = history_rows(&c, |rows| rows.len() == 1).await;
+    assert!(
+        rows[0].contains("needle-7") && rows[0].contains("→ ok"),
+        "{rows:?}"
+    );
     // Filtered by agent (by the server too).
     find(&c, "#h-text").await.clear().await.unwrap();
-    find(&c, "#h-agent")
-        .await
-        .send_keys("other-agent")
-        .await
-        .unwrap();
-    find(&c, "#history-search button[type=submit]")
-        .await
-        .click()
-        .await
-        .unwrap();
-    let start = Instant::now();
-    loop {
-        let rows = c
-            .find_all(Locator::Css("#history-rows .history-row"))
-            .await
-            .unwrap();
-        let texts = texts_of(&rows).await;
-        if texts.len() == 1 && texts[0].contains("from another agent") {
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(10), "{texts:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    search_history(&c, "#h-agent", "other-agent").await;
+    history_rows(&c, |rows| {
+        rows.len() == 1 && rows[0].contains("from another agent")
+    })
+    .await;
     c.close().await.unwrap();
 }
 
@@ -1160,57 +1143,7 @@ async fn every_view_passes_an_accessibility_audit_in_light_and_dark() {
     let Some(driver) = driver() else { return };
     let p = Project::new();
     let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
-    let form = r#"[{"question": "Which database?", "header": "DB", "options": [{"label": "PostgreSQL", "description": "already in staging"}, {"label": "SQLite", "description": "one file"}]}]"#;
-    let mut askers = vec![
-        ask(&p, &["--timeout", "120", "Name?"]).0,
-        ask(&p, &["--type", "yesno", "--timeout", "120", "Ship?"]).0,
-        ask(
-            &p,
-            &[
-                "--type",
-                "select",
-                "-o",
-                "a",
-                "-o",
-                "b",
-                "--priority",
-                "high",
-                "--timeout",
-                "120",
-                "Which?",
-            ],
-        )
-        .0,
-        ask(
-            &p,
-            &[
-                "--type",
-                "multiselect",
-                "-o",
-                "x",
-                "-o",
-                "y",
-                "--timeout",
-                "120",
-                "Some?",
-            ],
-        )
-        .0,
-        ask(
-            &p,
-            &[
-                "--type",
-                "approval",
-                "--priority",
-                "urgent",
-                "--timeout",
-                "120",
-                "rm -rf build?",
-            ],
-        )
-        .0,
-        ask(&p, &["--questions", form, "--timeout", "120", "Set-up"]).0,
-    ];
+    let askers = one_of_each(&p);
     for dark in [false, true] {
         let c = browser_in(&driver, 1280, 900, dark).await;
         c.goto(&login_url(&p)).await.unwrap();
@@ -1232,7 +1165,5 @@ async fn every_view_passes_an_accessibility_audit_in_light_and_dark() {
         }
         c.close().await.unwrap();
     }
-    for a in &mut askers {
-        let _ = a.kill();
-    }
+    drop(askers);
 }
