@@ -4,7 +4,7 @@
 // through the native API; the login cookie goes with both. Everything an agent wrote
 // is put on the page as text (textContent), never as markup.
 
-import { $, el, firstLine } from "/ui/dom.js";
+import { $, el, firstLine, svg } from "/ui/dom.js";
 import { showMetrics, metricsChanged } from "/ui/metrics.js";
 
 const PRIORITY = { urgent: 0, high: 1, normal: 2 };
@@ -588,21 +588,10 @@ function questions(r, form, send) {
 
 /** A microphone, drawn (an emoji needs a font the machine may lack). */
 function micIcon() {
-  const ns = "http://www.w3.org/2000/svg";
-  const svg = document.createElementNS(ns, "svg");
-  for (const [k, v] of Object.entries({ viewBox: "0 0 24 24", width: "18", height: "18", "aria-hidden": "true", class: "icon" })) {
-    svg.setAttribute(k, v);
-  }
-  for (const [tag, attrs] of [
-    ["rect", { x: "9", y: "3", width: "6", height: "11", rx: "3" }],
-    ["path", { d: "M5 11a7 7 0 0 0 14 0" }],
-    ["path", { d: "M12 18v3" }],
-  ]) {
-    const part = document.createElementNS(ns, tag);
-    for (const [k, v] of Object.entries(attrs)) part.setAttribute(k, v);
-    svg.append(part);
-  }
-  return svg;
+  const icon = svg("svg", { viewBox: "0 0 24 24", width: 18, height: 18, "aria-hidden": "true", class: "icon" });
+  icon.append(svg("rect", { x: 9, y: 3, width: 6, height: 11, rx: 3 }),
+    svg("path", { d: "M5 11a7 7 0 0 0 14 0" }), svg("path", { d: "M12 18v3" }));
+  return icon;
 }
 
 /** The dictation button for `field`, or nothing where the browser has no speech recognition. */

@@ -4,14 +4,7 @@
 // viewBox), so its labels stay readable on a phone; the caller draws again when the
 // width changes. Colours come from CSS classes, so light and dark themes apply.
 
-const NS = "http://www.w3.org/2000/svg";
-
-function svg(tag, attrs = {}, text) {
-  const e = document.createElementNS(NS, tag);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
-  if (text !== undefined) e.textContent = text;
-  return e;
-}
+import { svg } from "/ui/dom.js";
 
 /** A "nice" top for an axis: 1, 2 or 5 times a power of ten, at least `max`. */
 export function niceMax(max) {

@@ -21,3 +21,11 @@ export function firstLine(s) {
   const line = (s || "").split("\n")[0];
   return line.length > 80 ? line.slice(0, 79) + "…" : line;
 }
+
+/** An SVG element with attributes, and text. */
+export function svg(tag, attrs = {}, text) {
+  const e = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = text;
+  return e;
+}

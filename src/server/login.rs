@@ -8,9 +8,12 @@
 
 use std::{
     collections::HashMap,
-    sync::Mutex,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
+
+use axum::{Json, extract::State, http::StatusCode};
+use serde_json::json;
 
 /// How long the link printed at start stays good (if nobody opens it).
 pub const AT_START: Duration = Duration::from_secs(24 * 3600);
@@ -51,6 +54,11 @@ impl LoginCodes {
         code
     }
 
+    /// A link to the dashboard at `addr` with a new code, good once within `ttl`.
+    pub fn link(&self, addr: std::net::SocketAddr, ttl: Duration) -> String {
+        format!("http://{addr}/?code={}", self.mint(ttl))
+    }
+
     /// Spends `code`: true once, if it was minted here and has not expired.
     pub fn redeem(&self, code: &str) -> bool {
         let mut codes = self.codes.lock().unwrap_or_else(|p| p.into_inner());
@@ -60,6 +68,19 @@ impl LoginCodes {
             .remove(code)
             .is_some_and(|until| until > Instant::now())
     }
+}
+
+/// `POST /api/v1/login-links`: a link for `hitl dashboard` to print.
+pub async fn create(
+    State(state): State<Arc<super::AppState>>,
+) -> (StatusCode, Json<serde_json::Value>) {
+    (
+        StatusCode::CREATED,
+        Json(json!({
+            "url": state.logins.link(state.local_addr, ON_REQUEST),
+            "expires_in_seconds": ON_REQUEST.as_secs(),
+        })),
+    )
 }
 
 #[cfg(test)]

@@ -181,7 +181,7 @@ pub async fn start(
 impl Running {
     /// A link that logs one browser into the dashboard, good for `ttl` or until opened.
     pub fn login_link(&self, ttl: std::time::Duration) -> String {
-        format!("http://{}/?code={}", self.local, self.logins.mint(ttl))
+        self.logins.link(self.local, ttl)
     }
 
     /// Stops taking connections; open long polls and streams are cut after a moment,

@@ -18,7 +18,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use super::{
     AppState,
     auth::{self, Access, Caller},
-    guard, metrics, native, schema, seed, stream,
+    guard, login, metrics, native, schema, seed, stream,
 };
 
 /// One route.
@@ -186,7 +186,7 @@ pub fn table() -> Vec<Route> {
             "/api/v1/login-links",
             Token,
             "A one-time link that logs a browser into the dashboard (good for ten minutes).",
-            post(login_link),
+            post(login::create),
         ),
         route(
             M::GET,
@@ -203,21 +203,6 @@ pub fn table() -> Vec<Route> {
             get(openapi_json),
         ),
     ]
-}
-
-/// `POST /api/v1/login-links`: what `hitl dashboard` prints.
-async fn login_link(
-    axum::extract::State(state): axum::extract::State<Arc<AppState>>,
-) -> (axum::http::StatusCode, Json<Value>) {
-    let ttl = super::login::ON_REQUEST;
-    let code = state.logins.mint(ttl);
-    (
-        axum::http::StatusCode::CREATED,
-        Json(json!({
-            "url": format!("http://{}/?code={code}", state.local_addr),
-            "expires_in_seconds": ttl.as_secs(),
-        })),
-    )
 }
 
 async fn openapi_json() -> Json<Value> {
