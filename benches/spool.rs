@@ -6,7 +6,8 @@
 //! not a test's. Functional failures (an asker not answered) do fail the run.
 //!
 //! * baseline: two processes, a bare inotify round trip with the same writes as the
-//!   real thing (temp file, rename, both ways; no fsync, as `[spool] fsync = false`);
+//!   real thing (temp file, rename, both ways; no fsync, as `[spool] fsync = false`)
+//!   and the same nudge of the asker;
 //! * listener: the same asker against `hitl listen --auto-answer`;
 //! * `hitl ask`: whole processes, start to exit, on tmpfs and on disk, alternating with
 //!   a bare start of the same binary (`hitl --version`);
@@ -446,7 +447,7 @@ fn round_trips(parent: &Path, rounds: usize) -> (Vec<f64>, Vec<f64>) {
 }
 
 /// The baseline's responder: wait for a question with inotify, read it, write the
-/// answer the same way the broker does.
+/// answer and nudge its asker the same way the broker does.
 fn baseline_responder(project: &Path, durable: bool) {
     let spool = Spool::new(project);
     let ino = Inotify::init(InitFlags::IN_CLOEXEC).unwrap();
@@ -473,6 +474,10 @@ fn baseline_responder(project: &Path, durable: bool) {
             }))
             .unwrap();
             write_atomic(&spool.tmp(), &spool.answers().join(&name), &answer, durable).unwrap();
+            // As the broker does: wake the asker, which sleeps until nudged.
+            if let Some(pid) = v["asker"]["pid"].as_u64() {
+                hitl::spool::wait::nudge(pid as u32, v["asker"]["start_time"].as_u64());
+            }
         }
     }
 }

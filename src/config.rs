@@ -574,9 +574,16 @@ pub fn load(paths: &Paths, project_config: Option<&Path>) -> Result<Settings> {
     {
         merge(&mut table, t);
     }
-    let mut settings: Settings = toml::Value::Table(table)
-        .try_into()
-        .context("invalid settings (see .helpers/config.toml for the keys)")?;
+    let mut settings: Settings = if table.is_empty() {
+        // Nothing set: the defaults, without a pass of the deserializer over an empty
+        // table (a tenth of a whole `hitl ask`'s own work, most of it first touches
+        // of code no other step needs).
+        Settings::default()
+    } else {
+        toml::Value::Table(table)
+            .try_into()
+            .context("invalid settings (see .helpers/config.toml for the keys)")?
+    };
     if let Ok(t) = std::env::var("HITL_TIMEOUT") {
         settings.ask.timeout = t
             .trim()

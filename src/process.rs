@@ -26,6 +26,8 @@ pub(crate) struct Stat {
     pub session: i32,
     /// When it started, in clock ticks since boot.
     pub starttime: u64,
+    /// The signals its (main) thread blocks, bit `n - 1` for signal `n`.
+    pub blocked: u64,
 }
 
 /// Reads a process's stat line; `None` when it does not exist.
@@ -90,12 +92,18 @@ fn parse_stat(line: &[u8]) -> Option<Stat> {
     let session = fields.next()?.parse().ok()?;
     // starttime is the 22nd field of the line; `state` is the 3rd.
     let starttime = fields.nth(22 - 3 - 4)?.parse().ok()?;
+    // blocked is the 32nd; only waking an asker needs it (see `spool::wait::nudge`).
+    let blocked = fields
+        .nth(32 - 22 - 1)
+        .and_then(|f| f.parse().ok())
+        .unwrap_or(0);
     Some(Stat {
         comm,
         state,
         ppid,
         session,
         starttime,
+        blocked,
     })
 }
 
@@ -139,7 +147,10 @@ mod tests {
             (s.state, s.ppid, s.session, s.starttime),
             ('S', 4171, 4170, 7192)
         );
+        assert_eq!(s.blocked, 0, "a line cut short has no blocked set");
         assert_eq!(parse_stat(b"12 (x"), None);
+        let full = b"9 (hitl) S 8 9 7 0 -1 4194304 90 0 0 0 0 0 0 0 20 0 1 0 7192 1 2 3 4 5 6 0 0 0 4194304 0 0 0 0 0 17 1 0 0 0 0 0\n";
+        assert_eq!(parse_stat(full).unwrap().blocked, 1 << 22);
     }
 
     #[test]
@@ -151,6 +162,7 @@ mod tests {
         assert_eq!(ours.ppid, theirs.ppid);
         assert_eq!(ours.session, theirs.session);
         assert_eq!(ours.comm, theirs.comm);
+        assert_eq!(ours.blocked, theirs.blocked);
         assert_eq!(main_thread_stat(me).unwrap().starttime, theirs.starttime);
         assert_eq!(this_process().start_time, theirs.starttime);
         assert!(is_alive(me, Some(ours.starttime)));

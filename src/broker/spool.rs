@@ -326,6 +326,8 @@ impl Broker {
                 );
             }
             let created = questions::deliver(&spool, &question, &parsed, &answer, durable);
+            // The asker has been nudged: now, off its path, the next answer's file.
+            crate::spool::keep_spare(&spool.answers());
             let _ = tx.send(Written {
                 seq,
                 answer,

@@ -151,12 +151,11 @@ pub fn create_exclusive(
 /// system without `O_TMPFILE`, no `/proc`): the caller then uses a named temp file.
 fn link_unnamed(dest: &Path, bytes: &[u8], durable: bool) -> Option<io::Result<()>> {
     use std::os::fd::AsRawFd;
-    let mut file = OpenOptions::new()
-        .write(true)
-        .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_TMPFILE.bits())
-        .open(parent(dest))
-        .ok()?;
+    let dir = parent(dest);
+    let mut file = match take_spare(dir) {
+        Some(file) => file,
+        None => open_unnamed(dir).ok()?,
+    };
     if let Err(e) = file
         .write_all(bytes)
         .and_then(|()| if durable { file.sync_data() } else { Ok(()) })
@@ -178,6 +177,42 @@ fn link_unnamed(dest: &Path, bytes: &[u8], durable: bool) -> Option<io::Result<(
             tracing::debug!("linking an unnamed file as {}: {e}", dest.display());
             None
         }
+    }
+}
+
+fn open_unnamed(dir: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_TMPFILE.bits())
+        .open(dir)
+}
+
+/// Unnamed files made ahead of need, one per folder, by [`keep_spare`].
+static SPARES: std::sync::Mutex<Vec<(PathBuf, File)>> = std::sync::Mutex::new(Vec::new());
+
+/// At most this many folders keep a spare (a listener's projects).
+const MAX_SPARES: usize = 256;
+
+fn take_spare(dir: &Path) -> Option<File> {
+    let mut spares = SPARES.lock().unwrap_or_else(|e| e.into_inner());
+    let i = spares.iter().position(|(d, _)| d == dir)?;
+    Some(spares.swap_remove(i).1)
+}
+
+/// Makes an unnamed file in `dir` for the next [`create_exclusive`] there to write
+/// and link, unless one is waiting already. A long-running writer (the broker) calls
+/// it after an answer is out: making a file is most of an answer's cost on a disk
+/// whose inode allocator is busy (ext4 without a journal skips every inode freed in
+/// the last minutes), and made here it is off the next asker's path. An unnamed file
+/// leaves nothing behind when the process ends, however it ends.
+pub fn keep_spare(dir: &Path) {
+    let mut spares = SPARES.lock().unwrap_or_else(|e| e.into_inner());
+    if spares.len() >= MAX_SPARES || spares.iter().any(|(d, _)| d == dir) {
+        return;
+    }
+    if let Ok(file) = open_unnamed(dir) {
+        spares.push((dir.to_path_buf(), file));
     }
 }
 
@@ -205,6 +240,33 @@ mod tests {
             1
         );
         // No temp files are left behind.
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_spare_file_is_written_and_linked_once() {
+        let dir = tempfile::tempdir().unwrap();
+        keep_spare(dir.path());
+        keep_spare(dir.path());
+        let dest = dir.path().join("a.json");
+        assert_eq!(
+            create_exclusive(dir.path(), &dest, b"one", false).unwrap(),
+            Created::Created
+        );
+        assert!(take_spare(dir.path()).is_none(), "the one spare was used");
+        assert_eq!(fs::read(&dest).unwrap(), b"one");
+        // Without a spare the next one makes its own file, and loses to the first.
+        assert_eq!(
+            create_exclusive(dir.path(), &dest, b"two", false).unwrap(),
+            Created::AlreadyExists
+        );
+        keep_spare(dir.path());
+        assert_eq!(
+            create_exclusive(dir.path(), &dest, b"three", false).unwrap(),
+            Created::AlreadyExists
+        );
+        assert_eq!(fs::read(&dest).unwrap(), b"one");
+        // Unnamed files have no name to leave behind.
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 

@@ -22,7 +22,7 @@ use std::{
 
 use anyhow::{Context, Result};
 
-pub use atomic::{Created, clear_stale_temp, create_exclusive, sync_dir, write_atomic};
+pub use atomic::{Created, clear_stale_temp, create_exclusive, keep_spare, sync_dir, write_atomic};
 pub use listener::ListenerInfo;
 pub use read::{Refusal, read_untrusted, read_untrusted_file};
 

@@ -117,7 +117,9 @@ pub fn read_answer(path: &Path) -> Option<Answer> {
 /// remove their question file when they have read the answer but leave the answer file
 /// behind as the slot's tombstone (the listener clears old ones), so even a responder
 /// that comes after the asker has gone finds the slot taken. A question already gone
-/// before the create gets `AlreadyExists` as well. Also removes seed 000's queue marker.
+/// before the create gets `AlreadyExists` as well. Then nudges the asker, if the
+/// question says who it is (`hitl ask` waits to be woken: see [`super::wait`]), and
+/// removes seed 000's queue marker.
 pub fn deliver(
     spool: &Spool,
     question: &Path,
@@ -143,8 +145,13 @@ pub fn deliver(
             outcome = Created::Created;
         }
     }
-    if outcome == Created::Created && q.variant == Variant::Seed000 {
-        let _ = fs::remove_file(spool.queue().join(format!("{}.queue", q.request.id)));
+    if outcome == Created::Created {
+        if let Some(asker) = q.request.asker {
+            super::wait::nudge(asker.pid, asker.start_time);
+        }
+        if q.variant == Variant::Seed000 {
+            let _ = fs::remove_file(spool.queue().join(format!("{}.queue", q.request.id)));
+        }
     }
     Ok(outcome)
 }
