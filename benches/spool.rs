@@ -97,8 +97,8 @@ fn main() {
             // Alternating with the same binary doing nothing: what starting a process
             // costs on the machine at this moment, which moves from day to day more
             // than `hitl ask` does. The project and the history store are on `parent`.
-            let (asks, bare) = ask_processes(&parent, n);
-            let (asks, bare) = (stats(&asks), stats(&bare));
+            let (asks, bare, creates) = ask_processes(&parent, n);
+            let (asks, bare, creates) = (stats(&asks), stats(&bare), stats(&creates));
             println!(
                 "whole `hitl ask` process on {fs_name} ({}), spawn to exit, {n} of each alternating:",
                 fs_type(&parent)
@@ -110,6 +110,7 @@ fn main() {
                 &asks,
                 &format!("p50 {ratio:.2}× bare, target ≤ 1.3× {}", met(ratio <= 1.3)),
             );
+            row("  file system: create a question file now", &creates, "");
             println!();
         }
     }
@@ -525,7 +526,7 @@ fn stop(mut child: Child) {
     }
 }
 
-fn ask_processes(parent: &Path, n: usize) -> (Vec<f64>, Vec<f64>) {
+fn ask_processes(parent: &Path, n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let (tmp, spool) = temp_project(parent);
     let home = tmp.path().join("home");
     let (listener, _) = start_listener(
@@ -556,7 +557,30 @@ fn ask_processes(parent: &Path, n: usize) -> (Vec<f64>, Vec<f64>) {
         bare.push(bare_start());
     }
     stop(listener);
-    (asks, bare)
+    let creates = file_creates(&spool.tmp(), 50);
+    (asks, bare, creates)
+}
+
+/// Creating, writing and closing a question-sized file in `dir`, `n` times, each
+/// removed again: what the file system charges an asker for its question file at
+/// that moment. On ext4 without a journal it grows with the inodes freed there in
+/// the last minutes, so it explains a disk figure that moves from run to run.
+fn file_creates(dir: &Path, n: usize) -> Vec<f64> {
+    use std::io::Write;
+    let body = [b'x'; 440];
+    (0..n)
+        .map(|i| {
+            let path = dir.join(format!("bench-create-{i}.tmp"));
+            let start = Instant::now();
+            let mut f = fs::File::create_new(&path).unwrap();
+            f.write_all(&body).unwrap();
+            drop(f);
+            let took = start.elapsed().as_secs_f64() * 1000.0;
+            fs::remove_file(&path).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+            took
+        })
+        .collect()
 }
 
 /// One `hitl hook pre-tool-use` with `body` on stdin, spawn to exit; it must have
