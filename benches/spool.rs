@@ -188,20 +188,13 @@ fn main() {
             assert_eq!(left, 0, "the listener took every event");
             bare_all.push(bare);
         }
-        // A call that asks: answered at once by `--auto-answer` over HTTP, beside a
-        // `hitl ask` answered the same way through the spool, in the same run.
+        // A call that asks: answered at once by `--auto-answer`, beside a `hitl ask`
+        // answered the same way, in the same run. Both ask through the spool.
         {
             let (listener, _) = start_listener(
                 &home,
                 spool.project(),
-                &[
-                    "--ui",
-                    "none",
-                    "--auto-answer",
-                    "ok",
-                    "--http",
-                    "127.0.0.1:0",
-                ],
+                &["--ui", "none", "--auto-answer", "ok"],
             );
             let body = serde_json::json!({
                 "session_id": "bench", "cwd": spool.project(), "hook_event_name": "PreToolUse",
@@ -365,6 +358,7 @@ fn question(id: &str) -> Vec<u8> {
             start_time: Some(me.start_time),
         }),
         created_by: None,
+        source: None,
     };
     serde_json::to_vec_pretty(&r).unwrap()
 }

@@ -312,6 +312,7 @@ mod tests {
             metadata: serde_json::Map::new(),
             asker: None,
             created_by: None,
+            source: None,
         };
         let id = client
             .create(&request, crate::protocol::Origin::Http, "k-1")

@@ -433,6 +433,7 @@ impl McpServer {
             metadata: Default::default(),
             asker: None,
             created_by: None,
+            source: None,
         };
         Ok((spool, url, request))
     }
@@ -448,9 +449,10 @@ impl McpServer {
     ) -> Decision {
         // Nobody to ask is a denial with the reason, whatever the hook's policy for
         // unanswered calls: `claude -p` has no prompt of its own to fall back on.
-        if let Err(NotAsked(why)) = self.locate() {
-            return Decision::Deny { reason: why };
-        }
+        let url = match self.locate() {
+            Ok((_, url)) => url,
+            Err(NotAsked(why)) => return Decision::Deny { reason: why },
+        };
         let call = json!({
             "hook_event_name": "permission_prompt",
             "tool_name": tool,
@@ -471,7 +473,7 @@ impl McpServer {
             Ok(Step::Decided(d)) => d,
             Ok(Step::Ask(q)) => {
                 let asked = self
-                    .wait(q.spool.clone(), q.url.clone(), q.request.clone(), context)
+                    .wait(q.spool.clone(), url, q.request.clone(), context)
                     .await;
                 q.conclude(asked)
             }

@@ -194,7 +194,7 @@ function recentOf(r, n) {
   const session = r.context?.session_id ?? r.metadata?.session_id;
   const out = [];
   for (const e of events) {
-    if (e.humanInTheLoop) continue; // the asking itself is the card
+    if (e.humanInTheLoop || e.decision === "asked") continue; // the asking itself is the card
     if ((e.agent_id && e.agent_id === r.agent_id) || (session && e.session_id === session)) {
       out.push(e);
       if (out.length >= n) break;
@@ -352,7 +352,7 @@ function card_for(p) {
   const card = el("li", { class: `card priority-${r.priority}`, "data-id": r.id, "data-type": r.type, tabindex: "0" });
   card.append(el("div", { class: "meta" },
     el("span", { class: "agent", text: r.agent_name }),
-    el("span", { class: "origin", text: p.origin }),
+    el("span", { class: "origin", text: r.source || p.origin }),
     el("span", { class: "kind", text: r.type }),
     r.priority !== "normal" ? el("span", { class: "prio", text: r.priority }) : null,
     el("time", { datetime: r.timestamp, text: age(r.timestamp) })));

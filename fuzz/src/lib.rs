@@ -23,5 +23,6 @@ pub fn request_of(kind: Kind) -> Request {
         metadata: serde_json::Map::new(),
         asker: None::<Asker>,
         created_by: None,
+        source: None,
     }
 }

@@ -445,6 +445,7 @@ mod tests {
             metadata: Map::new(),
             asker: None,
             created_by: None,
+            source: None,
         };
         let me = crate::process::this_process();
         req.metadata.insert(

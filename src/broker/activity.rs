@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use super::{Activity, Broker, Change, StoreMsg, StoreOp};
 use crate::{
     agents::{self, AgentStatus},
-    protocol::activity::ActivityNote,
+    protocol::{Request, activity::ActivityNote},
     spool::activity,
     store::{Ack, NewEvent, Outcome},
 };
@@ -48,7 +48,25 @@ impl Broker {
         }
     }
 
+    /// A Claude Code hook asked about a call through the spool: the call goes in the
+    /// activity feed as the hook's other calls do. Held back with the question's own
+    /// history, so that the answer's record finds the store writer free.
+    pub(super) fn note_asked_call(&mut self, spool: usize, request: &Request) {
+        let source_app = self.files.spools[spool]
+            .project()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "claude-code".into());
+        let note = ActivityNote::asked(request, source_app);
+        self.record_activity_as(spool, note, true);
+    }
+
     fn record_activity(&mut self, spool: usize, note: ActivityNote) {
+        self.record_activity_as(spool, note, false);
+    }
+
+    /// Records `note`; `held`: with the spool's held-back history.
+    fn record_activity_as(&mut self, spool: usize, note: ActivityNote, held: bool) {
         let project = self.files.spools[spool].project().to_path_buf();
         if let Some(status) = agents::status_after(&note.hook_event_type) {
             self.files.reports.push(Report {
@@ -95,10 +113,15 @@ impl Broker {
                 })));
             }
         }));
-        self.write(StoreMsg {
+        let msg = StoreMsg {
             op: StoreOp::Event(Box::new(event)),
             ack: Some(tell),
-        });
+        };
+        if held {
+            self.hold(msg);
+        } else {
+            self.write(msg);
+        }
     }
 
     /// Keeps what the tick's notes said of their agents in the registry: one write

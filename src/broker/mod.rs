@@ -398,7 +398,10 @@ impl Broker {
                         Some(due) => tokio::time::sleep_until(due).await,
                         None => std::future::pending().await,
                     }
-                } => self.release_held(),
+                } => {
+                    self.release_held();
+                    self.refill_spares();
+                }
                 _ = tick.tick() => {
                     let now = Instant::now();
                     self.expire_timeouts();
@@ -407,6 +410,7 @@ impl Broker {
                     self.flush_registry_notes();
                     self.flush_reports();
                     self.release_held();
+                    self.refill_spares();
                     if now.duration_since(last_liveness) >= LIVENESS_EVERY {
                         last_liveness = now;
                         self.check_askers();
@@ -622,11 +626,7 @@ impl Broker {
     /// round trip). History trails by at most a tick.
     fn write(&mut self, msg: StoreMsg) {
         match msg.op {
-            StoreOp::Asked { .. } | StoreOp::Finished { .. } if self.held.len() < MAX_HELD => {
-                self.held.push(msg);
-                self.held_due = Some(tokio::time::Instant::now() + HISTORY_QUIET);
-                return;
-            }
+            StoreOp::Asked { .. } | StoreOp::Finished { .. } => return self.hold(msg),
             StoreOp::Delivering { .. } if self.answer_at_once() => {
                 self.store.write_now_or_send(msg);
                 return;
@@ -635,6 +635,18 @@ impl Broker {
             _ => self.release_held(),
         }
         self.store.send(msg);
+    }
+
+    /// Holds `msg` back with the spool's history (see [`Broker::write`]); sends what
+    /// is held, then it, once [`MAX_HELD`] writes wait.
+    fn hold(&mut self, msg: StoreMsg) {
+        if self.held.len() >= MAX_HELD {
+            self.release_held();
+            self.store.send(msg);
+            return;
+        }
+        self.held.push(msg);
+        self.held_due = Some(tokio::time::Instant::now() + HISTORY_QUIET);
     }
 
     /// Whether an answer's write (its record, its file) goes on this thread now

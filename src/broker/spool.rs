@@ -92,6 +92,9 @@ pub(super) struct Files {
     registry_notes: Vec<(usize, Request)>,
     /// What hook events said of their agents since the last tick.
     pub(super) reports: Vec<super::activity::Report>,
+    /// Which spools' spare files for askers may need making again (see
+    /// [`crate::spool::write_atomic_spared`]).
+    spares_low: Vec<bool>,
 }
 
 impl Files {
@@ -104,6 +107,7 @@ impl Files {
         }
         Files {
             snapshot_dirty: vec![true; spools.len()],
+            spares_low: vec![true; spools.len()],
             spools,
             folders,
             by_question: HashMap::new(),
@@ -129,9 +133,15 @@ impl Broker {
         match ev {
             SpoolEvent::Rescan => self.rescan(),
             SpoolEvent::Changed { path, closed } => match self.files.folder_of(&path) {
-                Some((spool, Folder::Questions)) => self.question_changed(spool, path, closed),
+                Some((spool, Folder::Questions)) => {
+                    self.files.spares_low[spool] = true;
+                    self.question_changed(spool, path, closed)
+                }
                 Some((_, Folder::Answers)) => self.answer_appeared(&path),
-                Some((spool, Folder::Activity)) => self.note_appeared(spool, &path),
+                Some((spool, Folder::Activity)) => {
+                    self.files.spares_low[spool] = true;
+                    self.note_appeared(spool, &path)
+                }
                 None => {}
             },
             SpoolEvent::Removed { path } => match self.files.folder_of(&path) {
@@ -236,7 +246,14 @@ impl Broker {
             q.request.timestamp.as_millisecond()
         ));
         let journal_path = match std::fs::hard_link(&path, &journal_path) {
-            Ok(()) => Some(journal_path),
+            Ok(()) => {
+                // First seen (a question replayed after a restart is journaled already):
+                // a hook's call goes in the activity feed.
+                if q.request.source == Some(Origin::Hook) {
+                    self.note_asked_call(spool, &q.request);
+                }
+                Some(journal_path)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Some(journal_path),
             Err(e) => {
                 tracing::warn!("journaling {}: {e}", path.display());
@@ -537,6 +554,7 @@ impl Broker {
                     metadata: serde_json::Map::new(),
                     asker: None,
                     created_by: None,
+                    source: None,
                 };
                 self.stats.total_errors += 1;
                 self.record(StoreOp::Finished {
@@ -706,6 +724,27 @@ impl Broker {
 
     /// Notes the questions taken since the last tick in the agent registry, in one
     /// job on the blocking pool.
+    /// Makes the spare files askers have taken again, on the blocking pool: called
+    /// once the spool is quiet, so that making them (most of a file's cost on a busy
+    /// disk) is on nobody's path.
+    pub(super) fn refill_spares(&mut self) {
+        let low: Vec<PathBuf> = self
+            .files
+            .spares_low
+            .iter_mut()
+            .zip(&self.files.spools)
+            .filter_map(|(low, s)| std::mem::take(low).then(|| s.tmp()))
+            .collect();
+        if low.is_empty() {
+            return;
+        }
+        tokio::task::spawn_blocking(move || {
+            for tmp in low {
+                crate::spool::keep_named_spares(&tmp);
+            }
+        });
+    }
+
     pub(super) fn flush_registry_notes(&mut self) {
         if self.files.registry_notes.is_empty() {
             return;

@@ -139,6 +139,7 @@ impl Harness {
             metadata: serde_json::Map::new(),
             asker: None,
             created_by: None,
+            source: None,
         };
         tweak(&mut r);
         let path = self.question_path(id);
@@ -475,6 +476,7 @@ async fn a_stored_request_is_asked_answered_and_requeued_after_a_restart() {
         metadata: serde_json::Map::new(),
         asker: None,
         created_by: None,
+        source: None,
     };
     let event = || NewEvent {
         source_app: "web".into(),

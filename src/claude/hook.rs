@@ -1,7 +1,8 @@
 //! `hitl hook EVENT`: Claude Code's hook handler. Reads the hook's JSON on stdin,
 //! decides by the policy ([`super::policy`]), asks the human through the project's
-//! listener when the policy says so (origin `hook`, so every hitl UI can answer), and
-//! writes Claude Code's decision JSON on stdout.
+//! spool when the policy says so and a listener runs (as `hitl ask` does; shown with
+//! the origin `hook`, and every hitl UI can answer), and writes Claude Code's decision
+//! JSON on stdout.
 //!
 //! Stdout is the protocol: nothing else is ever written there (messages go to
 //! stderr), and the exit status is 0 whatever happens, so that a decision is always
@@ -27,8 +28,11 @@ use crate::{
     protocol::{
         Answer, AnswerStatus, FormQuestion, Kind, Origin, Priority, Request, VERSION, form,
     },
-    spool::{ListenerInfo, Spool},
+    spool::{self, ListenerInfo, Spool, ask::Asked},
 };
+
+/// How often the hook's wait wakes with nothing to do (it has no chores).
+const ASK_TICK: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The largest hook input read (a Write's content can be big; past this the call
 /// gets no opinion rather than an unbounded read).
@@ -107,10 +111,7 @@ pub fn run(event: HookEvent) -> Result<()> {
     let input: Value = serde_json::from_slice(&input).context("the hook input is not JSON")?;
     let (decision, asked) = match prepare(event, &input, None, false)? {
         Step::Decided(d) => (d, false),
-        Step::Ask(question) => {
-            let asked = ask(&question.spool, &question.url, &question.request);
-            (question.conclude(asked), true)
-        }
+        Step::Ask(question) => (question.ask(), true),
     };
     if let Some(out) = output(event, &decision) {
         let mut stdout = std::io::stdout().lock();
@@ -147,10 +148,10 @@ pub(crate) enum Step {
 
 /// A question for the human about one tool call, and what its end will mean.
 pub(crate) struct Question {
-    /// The project's spool (where `.listener.json` says which listener to ask).
+    /// The project's spool, where the question is asked.
     pub spool: Spool,
-    /// The listener's HTTP address.
-    pub url: String,
+    /// Whether the question file is fsynced (`[spool] fsync`).
+    fsync: bool,
     /// The question.
     pub request: Request,
     concern: Concern,
@@ -195,11 +196,11 @@ pub(crate) fn prepare(
             reason: format!("hitl's [hook] settings are broken ({e:#}); asking here instead"),
         })
     };
-    let settings = match config::load(
+    let (settings, fsync) = match config::load(
         &Paths::from_env(),
         spool.as_ref().map(|s| s.config_file()).as_deref(),
     ) {
-        Ok(s) => s.hook,
+        Ok(s) => (s.hook, s.spool.fsync),
         Err(e) => return Ok(broken(e)),
     };
     // An MCP server's request for input: a form (or a page to open) for the human.
@@ -263,13 +264,13 @@ pub(crate) fn prepare(
             "no hitl project here (run `hitl init`)",
         ));
     };
-    let Some(url) = ListenerInfo::running(&spool).and_then(|l| l.http) else {
+    if ListenerInfo::running(&spool).is_none() {
         return decided(when_unanswered(
             unanswered,
             &concern,
-            "no hitl listener with HTTP runs for this project",
+            "no hitl listener runs for this project",
         ));
-    };
+    }
     // Only now: working out who asks walks the process tree.
     let mut request =
         approval_request(event, tool, &tool_input, &concern, input, &settings, &place);
@@ -287,7 +288,7 @@ pub(crate) fn prepare(
     }
     Ok(Step::Ask(Box::new(Question {
         spool,
-        url,
+        fsync,
         request,
         concern,
         unanswered,
@@ -508,34 +509,35 @@ fn approval_request(
         metadata: Default::default(),
         asker: None,
         created_by: None,
+        source: None,
     }
 }
 
-/// Asks the listener at `url` and waits for the end; on SIGTERM or SIGINT (Claude
-/// Code giving up on the hook) the question is withdrawn.
-fn ask(spool: &Spool, url: &str, request: &Request) -> Result<Option<Answer>> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the HTTP runtime")?;
-    let answer = runtime.block_on(async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let stopped = async {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            "Claude Code stopped waiting for the hook".to_string()
-        };
-        crate::client::ask_listener(spool, url, request, Origin::Hook, stopped).await
-    });
-    // Not waited for: the process ends now, and joining the runtime's threads
-    // would cost a quarter of a millisecond more on every asked call.
-    runtime.shutdown_background();
-    answer
-}
-
 impl Question {
+    /// Asks the human through the project's spool, as `hitl ask` does, and decides by
+    /// the end: the listener answers the question file, and a restarted listener finds
+    /// it still there. On SIGTERM or SIGINT (Claude Code giving up on the hook) the
+    /// question is withdrawn.
+    fn ask(&self) -> Decision {
+        let me = crate::process::this_process();
+        let mut request = self.request.clone();
+        request.id = uuid::Uuid::now_v7().simple().to_string();
+        request.source = Some(Origin::Hook);
+        request.asker = Some(crate::protocol::Asker {
+            pid: me.pid,
+            start_time: Some(me.start_time),
+        });
+        let asked = spool::ask::ask(&self.spool, &request, self.fsync, ASK_TICK, |_| {});
+        match asked {
+            Ok(Asked::Answered(answer)) => self.conclude(Ok(Some(*answer))),
+            Ok(Asked::TimedOut) => {
+                when_unanswered(self.unanswered, &self.concern, "no answer in time")
+            }
+            Ok(Asked::Interrupted(_)) => self.conclude(Ok(None)),
+            Err(e) => self.conclude(Err(e)),
+        }
+    }
+
     /// The decision the end of the question makes (`asked`: its answer, `None` when
     /// it was withdrawn, or why the listener could not be asked).
     pub(crate) fn conclude(&self, asked: Result<Option<Answer>>) -> Decision {

@@ -6,11 +6,7 @@
 //! few milliseconds beyond the human. On timeout or Ctrl-C the question is withdrawn
 //! (its file removed) so it leaves the queue.
 
-use std::{
-    io::Write,
-    path::PathBuf,
-    time::{Duration, Instant},
-};
+use std::{io::Write, path::PathBuf, time::Duration};
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
@@ -22,12 +18,7 @@ use crate::{
         Answer, Asker, FormQuestion, Kind, MAX_TIMEOUT_SECS, Origin, Priority, Request, VERSION,
         form,
     },
-    spool::{
-        ListenerInfo, Spool,
-        questions::read_answer,
-        wait::{AnswerWait, WaitOutcome},
-        write_atomic,
-    },
+    spool::{self, ListenerInfo, Spool, ask::Asked},
 };
 
 /// How often a waiting asker wakes for its chores (the no-listener hint, the heartbeat).
@@ -170,6 +161,7 @@ fn build_request(
             start_time: Some(me.start_time),
         }),
         created_by: None,
+        source: None,
     };
     Ok((request, who))
 }
@@ -184,77 +176,41 @@ pub fn run(opts: AskOptions) -> Result<u8> {
     let settings = config::load(&paths, Some(&spool.config_file()))?;
     let (request, who) = build_request(&opts, Some(&spool), &settings)?;
 
-    let question_path = spool.questions().join(format!("{}.json", request.id));
-    let answer_name = format!("{}.json", request.id);
-    let answer_path = spool.answers().join(&answer_name);
-
-    // Watch before writing, so an answer that comes at once is not missed.
-    let mut wait = AnswerWait::new(&spool.answers(), &answer_name)
-        .with_context(|| format!("watching {}", spool.answers().display()))?;
-    let mut bytes = serde_json::to_vec_pretty(&request)?;
-    bytes.push(b'\n');
-    write_atomic(&spool.tmp(), &question_path, &bytes, settings.spool.fsync)
-        .with_context(|| format!("writing the question to {}", question_path.display()))?;
-    let deadline = request
-        .timeout
-        .map(|t| Instant::now() + Duration::from_secs(t));
-    let mut ticks = 0u64;
-    let outcome = wait
-        .wait(deadline, TICK, || {
-            ticks += 1;
-            // Only a question that waits is worth a look at whether anyone listens; a
-            // pid file left by a killed listener does not count, the process does.
-            if ticks == 1 && ListenerInfo::running(&spool).is_none() {
-                // No broker to keep the registry: say this agent waits.
-                let _ = agents::record_waiting(&spool, &who, request.working_dir.as_deref());
-                eprintln!(
-                    "hitl: no listener is running for {}; the question waits until one \
-                     starts (hitl listen) or someone runs: hitl answer {} TEXT",
-                    spool.project().display(),
-                    request.id
-                );
-            }
-            if ticks.is_multiple_of(HEARTBEAT_TICKS) {
-                let _ = agents::record_heartbeat(&spool, &who);
-            }
-        })
-        .context("waiting for the answer")?;
-
-    let withdrawn = match outcome {
-        WaitOutcome::Appeared => None,
-        WaitOutcome::TimedOut => Some(EXIT_TIMEOUT),
-        WaitOutcome::Interrupted(_) => Some(EXIT_INTERRUPTED),
-    };
-    if withdrawn.is_some() {
-        // Withdraw first, then look once more: an answer written in the meantime wins.
-        let _ = std::fs::remove_file(&question_path);
-    }
-    let answer = match read_answer_retrying(&answer_path, withdrawn.is_none()) {
-        Some(a) => a,
-        None => {
-            let code = withdrawn.unwrap_or(EXIT_CANNOT_ASK);
-            match code {
-                EXIT_TIMEOUT => eprintln!(
-                    "hitl: no answer within {}s; question {} withdrawn",
-                    request.timeout.unwrap_or(0),
-                    request.id
-                ),
-                EXIT_INTERRUPTED => {
-                    eprintln!("hitl: interrupted; question {} withdrawn", request.id)
-                }
-                _ => eprintln!(
-                    "hitl: the answer file {} could not be read",
-                    answer_path.display()
-                ),
-            }
-            return Ok(code);
+    let asked = spool::ask::ask(&spool, &request, settings.spool.fsync, TICK, |tick| {
+        // Only a question that waits is worth a look at whether anyone listens; a
+        // pid file left by a killed listener does not count, the process does.
+        if tick == 1 && ListenerInfo::running(&spool).is_none() {
+            // No broker to keep the registry: say this agent waits.
+            let _ = agents::record_waiting(&spool, &who, request.working_dir.as_deref());
+            eprintln!(
+                "hitl: no listener is running for {}; the question waits until one \
+                 starts (hitl listen) or someone runs: hitl answer {} TEXT",
+                spool.project().display(),
+                request.id
+            );
         }
-    };
-    // The answer file stays as the slot's tombstone, so a late responder learns it
-    // lost instead of answering again; the listener clears old ones.
-    let _ = std::fs::remove_file(&question_path);
-    print_answer(&answer, opts.json)?;
-    Ok(answer.exit_code())
+        if tick.is_multiple_of(HEARTBEAT_TICKS) {
+            let _ = agents::record_heartbeat(&spool, &who);
+        }
+    })?;
+    match asked {
+        Asked::Answered(answer) => {
+            print_answer(&answer, opts.json)?;
+            Ok(answer.exit_code())
+        }
+        Asked::TimedOut => {
+            eprintln!(
+                "hitl: no answer within {}s; question {} withdrawn",
+                request.timeout.unwrap_or(0),
+                request.id
+            );
+            Ok(EXIT_TIMEOUT)
+        }
+        Asked::Interrupted(_) => {
+            eprintln!("hitl: interrupted; question {} withdrawn", request.id);
+            Ok(EXIT_INTERRUPTED)
+        }
+    }
 }
 
 /// Asks a server over HTTP: create the request (with an idempotency key, so a retry
@@ -341,22 +297,6 @@ fn run_remote(opts: &AskOptions, server: &str) -> Result<u8> {
             Ok(answer.exit_code())
         }
     }
-}
-
-/// Reads the answer; our writers rename whole files into place, but a foreign writer
-/// may not, so a few short retries cover a file caught mid-write.
-fn read_answer_retrying(path: &std::path::Path, expected: bool) -> Option<Answer> {
-    let tries = if expected { 50 } else { 1 };
-    for _ in 0..tries {
-        if let Some(a) = read_answer(path) {
-            return Some(a);
-        }
-        if !path.exists() && !expected {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    None
 }
 
 fn print_answer(answer: &Answer, json: bool) -> Result<()> {

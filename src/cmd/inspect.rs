@@ -50,8 +50,9 @@ struct Listed {
 }
 
 /// Everything pending in the project, in answering order: its spool questions, and
-/// the requests its listener holds that came another way. A listener that does not
-/// answer leaves the spool's list, with a warning.
+/// the requests its listener holds that came another way (those it holds from the
+/// spool are listed from their files). A listener that does not answer leaves the
+/// spool's list, with a warning.
 fn everything_pending(spool: &Spool) -> Vec<Listed> {
     let mut list: Vec<Listed> = pending_questions(spool, DEFAULT_MAX_QUESTION_BYTES)
         .into_iter()
@@ -61,10 +62,11 @@ fn everything_pending(spool: &Spool) -> Vec<Listed> {
             file: Some((path, q.variant)),
         })
         .collect();
+    let files: HashSet<String> = list.iter().map(|l| l.request.id.clone()).collect();
     list.extend(
         held_by_listener(spool)
             .into_iter()
-            .filter(|v| v.origin != Origin::Spool)
+            .filter(|v| v.origin.is_stored() && !files.contains(&v.request.id))
             .map(|v| Listed {
                 request: v.request,
                 origin: v.origin,
@@ -118,7 +120,7 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
             .iter()
             .map(|l| {
                 let mut v = serde_json::to_value(&l.request).unwrap_or_default();
-                v["origin"] = json!(l.origin);
+                v["origin"] = json!(l.request.shown_origin(l.origin));
                 if let Some((path, variant)) = &l.file {
                     v["project"] = json!(spool.project());
                     v["file"] = json!(path);
@@ -150,7 +152,7 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
             one_line(&r.id, 34),
             r.priority.as_str(),
             r.kind.as_str(),
-            l.origin.as_str(),
+            l.request.shown_origin(l.origin).as_str(),
             one_line(&r.agent_name, 20),
             age(r.timestamp),
             one_line(&question, 80)
@@ -348,7 +350,9 @@ pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
     let listener = ListenerInfo::running(&spool);
     let mut by_origin: std::collections::BTreeMap<&str, usize> = Default::default();
     for l in &pending {
-        *by_origin.entry(l.origin.as_str()).or_default() += 1;
+        *by_origin
+            .entry(l.request.shown_origin(l.origin).as_str())
+            .or_default() += 1;
     }
     let db = crate::store::redact_url(&Paths::from_env().db_url());
     if as_json {

@@ -10,6 +10,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::Request;
+
+/// [`ActivityNote::decision`] of a call asked of the human in hitl.
+pub const ASKED: &str = "asked";
+
 /// The largest note a writer makes, and a reader takes.
 pub const MAX_NOTE_BYTES: usize = 16 << 10;
 
@@ -43,7 +48,8 @@ pub struct ActivityNote {
     #[serde(default)]
     pub agent_name: String,
     /// What hitl said to the call, for tool events: `allow`, `deny`, `ask` (Claude
-    /// Code's own prompt) or `none` (no opinion), with why.
+    /// Code's own prompt), `none` (no opinion) or [`ASKED`] (the human, in hitl), with
+    /// why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<String>,
     /// Why, with the decision.
@@ -63,6 +69,31 @@ impl ActivityNote {
         small.payload = serde_json::json!({ "summary_dropped": true, "bytes": bytes.len() });
         small.reason = small.reason.map(|r| clip(&r, MAX_TEXT));
         serde_json::to_vec(&small).unwrap_or_default()
+    }
+
+    /// The note of a tool call whose hook asked the human about it through the spool,
+    /// as `request` (its context holds the hook's `hook_event`, `session_id`,
+    /// `tool_name` and `tool_input`, as `hitl hook` writes them). `source_app`: the
+    /// project's folder name, as the hook's other notes say.
+    pub fn asked(request: &Request, source_app: String) -> ActivityNote {
+        let context = &request.context;
+        let text = |key: &str| {
+            context
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+        };
+        ActivityNote {
+            source_app,
+            session_id: text("session_id").unwrap_or("unknown").to_string(),
+            hook_event_type: text("hook_event").unwrap_or("PreToolUse").to_string(),
+            payload: summarize(context),
+            timestamp_ms: request.timestamp.as_millisecond(),
+            agent_id: request.agent_id.clone(),
+            agent_name: request.agent_name.clone(),
+            decision: Some(ASKED.to_string()),
+            reason: Some(format!("asked in hitl ({})", request.id)),
+        }
     }
 
     /// Reads a note, or `None` when it is not one (or too big).

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{
-    VERSION,
+    Origin, VERSION,
     form::{self, FormQuestion},
 };
 
@@ -221,6 +221,11 @@ pub struct Request {
     /// write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
+    /// What kind of asker wrote a question file, when it says: `hitl hook` asks through
+    /// the spool like `hitl ask`, and its questions are shown with the origin `hook`.
+    /// Only what a request is shown as: its way back is that of the way it came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Origin>,
 }
 
 /// [`Request::created_by`] for the user's own callers.
@@ -232,6 +237,15 @@ impl Request {
     /// the agent's.
     pub fn created_by_other(&self) -> Option<&str> {
         self.created_by.as_deref().filter(|c| *c != CREATED_BY_USER)
+    }
+
+    /// The origin to show for this request, which came in by `way`: what its file
+    /// says asked it ([`Request::source`]), else the way itself.
+    pub fn shown_origin(&self, way: Origin) -> Origin {
+        match (way, self.source) {
+            (Origin::Spool, Some(source)) => source,
+            _ => way,
+        }
     }
 }
 
@@ -703,6 +717,7 @@ mod tests {
             metadata: Map::new(),
             asker: None,
             created_by: None,
+            source: None,
         }
     }
 

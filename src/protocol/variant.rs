@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use thiserror::Error;
 
 use super::{
-    Answer, AnswerStatus, Asker, Kind, Priority, Request, VERSION, id::validate_id, now,
+    Answer, AnswerStatus, Asker, Kind, Origin, Priority, Request, VERSION, id::validate_id, now,
     parse_timestamp,
 };
 
@@ -313,6 +313,16 @@ pub fn parse_question_at(
         ),
     };
     obj.remove("version");
+    // What kind of asker wrote the file, when it names one (`hitl hook` does): only
+    // shown. Anything else under that name is kept like any unknown field.
+    let source = obj
+        .get("source")
+        .and_then(Value::as_str)
+        .and_then(Origin::parse)
+        .filter(|o| *o != Origin::Spool);
+    if source.is_some() {
+        obj.remove("source");
+    }
     let mut metadata = match obj.remove("metadata") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(m)) => m,
@@ -339,6 +349,7 @@ pub fn parse_question_at(
             metadata,
             asker,
             created_by: None,
+            source,
         },
         variant,
     })

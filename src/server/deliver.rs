@@ -392,7 +392,7 @@ pub fn spool_event(p: &PendingRequest, status: Status, f: Option<&Finished>) -> 
         "session_id": p.request.agent_id,
         "hook_event_type": "HumanInTheLoop",
         "payload": {},
-        "origin": p.origin,
+        "origin": p.request.shown_origin(p.origin),
         "timestamp": p.request.timestamp.as_millisecond(),
         "humanInTheLoop": {
             "question": p.request.content,

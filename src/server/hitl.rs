@@ -127,6 +127,7 @@ pub fn request_from_spec(
         metadata,
         asker: None,
         created_by: None,
+        source: None,
     };
     match request.shape_error() {
         Some(why) => Err(format!("humanInTheLoop: {why}")),

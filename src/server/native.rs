@@ -39,7 +39,7 @@ fn request_view(
     json!(RequestView {
         id: r.id.clone(),
         status,
-        origin,
+        origin: r.shown_origin(origin),
         request: r.clone(),
         answer: answer.cloned(),
         reason: reason.map(str::to_string),
@@ -152,6 +152,7 @@ pub async fn create(
         metadata,
         asker: None,
         created_by: Some(caller.who(&state)),
+        source: None,
     };
     if let Some(why) = request.shape_error() {
         return Err(ApiError::bad_request(why));

@@ -9,7 +9,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use super::{Spool, write_atomic};
+use super::{Spool, write_atomic, write_atomic_spared};
 use crate::protocol::activity::{ActivityNote, MAX_NOTE_BYTES};
 
 /// Drops `note` into `spool`'s activity folder (made on first use).
@@ -23,7 +23,7 @@ pub fn drop_note(spool: &Spool, note: &ActivityNote) -> io::Result<PathBuf> {
     );
     let dest = dir.join(name);
     let bytes = note.to_bytes();
-    match write_atomic(&spool.tmp(), &dest, &bytes, false) {
+    match write_atomic_spared(&spool.tmp(), &dest, &bytes, false) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             std::fs::DirBuilder::new()
                 .recursive(true)

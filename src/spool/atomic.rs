@@ -188,6 +188,100 @@ fn open_unnamed(dir: &Path) -> io::Result<File> {
         .open(dir)
 }
 
+/// The folder, in a spool's `tmp/`, where the listener keeps empty files for askers.
+pub const SPARES_DIR: &str = "spare";
+
+/// How many empty files the listener keeps in [`SPARES_DIR`].
+const NAMED_SPARES: u32 = 4;
+
+/// Writes `bytes` to `dest` atomically as [`write_atomic`] does, in a file the
+/// listener made ahead of need when one is there (see [`keep_named_spares`]): on a
+/// disk whose inode allocator is busy, making the file is most of writing it. The
+/// spare is claimed by renaming it (of two writers, one wins), then checked: an empty
+/// regular file of ours, or it is not used.
+pub fn write_atomic_spared(
+    tmp_dir: &Path,
+    dest: &Path,
+    bytes: &[u8],
+    durable: bool,
+) -> io::Result<()> {
+    let Some((tmp, mut file)) = claim_named_spare(tmp_dir, dest) else {
+        return write_atomic(tmp_dir, dest, bytes, durable);
+    };
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| if durable { file.sync_data() } else { Ok(()) })
+        .and_then(|()| fs::rename(&tmp, dest));
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    if durable {
+        sync_dir(parent(dest))?;
+    }
+    Ok(())
+}
+
+/// Takes one of the listener's spare files in `tmp_dir`, under a temp name of ours.
+fn claim_named_spare(tmp_dir: &Path, dest: &Path) -> Option<(PathBuf, File)> {
+    use std::os::unix::fs::MetadataExt;
+    let spares = tmp_dir.join(SPARES_DIR);
+    let first = std::process::id() % NAMED_SPARES;
+    for k in 0..NAMED_SPARES {
+        let spare = spares.join(((first + k) % NAMED_SPARES).to_string());
+        let tmp = temp_path(tmp_dir, dest);
+        match fs::rename(&spare, &tmp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(_) => return None,
+        }
+        // Whatever was there is ours to check now: a symlink, a FIFO or someone
+        // else's file is not written through.
+        let file = OpenOptions::new()
+            .write(true)
+            .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+            .open(&tmp)
+            .ok()
+            .filter(|f| {
+                f.metadata().is_ok_and(|m| {
+                    m.file_type().is_file()
+                        && m.len() == 0
+                        && m.uid() == nix::unistd::geteuid().as_raw()
+                        && m.nlink() == 1
+                })
+            });
+        match file {
+            Some(file) => return Some((tmp, file)),
+            None => {
+                let _ = fs::remove_file(&tmp);
+                return None;
+            }
+        }
+    }
+    None
+}
+
+/// Fills the spare files askers take in `tmp_dir` (see [`write_atomic_spared`]) back
+/// up. The listener calls it while its spool is quiet, so the files' making is on
+/// nobody's path. Returns how many it made.
+pub fn keep_named_spares(tmp_dir: &Path) -> usize {
+    use std::os::unix::fs::DirBuilderExt;
+    let spares = tmp_dir.join(SPARES_DIR);
+    let _ = fs::DirBuilder::new().mode(0o700).create(&spares);
+    let mut made = 0;
+    for k in 0..NAMED_SPARES {
+        let made_one = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(spares.join(k.to_string()));
+        if made_one.is_ok() {
+            made += 1;
+        }
+    }
+    made
+}
+
 /// Unnamed files made ahead of need, one per folder, by [`keep_spare`].
 static SPARES: std::sync::Mutex<Vec<(PathBuf, File)>> = std::sync::Mutex::new(Vec::new());
 
@@ -268,6 +362,43 @@ mod tests {
         assert_eq!(fs::read(&dest).unwrap(), b"one");
         // Unnamed files have no name to leave behind.
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn named_spares_are_claimed_once_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = |n: &str| dir.path().join(n);
+        assert_eq!(keep_named_spares(dir.path()), 4);
+        assert_eq!(keep_named_spares(dir.path()), 0, "all there already");
+        let spares = || fs::read_dir(dir.path().join(SPARES_DIR)).unwrap().count();
+        for (i, name) in ["a", "b", "c", "d"].iter().enumerate() {
+            write_atomic_spared(dir.path(), &dest(name), name.as_bytes(), false).unwrap();
+            assert_eq!(fs::read(dest(name)).unwrap(), name.as_bytes());
+            assert_eq!(spares(), 3 - i);
+        }
+        // None left: the writer makes its own file.
+        write_atomic_spared(dir.path(), &dest("e"), b"e", false).unwrap();
+        assert_eq!(fs::read(dest("e")).unwrap(), b"e");
+        // A planted symlink or a file with something in it is not written through.
+        let target = dir.path().join("target");
+        fs::write(&target, b"keep").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join(SPARES_DIR).join("0")).unwrap();
+        fs::write(dir.path().join(SPARES_DIR).join("1"), b"full").unwrap();
+        fs::write(dir.path().join(SPARES_DIR).join("2"), b"full").unwrap();
+        fs::write(dir.path().join(SPARES_DIR).join("3"), b"full").unwrap();
+        for name in ["f", "g", "h", "i"] {
+            write_atomic_spared(dir.path(), &dest(name), b"new", false).unwrap();
+            assert_eq!(fs::read(dest(name)).unwrap(), b"new");
+        }
+        assert_eq!(fs::read(&target).unwrap(), b"keep");
+        // Nothing is left behind in tmp but the spares' folder.
+        let left: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
     }
 
     #[test]

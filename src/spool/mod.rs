@@ -7,6 +7,7 @@
 //! This module knows file formats only through [`crate::protocol`]; it keeps no queue.
 
 pub mod activity;
+pub mod ask;
 mod atomic;
 mod listener;
 pub mod questions;
@@ -22,7 +23,10 @@ use std::{
 
 use anyhow::{Context, Result};
 
-pub use atomic::{Created, clear_stale_temp, create_exclusive, keep_spare, sync_dir, write_atomic};
+pub use atomic::{
+    Created, SPARES_DIR, clear_stale_temp, create_exclusive, keep_named_spares, keep_spare,
+    sync_dir, write_atomic, write_atomic_spared,
+};
 pub use listener::ListenerInfo;
 pub use read::{Refusal, read_untrusted, read_untrusted_file};
 

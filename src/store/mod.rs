@@ -760,20 +760,25 @@ impl Store {
                     let answer_detail: Option<serde_json::Value> = r
                         .get::<Option<String>, _>("answer_json")
                         .and_then(|j| serde_json::from_str(&j).ok());
+                    let request = r
+                        .get::<Option<String>, _>("request_json")
+                        .and_then(|j| serde_json::from_str::<Request>(&j).ok());
+                    let origin: String = r.get("origin");
+                    // A question file's writer (a hook) shows as its origin.
+                    let origin = match (Origin::parse(&origin), &request) {
+                        (Some(way), Some(q)) => q.shown_origin(way).as_str().to_string(),
+                        _ => origin,
+                    };
                     HistoryEntry {
                         id: r.get("id"),
                         project: r.get("project"),
-                        origin: r.get("origin"),
+                        origin,
                         agent_id: r.get("agent_id"),
                         agent_name: r.get("agent_name"),
                         kind: r.get("kind"),
                         priority: r.get("priority"),
                         // The text is stored once, in the request's JSON.
-                        content: r
-                            .get::<Option<String>, _>("request_json")
-                            .and_then(|j| serde_json::from_str::<Request>(&j).ok())
-                            .map(|q| q.content)
-                            .unwrap_or_default(),
+                        content: request.map(|q| q.content).unwrap_or_default(),
                         asked_at: r.get("asked_at"),
                         status: r.get("status"),
                         answer: answer_detail

@@ -220,6 +220,85 @@ fn a_dangerous_command_approved_elsewhere_is_allowed() {
         history.iter().any(|h| h["status"] == "answered"),
         "{history:#?}"
     );
+    // The activity feed has the call, as asked of the human, in its session.
+    let feed = || -> Vec<Value> {
+        reqwest::blocking::Client::new()
+            .get(format!("{}/events/recent?limit=50", p.http_url()))
+            .bearer_auth(p.token())
+            .send()
+            .unwrap()
+            .json()
+            .unwrap()
+    };
+    let mut events = Vec::new();
+    crate::support::eventually("the call in the feed", Duration::from_secs(5), || {
+        events = feed();
+        events.iter().any(|e| e["decision"] == "asked")
+    });
+    let asked: Vec<&Value> = events.iter().filter(|e| e["decision"] == "asked").collect();
+    assert_eq!(asked.len(), 1, "{events:#?}");
+    let e = asked[0];
+    assert_eq!(e["hook_event_type"], "PreToolUse", "{e}");
+    assert_eq!(e["session_id"], "abc123", "{e}");
+    assert_eq!(
+        e["payload"]["tool_input"]["command"], "git push --force origin main",
+        "{e}"
+    );
+}
+
+#[test]
+fn a_hook_asks_through_the_spool_so_a_listener_without_http_answers_it() {
+    let p = Project::new();
+    let _listener = p.listen(&["--no-http"]);
+    let child = spawn_hook(
+        &p,
+        "pre-tool-use",
+        &pre_tool_use(&p, "Bash", json!({ "command": "chmod -R 777 ." })),
+    );
+    let q = hook_question(&p);
+    assert_eq!(q["origin"], "hook", "{q:#}");
+    assert!(q["file"].is_string(), "a question file in the spool: {q:#}");
+    let got = answer_and_read(&p, child, &q, &["--approve"]);
+    assert_eq!(decision(&got).0, "allow", "{got}");
+    crate::support::eventually(
+        "history has it, from the hook",
+        Duration::from_secs(5),
+        || {
+            p.history()
+                .iter()
+                .any(|h| h["origin"] == "hook" && h["status"] == "answered")
+        },
+    );
+    // Answered, the question file is gone; its answer stays as the slot's tombstone.
+    assert_eq!(p.pending().len(), 0);
+}
+
+#[test]
+fn a_hook_stopped_by_claude_code_withdraws_its_question() {
+    let p = Project::new();
+    let _listener = p.listen(&["--no-http"]);
+    let child = spawn_hook(
+        &p,
+        "pre-tool-use",
+        &pre_tool_use(&p, "Bash", json!({ "command": "git clean -fdx" })),
+    );
+    let q = hook_question(&p);
+    // Claude Code gives up on a hook past its timeout with SIGTERM.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let got = finish(wait_output(child, Duration::from_secs(30))).expect("a decision");
+    let (verdict, reason) = decision(&got);
+    assert_eq!(verdict, "deny", "dangerous, unanswered: {got}");
+    assert!(reason.contains("withdrawn"), "{reason}");
+    p.wait_pending(0, Duration::from_secs(10));
+    crate::support::eventually("history says withdrawn", Duration::from_secs(5), || {
+        p.history()
+            .iter()
+            .any(|h| h["id"] == q["id"] && h["status"] == "withdrawn")
+    });
 }
 
 #[test]
@@ -419,7 +498,7 @@ fn a_hook_question_outlives_its_listener_killed_and_restarted_elsewhere() {
     );
     let first = hook_question(&p);
     listener.signal(nix::sys::signal::Signal::SIGKILL);
-    // Another port: the hook finds it through .listener.json.
+    // Another port: the question file waits in the spool for whichever listener is next.
     let _listener = p.listen(&["--http", "127.0.0.1:0"]);
     let again = hook_question(&p);
     assert_eq!(again["id"], first["id"], "the same question, queued again");

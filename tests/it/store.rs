@@ -119,6 +119,7 @@ fn request(id: &str, content: &str, at: i64) -> Request {
         metadata: serde_json::Map::new(),
         asker: None,
         created_by: None,
+        source: None,
     }
 }
 

@@ -1,0 +1,106 @@
+//! Asking through the spool, as any asker on this machine does: watch for the answer,
+//! write the question, wait; on the asker's own deadline or a signal, withdraw the
+//! question (remove its file) and look once more, since an answer written meanwhile
+//! wins. `hitl ask` and `hitl hook` both ask this way, so a Claude Code hook costs no
+//! more than a question from a script and outlives a restarted listener the same way.
+
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result};
+use nix::sys::signal::Signal;
+
+use super::{
+    Spool,
+    questions::read_answer,
+    wait::{AnswerWait, WaitOutcome},
+    write_atomic_spared,
+};
+use crate::protocol::{Answer, Request};
+
+/// How a question asked through the spool ended, for its asker.
+#[derive(Debug)]
+pub enum Asked {
+    /// Its answer file: an answer, a cancel, or the broker's own timeout.
+    Answered(Box<Answer>),
+    /// The asker's deadline passed first; the question was withdrawn.
+    TimedOut,
+    /// A signal (SIGINT, SIGTERM, SIGHUP) stopped the wait; the question was withdrawn.
+    Interrupted(Signal),
+}
+
+/// Asks `request` in `spool` and waits for its end. The wait gives up at the
+/// request's own timeout (the broker times it out at the same moment, a little
+/// later). `on_tick(n)` runs every `tick` while waiting, `n` counting from 1.
+/// Errors: the question could not be written, or its answer file could not be read.
+pub fn ask(
+    spool: &Spool,
+    request: &Request,
+    fsync: bool,
+    tick: Duration,
+    mut on_tick: impl FnMut(u64),
+) -> Result<Asked> {
+    let name = format!("{}.json", request.id);
+    let question = spool.questions().join(&name);
+    let answer_path = spool.answers().join(&name);
+
+    // Watch before writing, so an answer that comes at once is not missed.
+    let mut wait = AnswerWait::new(&spool.answers(), &name)
+        .with_context(|| format!("watching {}", spool.answers().display()))?;
+    let mut bytes = serde_json::to_vec_pretty(request)?;
+    bytes.push(b'\n');
+    write_atomic_spared(&spool.tmp(), &question, &bytes, fsync)
+        .with_context(|| format!("writing the question to {}", question.display()))?;
+    let deadline = request
+        .timeout
+        .map(|t| Instant::now() + Duration::from_secs(t));
+    let mut ticks = 0u64;
+    let outcome = wait
+        .wait(deadline, tick, || {
+            ticks += 1;
+            on_tick(ticks)
+        })
+        .context("waiting for the answer")?;
+
+    let withdrawn = match outcome {
+        WaitOutcome::Appeared => None,
+        WaitOutcome::TimedOut => Some(Asked::TimedOut),
+        WaitOutcome::Interrupted(sig) => Some(Asked::Interrupted(sig)),
+    };
+    if withdrawn.is_some() {
+        // Withdraw first, then look once more: an answer written in the meantime wins.
+        let _ = std::fs::remove_file(&question);
+    }
+    match read_answer_retrying(&answer_path, withdrawn.is_none()) {
+        Some(answer) => {
+            // The answer file stays as the slot's tombstone, so a late responder learns
+            // it lost instead of answering again; the listener clears old ones.
+            let _ = std::fs::remove_file(&question);
+            Ok(Asked::Answered(Box::new(answer)))
+        }
+        None => withdrawn.with_context(|| {
+            format!(
+                "the answer file {} could not be read",
+                answer_path.display()
+            )
+        }),
+    }
+}
+
+/// Reads the answer; our writers put whole files in place, but a foreign writer may
+/// not, so a few short retries cover a file caught mid-write.
+fn read_answer_retrying(path: &Path, expected: bool) -> Option<Answer> {
+    let tries = if expected { 50 } else { 1 };
+    for _ in 0..tries {
+        if let Some(a) = read_answer(path) {
+            return Some(a);
+        }
+        if !path.exists() && !expected {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
