@@ -1,5 +1,25 @@
-//! Rebuilds when a migration is added: `sqlx::migrate!` embeds the folders' files at
-//! compile time, and cargo does not otherwise notice a new one.
+//! Build steps cargo cannot infer.
+//!
+//! * Rebuilds when a migration is added: `sqlx::migrate!` embeds the folders' files
+//!   at compile time, and cargo does not otherwise notice a new one.
+//! * Links the functions every short-lived `hitl` process runs (start-up, `ask`,
+//!   `hook`) next to each other, in the order `tools/hot-symbols.txt` lists them
+//!   (made by `tools/hot-symbols`). Spread over the 13 MB of code they cost a page
+//!   fault each, tens of microseconds per start; together, a handful. A name no
+//!   longer in the binary is skipped, so a stale list costs only that speed. Only
+//!   where the linker is rust's lld (the default on x86_64 Linux), which reads the list.
 fn main() {
     println!("cargo:rerun-if-changed=migrations");
+    println!("cargo:rerun-if-changed=tools/hot-symbols.txt");
+    println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
+    let order = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/hot-symbols.txt");
+    let default_lld = std::env::var("TARGET").is_ok_and(|t| t == "x86_64-unknown-linux-gnu");
+    let own_linker = std::env::var("CARGO_ENCODED_RUSTFLAGS").is_ok_and(|f| f.contains("link"));
+    if default_lld && !own_linker && order.exists() {
+        println!(
+            "cargo:rustc-link-arg-bin=hitl=-Wl,--symbol-ordering-file={}",
+            order.display()
+        );
+        println!("cargo:rustc-link-arg-bin=hitl=-Wl,--no-warn-symbol-ordering");
+    }
 }
