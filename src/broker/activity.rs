@@ -2,9 +2,13 @@
 //! `.helpers/activity/` (see [`crate::spool::activity`]) are recorded as agent events
 //! (seed 004's observability feed), told to every subscriber as
 //! [`Change::Activity`], and what they say of their agent (working, idle, gone) is
-//! kept in the agent registry.
+//! kept in the agent registry. Notes are taken once a tick, together: nobody waits
+//! on one.
 
-use std::{path::Path, sync::Arc};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use serde_json::{Map, Value, json};
 
@@ -25,7 +29,28 @@ pub(super) struct Report {
     status: AgentStatus,
 }
 
+/// Notes waiting past this many are taken at once rather than at the next tick.
+const MAX_WAITING_NOTES: usize = 256;
+
 impl Broker {
+    /// A note arrived in a spool's activity folder. Nobody waits on a note, so it is
+    /// taken with the tick's batch, not now: the hook that wrote it is still exiting,
+    /// and on a small machine storing it now would take the CPU from it (and from
+    /// the agent it belongs to); a tick's notes go to the store in one transaction.
+    pub(super) fn note_arrived(&mut self, spool: usize, path: PathBuf) {
+        self.files.notes.push((spool, path));
+        if self.files.notes.len() > MAX_WAITING_NOTES {
+            self.take_notes();
+        }
+    }
+
+    /// Takes the notes that arrived since the last tick.
+    pub(super) fn take_notes(&mut self) {
+        for (spool, path) in std::mem::take(&mut self.files.notes) {
+            self.note_appeared(spool, &path);
+        }
+    }
+
     /// A note appeared in a spool's activity folder.
     pub(super) fn note_appeared(&mut self, spool: usize, path: &Path) {
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {

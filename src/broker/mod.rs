@@ -407,6 +407,7 @@ impl Broker {
                     self.expire_timeouts();
                     self.apply_rule_again();
                     self.retry_partials(now);
+                    self.take_notes();
                     self.flush_registry_notes();
                     self.flush_reports();
                     self.release_held();
@@ -430,6 +431,7 @@ impl Broker {
             }
         }
         self.flush_snapshots(false);
+        self.take_notes();
         self.flush_registry_notes();
         self.flush_reports();
         self.release_held();

@@ -95,6 +95,9 @@ pub(super) struct Files {
     /// Which spools' spare files for askers may need making again (see
     /// [`crate::spool::write_atomic_spared`]).
     spares_low: Vec<bool>,
+    /// Activity notes that arrived since the last tick (see
+    /// [`Broker::note_arrived`]).
+    pub(super) notes: Vec<(usize, PathBuf)>,
 }
 
 impl Files {
@@ -108,6 +111,7 @@ impl Files {
         Files {
             snapshot_dirty: vec![true; spools.len()],
             spares_low: vec![true; spools.len()],
+            notes: Vec::new(),
             spools,
             folders,
             by_question: HashMap::new(),
@@ -140,7 +144,7 @@ impl Broker {
                 Some((_, Folder::Answers)) => self.answer_appeared(&path),
                 Some((spool, Folder::Activity)) => {
                     self.files.spares_low[spool] = true;
-                    self.note_appeared(spool, &path)
+                    self.note_arrived(spool, path)
                 }
                 None => {}
             },
