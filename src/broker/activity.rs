@@ -39,6 +39,8 @@ impl Broker {
     /// the agent it belongs to); a tick's notes go to the store in one transaction.
     pub(super) fn note_arrived(&mut self, spool: usize, path: PathBuf) {
         self.files.notes.push((spool, path));
+        // The note's file was a spare: another is made once the spool is quiet.
+        self.quiet_soon();
         if self.files.notes.len() > MAX_WAITING_NOTES {
             self.take_notes();
         }

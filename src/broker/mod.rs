@@ -308,8 +308,9 @@ pub struct Broker {
     stats: BrokerStats,
     /// History writes held back a moment (see [`Broker::write`]).
     held: Vec<StoreMsg>,
-    /// When the held writes go if nothing else happens first.
-    held_due: Option<tokio::time::Instant>,
+    /// When the spool will have been quiet a moment, if nothing happens first: the
+    /// held writes go then, and the spare files askers took are made again.
+    quiet_due: Option<tokio::time::Instant>,
     /// The file side: spools, their indexes, partial files, the journal.
     files: spool::Files,
     /// The requests that live in the store.
@@ -346,7 +347,7 @@ impl Broker {
             commands_rx,
             stats: BrokerStats::default(),
             held: Vec::new(),
-            held_due: None,
+            quiet_due: None,
             files: spool::Files::new(spools, undelivered),
             stored: stored::Stored::new(stored_pending),
         };
@@ -372,7 +373,7 @@ impl Broker {
         );
         tokio::pin!(shutdown);
         loop {
-            let held_due = self.held_due;
+            let quiet_due = self.quiet_due;
             tokio::select! {
                 biased;
                 _ = &mut shutdown => break,
@@ -394,7 +395,7 @@ impl Broker {
                     self.backlog = true;
                 }
                 _ = async {
-                    match held_due {
+                    match quiet_due {
                         Some(due) => tokio::time::sleep_until(due).await,
                         None => std::future::pending().await,
                     }
@@ -648,7 +649,12 @@ impl Broker {
             return;
         }
         self.held.push(msg);
-        self.held_due = Some(tokio::time::Instant::now() + HISTORY_QUIET);
+        self.quiet_soon();
+    }
+
+    /// Something happened in a spool: [`Broker::quiet_due`] starts again.
+    fn quiet_soon(&mut self) {
+        self.quiet_due = Some(tokio::time::Instant::now() + HISTORY_QUIET);
     }
 
     /// Whether an answer's write (its record, its file) goes on this thread now
@@ -660,7 +666,7 @@ impl Broker {
 
     /// Sends the held-back writes, in order.
     fn release_held(&mut self) {
-        self.held_due = None;
+        self.quiet_due = None;
         for msg in self.held.drain(..) {
             self.store.send(msg);
         }
