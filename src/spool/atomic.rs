@@ -229,6 +229,12 @@ fn claim_named_spare(tmp_dir: &Path, dest: &Path) -> Option<(PathBuf, File)> {
     let first = std::process::id() % NAMED_SPARES;
     for k in 0..NAMED_SPARES {
         let spare = spares.join(((first + k) % NAMED_SPARES).to_string());
+        // Looked at first: a rename between folders takes a lock of the whole file
+        // system, even one that finds nothing, and a burst of askers finds the spares
+        // used up.
+        if fs::symlink_metadata(&spare).is_err() {
+            continue;
+        }
         let tmp = temp_path(tmp_dir, dest);
         match fs::rename(&spare, &tmp) {
             Ok(()) => {}
