@@ -20,6 +20,9 @@ use crate::support::{Project, spawn_ask, wait_output};
 struct Driver {
     child: Child,
     url: String,
+    /// Its and its browsers' TMPDIR: their profiles, removed with it (a session not
+    /// closed leaves its profile behind in the machine's /tmp otherwise).
+    _tmp: tempfile::TempDir,
 }
 
 impl Drop for Driver {
@@ -47,8 +50,10 @@ fn driver() -> Option<Driver> {
         .local_addr()
         .unwrap()
         .port();
+    let tmp = tempfile::tempdir().unwrap();
     let child = Command::new("/usr/bin/chromedriver")
         .arg(format!("--port={port}"))
+        .env("TMPDIR", tmp.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -62,7 +67,11 @@ fn driver() -> Option<Driver> {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    Some(Driver { child, url })
+    Some(Driver {
+        child,
+        url,
+        _tmp: tmp,
+    })
 }
 
 /// A headless Chromium session.
