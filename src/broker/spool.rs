@@ -346,9 +346,9 @@ impl Broker {
                     parsed.request.id
                 );
             }
-            // The next answer's file is made once the spool is quiet (`refill_spares`),
-            // not now: the asker, nudged, is still reading this one and exiting.
             let created = questions::deliver(&spool, &question, &parsed, &answer, durable);
+            // The asker has been nudged: now, off its path, the next answer's file.
+            crate::spool::keep_spare(&spool.answers());
             let _ = tx.send(Written {
                 seq,
                 answer,
@@ -728,26 +728,23 @@ impl Broker {
 
     /// Notes the questions taken since the last tick in the agent registry, in one
     /// job on the blocking pool.
-    /// Makes the spare files used since the last time again, on the blocking pool:
-    /// the named ones askers write their questions and notes into, and the unnamed one
-    /// the next answer is written into. Called once the spool is quiet, so that making
-    /// them (most of a file's cost on a busy disk, and CPU time on a small machine) is
-    /// on nobody's path, not even the tail of an asker just answered.
+    /// Makes the spare files askers have taken again, on the blocking pool: called
+    /// once the spool is quiet, so that making them (most of a file's cost on a busy
+    /// disk) is on nobody's path.
     pub(super) fn refill_spares(&mut self) {
-        let low: Vec<Spool> = self
+        let low: Vec<PathBuf> = self
             .files
             .spares_low
             .iter_mut()
             .zip(&self.files.spools)
-            .filter_map(|(low, s)| std::mem::take(low).then(|| s.clone()))
+            .filter_map(|(low, s)| std::mem::take(low).then(|| s.tmp()))
             .collect();
         if low.is_empty() {
             return;
         }
         tokio::task::spawn_blocking(move || {
-            for spool in low {
-                crate::spool::keep_named_spares(&spool.tmp());
-                crate::spool::keep_spare(&spool.answers());
+            for tmp in low {
+                crate::spool::keep_named_spares(&tmp);
             }
         });
     }
