@@ -726,8 +726,6 @@ impl Broker {
         }
     }
 
-    /// Notes the questions taken since the last tick in the agent registry, in one
-    /// job on the blocking pool.
     /// Makes the spare files askers have taken again, on the blocking pool: called
     /// once the spool is quiet, so that making them (most of a file's cost on a busy
     /// disk) is on nobody's path.
@@ -749,6 +747,8 @@ impl Broker {
         });
     }
 
+    /// Notes the questions taken since the last tick in the agent registry, in one
+    /// job on the blocking pool.
     pub(super) fn flush_registry_notes(&mut self) {
         if self.files.registry_notes.is_empty() {
             return;
