@@ -196,8 +196,12 @@ fn every_responder_timeout_and_cancel_is_pushed_and_streamed() {
     assert_eq!(feed["data"]["humanInTheLoopStatus"]["status"], "timeout");
     assert_eq!(queue["status"], "timeout");
 
-    let (_, m) = json_of(api.get("/api/v1/metrics"));
-    assert_eq!(m["deliveredCount"], 5, "{m}");
+    // Counted once the push is done, which may be a moment after the agent has it.
+    let mut m = Value::Null;
+    eventually("five pushes counted", Duration::from_secs(5), || {
+        m = json_of(api.get("/api/v1/metrics")).1;
+        m["deliveredCount"] == 5
+    });
     assert_eq!(m["failedDeliveryCount"], 0, "{m}");
 }
 
