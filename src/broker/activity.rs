@@ -62,7 +62,7 @@ impl Broker {
             return;
         }
         if let Some(note) = activity::take_note(path) {
-            self.record_activity(spool, note);
+            self.record_activity(spool, note, false);
         }
     }
 
@@ -85,15 +85,11 @@ impl Broker {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "claude-code".into());
         let note = ActivityNote::asked(request, source_app);
-        self.record_activity_as(spool, note, true);
-    }
-
-    fn record_activity(&mut self, spool: usize, note: ActivityNote) {
-        self.record_activity_as(spool, note, false);
+        self.record_activity(spool, note, true);
     }
 
     /// Records `note`; `held`: with the spool's held-back history.
-    fn record_activity_as(&mut self, spool: usize, note: ActivityNote, held: bool) {
+    fn record_activity(&mut self, spool: usize, note: ActivityNote, held: bool) {
         let project = self.files.spools[spool].project().to_path_buf();
         if let Some(status) = agents::status_after(&note.hook_event_type) {
             self.files.reports.push(Report {

@@ -45,11 +45,16 @@ fn temp_path(tmp_dir: &Path, dest: &Path) -> PathBuf {
 
 fn write_temp(tmp_dir: &Path, dest: &Path, bytes: &[u8], durable: bool) -> io::Result<PathBuf> {
     let tmp = temp_path(tmp_dir, dest);
-    let mut file = OpenOptions::new()
+    let file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(&tmp)?;
+    fill(file, tmp, bytes, durable)
+}
+
+/// Writes `bytes` into `file`, the temp file `tmp`; removes it if that fails.
+fn fill(mut file: File, tmp: PathBuf, bytes: &[u8], durable: bool) -> io::Result<PathBuf> {
     let written = file
         .write_all(bytes)
         .and_then(|()| if durable { file.sync_data() } else { Ok(()) });
@@ -58,6 +63,19 @@ fn write_temp(tmp_dir: &Path, dest: &Path, bytes: &[u8], durable: bool) -> io::R
         return Err(e);
     }
     Ok(tmp)
+}
+
+/// Renames the written temp file `tmp` to `dest` (removing it if that fails), and
+/// syncs the folder when `durable`.
+fn put_in_place(tmp: &Path, dest: &Path, durable: bool) -> io::Result<()> {
+    if let Err(e) = fs::rename(tmp, dest) {
+        let _ = fs::remove_file(tmp);
+        return Err(e);
+    }
+    if durable {
+        sync_dir(parent(dest))?;
+    }
+    Ok(())
 }
 
 /// Removes temp files that no writer will finish: ours whose writing process has
@@ -98,15 +116,7 @@ fn parent(dest: &Path) -> &Path {
 
 /// Writes `bytes` to `dest` atomically, replacing any file there.
 pub fn write_atomic(tmp_dir: &Path, dest: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
-    let tmp = write_temp(tmp_dir, dest, bytes, durable)?;
-    if let Err(e) = fs::rename(&tmp, dest) {
-        let _ = fs::remove_file(&tmp);
-        return Err(e);
-    }
-    if durable {
-        sync_dir(parent(dest))?;
-    }
-    Ok(())
+    put_in_place(&write_temp(tmp_dir, dest, bytes, durable)?, dest, durable)
 }
 
 /// Creates `dest` with `bytes` only if no file has that name yet, atomically.
@@ -205,21 +215,11 @@ pub fn write_atomic_spared(
     bytes: &[u8],
     durable: bool,
 ) -> io::Result<()> {
-    let Some((tmp, mut file)) = claim_named_spare(tmp_dir, dest) else {
-        return write_atomic(tmp_dir, dest, bytes, durable);
+    let tmp = match claim_named_spare(tmp_dir, dest) {
+        Some((tmp, file)) => fill(file, tmp, bytes, durable)?,
+        None => write_temp(tmp_dir, dest, bytes, durable)?,
     };
-    let written = file
-        .write_all(bytes)
-        .and_then(|()| if durable { file.sync_data() } else { Ok(()) })
-        .and_then(|()| fs::rename(&tmp, dest));
-    if let Err(e) = written {
-        let _ = fs::remove_file(&tmp);
-        return Err(e);
-    }
-    if durable {
-        sync_dir(parent(dest))?;
-    }
-    Ok(())
+    put_in_place(&tmp, dest, durable)
 }
 
 /// Takes one of the listener's spare files in `tmp_dir`, under a temp name of ours.
