@@ -46,11 +46,15 @@ impl Drop for Server {
 }
 
 fn serve(home: &std::path::Path, db: &str) -> Server {
+    serve_binary(&hitl(), home, db)
+}
+
+fn serve_binary(binary: &str, home: &std::path::Path, db: &str) -> Server {
     // One client making thousands of requests a second: the per-user create budget
     // (`[http] create_rate_limit`, a policy, not a cost) would refuse most of them.
     std::fs::create_dir_all(home).unwrap();
     std::fs::write(home.join("config.toml"), "[http]\ncreate_rate_limit = 0\n").unwrap();
-    let mut child = Command::new(hitl())
+    let mut child = Command::new(binary)
         .args(["serve", "--http", "127.0.0.1:0", "--db", db])
         .env("HITL_HOME", home)
         .env(
@@ -426,6 +430,10 @@ fn main() {
         .build()
         .unwrap();
     let tmp = tempfile::tempdir().unwrap();
+    if only.as_deref() == Some("ab") {
+        compare_builds(&rt, tmp.path());
+        return;
+    }
     if run("sqlite") || run("seed") || run("pairs") {
         let part = |name: &str| run("sqlite") || run(name);
         sqlite_set(&rt, tmp.path(), rounds, secs, &part);
@@ -575,4 +583,48 @@ fn postgres_set(
             true
         }
     }
+}
+
+/// `--only ab`: the build `BENCH_HITL` (else this one) against `BENCH_HITL_B`, both
+/// serving at once and measured in turns a second apart, so a drift of the machine
+/// (this class of machine swings by half within minutes) lands on both alike.
+fn compare_builds(rt: &tokio::runtime::Runtime, tmp: &std::path::Path) {
+    let b = std::env::var("BENCH_HITL_B").expect("--only ab needs BENCH_HITL_B");
+    let turns: usize = std::env::var("BENCH_TURNS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(10);
+    let (home_a, home_b) = (tmp.join("a"), tmp.join("b"));
+    let servers = [
+        serve(
+            &home_a,
+            &format!("sqlite://{}", home_a.join("bench.db").display()),
+        ),
+        serve_binary(
+            &b,
+            &home_b,
+            &format!("sqlite://{}", home_b.join("bench.db").display()),
+        ),
+    ];
+    let (mut cpu, mut round) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+    for _ in 0..turns {
+        for (i, s) in servers.iter().enumerate() {
+            cpu[i].push(rt.block_on(throughput(s, 64, 1.0)).1);
+            round[i].push(pct(&rt.block_on(seed_round(s, 300)), 0.5));
+        }
+    }
+    let ratios =
+        |v: &[Vec<f64>; 2]| -> Vec<f64> { v[1].iter().zip(&v[0]).map(|(b, a)| b / a).collect() };
+    println!(
+        "A/B, {turns} turns: CPU per pair A {:.3} ms, B {:.3} ms, B/A {:.3} (median of turns' ratios)",
+        pct(&cpu[0], 0.5),
+        pct(&cpu[1], 0.5),
+        pct(&ratios(&cpu), 0.5)
+    );
+    println!(
+        "A/B, {turns} turns: seed round p50 A {:.3} ms, B {:.3} ms, B/A {:.3}",
+        pct(&round[0], 0.5),
+        pct(&round[1], 0.5),
+        pct(&ratios(&round), 0.5)
+    );
 }

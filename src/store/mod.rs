@@ -857,4 +857,31 @@ mod tests {
         );
         assert_eq!(redact_url("postgres://u@h/db"), "postgres://u@h/db");
     }
+
+    /// The stored requests still pending are found through their own small index
+    /// (migration 0005), not by reading every request.
+    #[tokio::test]
+    async fn pending_stored_requests_are_read_through_their_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&format!("sqlite://{}", dir.path().join("h.db").display()))
+            .await
+            .unwrap();
+        let Backend::Sqlite(pool, _) = &store.backend else {
+            unreachable!()
+        };
+        let plan: Vec<String> = sqlx::query(
+            "EXPLAIN QUERY PLAN SELECT request_json, origin FROM requests
+             WHERE origin <> 'spool' AND status = 'pending' ORDER BY asked_ms",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<String, _>("detail"))
+        .collect();
+        assert!(
+            plan.iter().any(|d| d.contains("requests_pending_stored")),
+            "{plan:?}"
+        );
+    }
 }
