@@ -35,8 +35,10 @@ fn request_view(
     answer: Option<&Answer>,
     reason: Option<&str>,
     origin: Origin,
-) -> Value {
-    json!(RequestView {
+) -> RequestView {
+    // Serialised straight into the response: through a `Value` first, each view was
+    // built twice (a tenth of a create's CPU).
+    RequestView {
         id: r.id.clone(),
         status,
         origin: r.shown_origin(origin),
@@ -44,18 +46,18 @@ fn request_view(
         answer: answer.cloned(),
         reason: reason.map(str::to_string),
         project: None,
-    })
+    }
 }
 
-fn pending_view(p: &PendingRequest) -> Value {
+fn pending_view(p: &PendingRequest) -> RequestView {
     let mut v = request_view(&p.request, Status::Pending, None, None, p.origin);
     if !p.project.as_os_str().is_empty() {
-        v["project"] = json!(p.project);
+        v.project = Some(p.project.clone());
     }
     v
 }
 
-fn stored_view(r: &StoredRequest) -> Value {
+fn stored_view(r: &StoredRequest) -> RequestView {
     request_view(
         &r.request,
         r.status,
@@ -274,7 +276,7 @@ pub async fn list(
                 .iter()
                 .filter(|p| agent_ok(&p.request))
                 .take(limit)
-                .map(|p| pending_view(p))
+                .map(|p| json!(pending_view(p)))
                 .collect(),
         ));
     }
@@ -298,7 +300,7 @@ pub async fn list(
 pub async fn get(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<RequestView>, ApiError> {
     match respond::lookup(&state, &id, Ids::Any).await? {
         Some(Lookup::Pending(p)) => Ok(Json(pending_view(&p))),
         Some(Lookup::Ended(r)) => Ok(Json(stored_view(&r))),
@@ -311,7 +313,7 @@ pub async fn respond_request(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<RespondBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<api::Responded>, ApiError> {
     let done = respond::respond(&state, &id, Ids::Any, &body, "http").await?;
     Ok(Json(responded(id, done)))
 }
@@ -334,7 +336,7 @@ pub async fn cancel(
     Path(id): Path<String>,
     headers: HeaderMap,
     body: axum::body::Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<api::Responded>, ApiError> {
     let body: CancelBody = if body.is_empty() {
         CancelBody::default()
     } else {
@@ -351,13 +353,13 @@ pub async fn cancel(
     Ok(Json(responded(id, done)))
 }
 
-fn responded(id: String, done: respond::Responded) -> Value {
-    json!(api::Responded {
+fn responded(id: String, done: respond::Responded) -> api::Responded {
+    api::Responded {
         success: true,
         id,
         answer: done.answer,
         delivery_status: done.delivery.as_str().to_string(),
-    })
+    }
 }
 
 /// `?timeout=` of the long poll.
