@@ -228,19 +228,36 @@ fn cpu_time(pid: u32) -> Duration {
 /// Create+respond pairs per second from `clients` concurrent clients, and the
 /// server's CPU time per pair in milliseconds.
 async fn throughput(s: &Server, clients: usize, secs: f64) -> (f64, f64) {
-    let cpu_before = cpu_time(s.child.id());
+    let (base, token) = (Arc::new(s.base.clone()), Arc::new(s.token.clone()));
+    paired_load(s.child.id(), clients, secs, move |http| {
+        let (base, token) = (base.clone(), token.clone());
+        async move {
+            let id = create(&http, &base).await;
+            respond(&http, &base, &token, &id).await;
+        }
+    })
+    .await
+}
+
+/// `pair` run over and over by `clients` concurrent clients for `secs`: pairs a
+/// second, and the CPU time per pair of process `pid` (the server) in milliseconds.
+async fn paired_load<F, Fut>(pid: u32, clients: usize, secs: f64, pair: F) -> (f64, f64)
+where
+    F: Fn(reqwest::Client) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let cpu_before = cpu_time(pid);
     let http = client();
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|_| {
-            let (http, base, token) = (http.clone(), s.base.clone(), s.token.clone());
+            let (http, pair) = (http.clone(), pair.clone());
             let (done, stop) = (done.clone(), stop.clone());
             tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
-                    let id = create(&http, &base).await;
-                    respond(&http, &base, &token, &id).await;
+                    pair(http.clone()).await;
                     done.fetch_add(1, Ordering::Relaxed);
                 }
             })
@@ -252,7 +269,7 @@ async fn throughput(s: &Server, clients: usize, secs: f64) -> (f64, f64) {
         t.await.unwrap();
     }
     let pairs = done.load(Ordering::Relaxed) as f64;
-    let cpu = cpu_time(s.child.id()).saturating_sub(cpu_before);
+    let cpu = cpu_time(pid).saturating_sub(cpu_before);
     (
         pairs / start.elapsed().as_secs_f64(),
         cpu.as_secs_f64() * 1000.0 / pairs,
@@ -344,39 +361,23 @@ fn start_bare_server() -> (Child, String) {
 /// CPU per pair in milliseconds. The floor under the pairs' CPU at this moment.
 async fn bare_throughput(clients: usize, secs: f64) -> (f64, f64) {
     let (mut child, url) = start_bare_server();
-    let cpu_before = cpu_time(child.id());
-    let http = client();
-    let done = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..clients)
-        .map(|_| {
-            let (http, url, done, stop) = (http.clone(), url.clone(), done.clone(), stop.clone());
-            tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    for body in [
-                        json!({ "content": "Proceed?", "agent_id": "bench" }),
-                        json!({ "response": "yes" }),
-                    ] {
-                        let r = http.post(&url).json(&body).send().await.unwrap();
-                        r.bytes().await.unwrap();
-                    }
-                    done.fetch_add(1, Ordering::Relaxed);
-                }
-            })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-    stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let pairs = done.load(Ordering::Relaxed) as f64;
-    let cpu = cpu_time(child.id()).saturating_sub(cpu_before);
-    let elapsed = start.elapsed().as_secs_f64();
+    let url = Arc::new(url);
+    let measured = paired_load(child.id(), clients, secs, move |http| {
+        let url = url.clone();
+        async move {
+            for body in [
+                json!({ "content": "Proceed?", "agent_id": "bench" }),
+                json!({ "response": "yes" }),
+            ] {
+                let r = http.post(url.as_str()).json(&body).send().await.unwrap();
+                r.bytes().await.unwrap();
+            }
+        }
+    })
+    .await;
     let _ = child.kill();
     let _ = child.wait();
-    (pairs / elapsed, cpu.as_secs_f64() * 1000.0 / pairs)
+    measured
 }
 
 /// Keep-alive round trips to [`bare_server`], one at a time: each a POST of the same
