@@ -147,15 +147,21 @@ impl NewEvent {
     /// context, a diff say) is stored once, in the request; [`stored_event`] puts
     /// them back on the way out.
     pub fn hitl_json(&self) -> serde_json::Result<Option<String>> {
-        let Some(h) = &self.hitl else {
-            return Ok(None);
-        };
-        let mut h = h.clone();
-        if let Some(o) = h.as_object_mut() {
-            o.remove("question");
-            o.remove("context");
+        /// An object's entries but the two the request keeps, written as they are
+        /// met (not a copy of the object with two removed).
+        struct Stored<'a>(&'a serde_json::Map<String, serde_json::Value>);
+        impl serde::Serialize for Stored<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_map(
+                    (self.0.iter()).filter(|(k, _)| !matches!(k.as_str(), "question" | "context")),
+                )
+            }
         }
-        serde_json::to_string(&h).map(Some)
+        match &self.hitl {
+            None => Ok(None),
+            Some(serde_json::Value::Object(o)) => serde_json::to_string(&Stored(o)).map(Some),
+            Some(other) => serde_json::to_string(other).map(Some),
+        }
     }
 }
 
@@ -856,6 +862,29 @@ mod tests {
             "postgres://u:***@h:5432/db"
         );
         assert_eq!(redact_url("postgres://u@h/db"), "postgres://u@h/db");
+    }
+
+    #[test]
+    fn the_stored_hitl_object_leaves_out_what_the_request_keeps() {
+        let mut e = NewEvent {
+            source_app: "a".into(),
+            session_id: "s".into(),
+            hook_event_type: "PreToolUse".into(),
+            payload: serde_json::json!({}),
+            extra: serde_json::Map::new(),
+            timestamp_ms: 1,
+            hitl: Some(serde_json::json!({
+                "type": "choice", "question": "Which?", "choices": ["a", "b"],
+                "context": "a diff", "timeout": 30,
+            })),
+            idempotency_key: None,
+        };
+        assert_eq!(
+            e.hitl_json().unwrap().as_deref(),
+            Some(r#"{"type":"choice","choices":["a","b"],"timeout":30}"#)
+        );
+        e.hitl = None;
+        assert_eq!(e.hitl_json().unwrap(), None);
     }
 
     /// The stored requests still pending are found through their own small index

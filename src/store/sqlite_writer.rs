@@ -28,7 +28,7 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::{NewEvent, Outcome, REMOTE_PROJECT, StoreOp, sql};
 use crate::protocol::{Answer, Origin, Request, Variant};
@@ -212,31 +212,25 @@ fn insert_request(
 }
 
 fn insert_event(c: &Connection, e: &NewEvent) -> Result<(i64, bool)> {
-    let inserted: Option<i64> = c
-        .prepare_cached(sql::INSERT_EVENT)?
-        .query_row(
-            params![
-                e.source_app,
-                e.session_id,
-                e.hook_event_type,
-                serde_json::to_string(&e.payload)?,
-                serde_json::to_string(&e.extra)?,
-                e.timestamp_ms,
-                e.hitl_json()?,
-                e.idempotency_key,
-            ],
-            |row| row.get(0),
-        )
-        .optional()?;
-    match inserted {
-        Some(id) => Ok((id, false)),
-        None => {
-            let id = c
-                .prepare_cached(sql::EVENT_BY_KEY)?
-                .query_row(params![e.idempotency_key], |row| row.get(0))?;
-            Ok((id, true))
-        }
+    let inserted = c
+        .prepare_cached(sql::SQLITE_INSERT_EVENT)?
+        .execute(params![
+            e.source_app,
+            e.session_id,
+            e.hook_event_type,
+            serde_json::to_string(&e.payload)?,
+            serde_json::to_string(&e.extra)?,
+            e.timestamp_ms,
+            e.hitl_json()?,
+            e.idempotency_key,
+        ])?;
+    if inserted == 1 {
+        return Ok((c.last_insert_rowid(), false));
     }
+    let id = c
+        .prepare_cached(sql::EVENT_BY_KEY)?
+        .query_row(params![e.idempotency_key], |row| row.get(0))?;
+    Ok((id, true))
 }
 
 fn answer_json(a: &Option<Box<Answer>>) -> Result<Option<String>> {
