@@ -294,14 +294,21 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The auth layer: works out the [`Caller`] for every request and, when the token
-/// came in the query (the dashboard's login link), sets the cookie.
-pub async fn authenticate(
+/// The guard, then authentication: the one layer every request passes before its
+/// route. [`Guard::check`](super::guard::Guard::check) refuses foreign Host names
+/// and cross-site writes before anything else is looked at; then the [`Caller`] is
+/// worked out and, when the token came in the query (the dashboard's login link),
+/// the cookie set. One layer, not two: each costs every request a copy of the
+/// service below it and a boxed future.
+pub async fn admit(
     State(state): State<Arc<AppState>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     mut req: Request,
     next: Next,
 ) -> Response {
+    if let Err(e) = state.guard.check(req.method(), req.headers()) {
+        return e.into_response();
+    }
     // The token itself in the query, or a one-time code for the dashboard's page
     // (spent only there: a code sent to an API route stays good for the page).
     let from_query = query_param(&req, "token")

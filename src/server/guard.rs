@@ -18,19 +18,11 @@
 //! Clients that are not browsers (the CLI, seed 004's hook scripts, curl) send no
 //! `Origin` and no `Sec-Fetch-Site`, and pass.
 
-use std::{
-    net::{IpAddr, SocketAddr},
-    sync::Arc,
-};
+use std::net::{IpAddr, SocketAddr};
 
-use axum::{
-    extract::{Request, State},
-    http::{HeaderMap, Method, StatusCode, header},
-    middleware::Next,
-    response::{IntoResponse, Response},
-};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 
-use super::{AppState, error::ApiError};
+use super::error::ApiError;
 use crate::config::{HttpSettings, normalise_origin};
 
 /// The names and origins one server accepts, worked out once at start.
@@ -186,14 +178,6 @@ fn split_authority(authority: &str) -> (&str, Option<u16>) {
             Err(_) => (authority, None),
         },
         None => (authority, None),
-    }
-}
-
-/// The guard layer: refuses what [`Guard::check`] refuses, before authentication.
-pub async fn guard(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    match state.guard.check(req.method(), req.headers()) {
-        Ok(()) => next.run(req).await,
-        Err(e) => e.into_response(),
     }
 }
 

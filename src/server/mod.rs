@@ -13,6 +13,7 @@ mod deliver;
 mod error;
 mod guard;
 pub mod hitl;
+mod json;
 mod limits;
 pub mod login;
 mod metrics;

@@ -4,7 +4,7 @@
 use std::{sync::Arc, time::Duration};
 
 use axum::{
-    Extension, Json,
+    Extension,
     extract::{Path, State},
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
@@ -18,6 +18,7 @@ use super::{
     auth::Caller,
     error::{ApiError, JsonBody, QueryParams},
     hitl,
+    json::Json,
     respond::{self, Ids, Lookup},
     seed,
 };

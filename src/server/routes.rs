@@ -18,7 +18,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use super::{
     AppState,
     auth::{self, Access, Caller},
-    guard, login, metrics, native, schema, seed, stream,
+    login, metrics, native, schema, seed, stream,
 };
 
 /// One route.
@@ -253,11 +253,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     }
     let mut router = router
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::authenticate,
-        ))
-        .layer(middleware::from_fn_with_state(state.clone(), guard::guard));
+        .layer(middleware::from_fn_with_state(state.clone(), auth::admit));
     if !state.settings.allowed_origins.is_empty() {
         let origins: Vec<HeaderValue> = state
             .settings

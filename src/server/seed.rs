@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use axum::{
-    Extension, Json,
+    Extension,
     extract::{Path, State},
     http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Response},
@@ -18,6 +18,7 @@ use super::{
     auth::Caller,
     error::{ApiError, JsonBody, QueryParams},
     hitl::{self, HitlSpec},
+    json::Json,
     respond::{self, Ids, Lookup},
 };
 use crate::{
