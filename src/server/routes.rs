@@ -2,16 +2,22 @@
 //! and `/api/v1/openapi.json` are both built from it, so the document cannot list a
 //! route that is not served, nor miss one that is, nor misstate who may call it.
 
-use std::sync::Arc;
+use std::{
+    convert::Infallible,
+    future::{Ready, ready},
+    sync::Arc,
+    task::{Context, Poll},
+};
 
 use axum::{
     Json, Router,
     extract::{DefaultBodyLimit, Request},
     http::{HeaderValue, Method},
-    middleware::{self, Next},
+    middleware,
     response::{IntoResponse, Response},
     routing::{MethodRouter, get, post},
 };
+use futures_util::future::Either;
 use serde_json::{Map, Value, json};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
@@ -209,18 +215,39 @@ async fn openapi_json() -> Json<Value> {
     Json(openapi())
 }
 
-/// Refuses a caller that may not use a route.
-async fn require(access: Access, state: Arc<AppState>, req: Request, next: Next) -> Response {
-    let Some(allowed) = req
-        .extensions()
-        .get::<Caller>()
-        .map(|caller| caller.require(access, &state))
-    else {
-        return super::error::ApiError::internal("the auth layer did not run").into_response();
-    };
-    match allowed {
-        Ok(()) => next.run(req).await,
-        Err(e) => e.into_response(),
+/// Refuses a caller that may not use its route: the [`Access`] rule of one route, as
+/// a layer on it. A service of its own rather than `middleware::from_fn`, which
+/// copies the route and boxes a future for every request.
+#[derive(Clone)]
+struct Require<S> {
+    inner: S,
+    access: Access,
+    state: Arc<AppState>,
+}
+
+impl<S> tower::Service<Request> for Require<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<Ready<Result<Response, Infallible>>, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let allowed = req
+            .extensions()
+            .get::<Caller>()
+            .map(|caller| caller.require(self.access, &self.state));
+        let refusal = match allowed {
+            Some(Ok(())) => return Either::Right(self.inner.call(req)),
+            Some(Err(e)) => e,
+            None => super::error::ApiError::internal("the auth layer did not run"),
+        };
+        Either::Left(ready(Ok(refusal.into_response())))
     }
 }
 
@@ -230,11 +257,13 @@ pub fn router(state: Arc<AppState>) -> Router {
     for r in table() {
         let access = r.access;
         let s = state.clone();
-        let handler =
-            r.handler
-                .route_layer(middleware::from_fn(move |req: Request, next: Next| {
-                    require(access, s.clone(), req, next)
-                }));
+        let handler = r
+            .handler
+            .route_layer(tower::layer::layer_fn(move |inner| Require {
+                inner,
+                access,
+                state: s.clone(),
+            }));
         match by_path.iter_mut().find(|(p, _)| *p == r.path) {
             Some((_, existing)) => {
                 let merged = std::mem::take(existing).merge(handler);
