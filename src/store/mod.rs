@@ -165,6 +165,17 @@ impl NewEvent {
     }
 }
 
+/// [`Store::find_request`]'s lookup among requests that live in the store.
+const FIND_STORED_REQUEST: &str =
+    "SELECT request_json, origin, status, answer_json, reason, finished_at
+     FROM requests WHERE origin <> 'spool' AND id = $1";
+
+/// [`Store::find_request`]'s lookup among spool questions: the newest asking.
+const FIND_SPOOL_REQUEST: &str =
+    "SELECT request_json, origin, status, answer_json, reason, finished_at
+     FROM requests WHERE origin = 'spool' AND id = $1
+     ORDER BY asked_ms DESC, key DESC LIMIT 1";
+
 /// What the `content` column of `requests` holds: nothing. The text lives once, in
 /// `request_json`; the column stays for the schema's sake.
 pub(crate) const CONTENT_COLUMN: &str = "";
@@ -644,17 +655,22 @@ impl Store {
     }
 
     /// The newest request with this id; one made over HTTP first.
+    ///
+    /// Two lookups, each through the index of its own rows (`requests_stored_id`,
+    /// unique; `requests_spool_id`, where an id is asked again and again): one index
+    /// over every id would be written for every request.
     pub async fn find_request(&self, id: &str) -> Result<Option<StoredRequest>> {
         with_pool!(self, |pool| {
-            let row = sqlx::query(
-                "SELECT request_json, origin, status, answer_json, reason, finished_at
-                 FROM requests WHERE id = $1
-                 ORDER BY CASE WHEN origin <> 'spool' THEN 0 ELSE 1 END, asked_ms DESC, key DESC
-                 LIMIT 1",
-            )
-            .bind(id)
-            .fetch_optional(pool)
-            .await?;
+            let mut row = sqlx::query(FIND_STORED_REQUEST)
+                .bind(id)
+                .fetch_optional(pool)
+                .await?;
+            if row.is_none() {
+                row = sqlx::query(FIND_SPOOL_REQUEST)
+                    .bind(id)
+                    .fetch_optional(pool)
+                    .await?;
+            }
             Ok(row.and_then(|r| stored_request(&r)))
         })
     }
@@ -912,5 +928,33 @@ mod tests {
             plan.iter().any(|d| d.contains("requests_pending_stored")),
             "{plan:?}"
         );
+    }
+
+    /// A request is found by id through the index of its own kind of rows
+    /// (migration 0006), not by reading every request.
+    #[tokio::test]
+    async fn requests_are_found_by_id_through_their_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&format!("sqlite://{}", dir.path().join("h.db").display()))
+            .await
+            .unwrap();
+        let Backend::Sqlite(pool, _) = &store.backend else {
+            unreachable!()
+        };
+        for (query, index) in [
+            (FIND_STORED_REQUEST, "requests_stored_id"),
+            (FIND_SPOOL_REQUEST, "requests_spool_id"),
+        ] {
+            let plan: Vec<String> =
+                sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {query}")))
+                    .bind("x")
+                    .fetch_all(pool)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get::<String, _>("detail"))
+                    .collect();
+            assert!(plan.iter().any(|d| d.contains(index)), "{plan:?}");
+        }
     }
 }
