@@ -300,19 +300,8 @@ impl Deliverer {
             // Another broker sharing the store ended it, and delivers it.
             return;
         }
-        let url = p
-            .request
-            .metadata
-            .get("response_websocket_url")
-            .and_then(Value::as_str)
-            .filter(|u| !u.is_empty() && p.origin == Origin::Http);
-        let Some(url) = url else {
-            let status = match p.origin {
-                // The answer file is the delivery.
-                Origin::Spool => DeliveryStatus::Delivered,
-                _ => DeliveryStatus::NoWebsocket,
-            };
-            self.told(p.seq, status, false);
+        let Some(url) = push_url(p) else {
+            self.told(p.seq, unpushed(p), false);
             return;
         };
         if let Some(why) = refusal(url, &self.allowed_hosts) {
@@ -358,6 +347,25 @@ impl Deliverer {
             },
         };
         let _ = self.events.send(v);
+    }
+}
+
+/// Where an answer to `p` is pushed: the `responseWebSocketUrl` a request made over
+/// HTTP gave. `None`: its way of asking delivers it ([`unpushed`]).
+pub(super) fn push_url(p: &PendingRequest) -> Option<&str> {
+    p.request
+        .metadata
+        .get("response_websocket_url")
+        .and_then(Value::as_str)
+        .filter(|u| !u.is_empty() && p.origin == Origin::Http)
+}
+
+/// How an answer that is not pushed reaches `p`'s asker.
+pub(super) fn unpushed(p: &PendingRequest) -> DeliveryStatus {
+    match p.origin {
+        // The answer file is the delivery.
+        Origin::Spool => DeliveryStatus::Delivered,
+        _ => DeliveryStatus::NoWebsocket,
     }
 }
 

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::{
     AppState,
-    deliver::{Deliverer, DeliveryStatus},
+    deliver::{self, Deliverer, DeliveryStatus},
     error::ApiError,
     hitl,
 };
@@ -157,9 +157,11 @@ pub async fn respond(
         ))
     })?;
     let by = body.responded_by.clone().unwrap_or_else(|| by.to_string());
-    let delivered = state.deliverer.expect(pending.seq);
+    // Only a push has an outcome to wait for: any other way back is known now.
+    let pushed = deliver::push_url(&pending).is_some();
+    let delivered = pushed.then(|| state.deliverer.expect(pending.seq));
     let answered = state.broker.respond(pending.seq, reply, &by).await;
-    if answered.is_err() {
+    if answered.is_err() && pushed {
         state.deliverer.forget(pending.seq);
     }
     let answer = match answered {
@@ -183,7 +185,10 @@ pub async fn respond(
         Err(e @ RespondError::Invalid(_)) => return Err(ApiError::bad_request(e.to_string())),
         Err(e) => return Err(ApiError::unavailable(e.to_string())),
     };
-    let delivery = Deliverer::outcome(delivered).await;
+    let delivery = match delivered {
+        Some(outcome) => Deliverer::outcome(outcome).await,
+        None => deliver::unpushed(&pending),
+    };
     Ok(Responded {
         pending,
         answer,
