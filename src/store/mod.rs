@@ -903,10 +903,9 @@ mod tests {
         assert_eq!(e.hitl_json().unwrap(), None);
     }
 
-    /// The stored requests still pending are found through their own small index
-    /// (migration 0005), not by reading every request.
-    #[tokio::test]
-    async fn pending_stored_requests_are_read_through_their_index() {
+    /// How SQLite would run `query` (with `args` bound) on a new, migrated store: the
+    /// plan's lines.
+    async fn sqlite_query_plan(query: &str, args: &[&str]) -> Vec<String> {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&format!("sqlite://{}", dir.path().join("h.db").display()))
             .await
@@ -914,16 +913,29 @@ mod tests {
         let Backend::Sqlite(pool, _) = &store.backend else {
             unreachable!()
         };
-        let plan: Vec<String> = sqlx::query(
-            "EXPLAIN QUERY PLAN SELECT request_json, origin FROM requests
+        let sql = format!("EXPLAIN QUERY PLAN {query}");
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()));
+        for a in args {
+            q = q.bind(*a);
+        }
+        q.fetch_all(pool)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<String, _>("detail"))
+            .collect()
+    }
+
+    /// The stored requests still pending are found through their own small index
+    /// (migration 0005), not by reading every request.
+    #[tokio::test]
+    async fn pending_stored_requests_are_read_through_their_index() {
+        let plan = sqlite_query_plan(
+            "SELECT request_json, origin FROM requests
              WHERE origin <> 'spool' AND status = 'pending' ORDER BY asked_ms",
+            &[],
         )
-        .fetch_all(pool)
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get::<String, _>("detail"))
-        .collect();
+        .await;
         assert!(
             plan.iter().any(|d| d.contains("requests_pending_stored")),
             "{plan:?}"
@@ -934,26 +946,11 @@ mod tests {
     /// (migration 0006), not by reading every request.
     #[tokio::test]
     async fn requests_are_found_by_id_through_their_indexes() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&format!("sqlite://{}", dir.path().join("h.db").display()))
-            .await
-            .unwrap();
-        let Backend::Sqlite(pool, _) = &store.backend else {
-            unreachable!()
-        };
         for (query, index) in [
             (FIND_STORED_REQUEST, "requests_stored_id"),
             (FIND_SPOOL_REQUEST, "requests_spool_id"),
         ] {
-            let plan: Vec<String> =
-                sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {query}")))
-                    .bind("x")
-                    .fetch_all(pool)
-                    .await
-                    .unwrap()
-                    .iter()
-                    .map(|r| r.get::<String, _>("detail"))
-                    .collect();
+            let plan = sqlite_query_plan(query, &["x"]).await;
             assert!(plan.iter().any(|d| d.contains(index)), "{plan:?}");
         }
     }
