@@ -184,10 +184,11 @@ impl BrokerHandle {
             .unwrap_or_default()
     }
 
-    /// Writes through the store writer and waits for the commit.
+    /// Writes and waits for the commit: on this thread when the writer is idle (no
+    /// other thread woken on the asker's way), else through the writer's queue.
     async fn store_committed(&self, op: StoreOp) -> Option<Outcome> {
         let (ack, rx) = oneshot::channel();
-        self.store.send(StoreMsg {
+        self.store.write_now_or_send(StoreMsg {
             op,
             ack: Some(ack.into()),
         });

@@ -630,7 +630,7 @@ impl Broker {
     fn write(&mut self, msg: StoreMsg) {
         match msg.op {
             StoreOp::Asked { .. } | StoreOp::Finished { .. } => return self.hold(msg),
-            StoreOp::Delivering { .. } if self.answer_at_once() => {
+            StoreOp::Delivering { .. } | StoreOp::Settle { .. } if self.answer_at_once() => {
                 self.store.write_now_or_send(msg);
                 return;
             }

@@ -142,6 +142,11 @@ impl SqliteWriter {
     /// when it would have had to wait, or failed (the caller then queues them for the
     /// writer, which retries).
     pub fn try_apply_now(&self, ops: &[StoreOp]) -> Option<Vec<Outcome>> {
+        // A WAL due to start over goes to the writer, which restarts it after the
+        // batch: writes made here alone would let it grow.
+        if WAL_FRAMES.load(Ordering::Relaxed) >= WAL_RESTART_FRAMES {
+            return None;
+        }
         let mut conn = self.conn.try_lock().ok()?;
         conn.busy_timeout(Duration::ZERO).ok()?;
         let done = apply(&mut conn, ops);
