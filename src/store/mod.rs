@@ -903,6 +903,127 @@ mod tests {
         assert_eq!(e.hitl_json().unwrap(), None);
     }
 
+    /// Migration 0007 makes `requests` and `events` again with fewer indexes: their
+    /// rows stay, an event id is never given twice (not even one deleted before),
+    /// and what the dropped constraints guarded still holds: a spool question
+    /// recorded twice is one row, an idempotency key one event, events without a
+    /// key as many as were sent.
+    #[tokio::test]
+    async fn migration_0007_keeps_rows_ids_and_what_the_constraints_guarded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.db");
+        // The schema as migration 0006 left it, with rows in it.
+        let before = dir.path().join("migrations");
+        std::fs::create_dir(&before).unwrap();
+        for entry in
+            std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite")).unwrap()
+        {
+            let entry = entry.unwrap();
+            if entry.file_name().to_string_lossy().as_ref() < "0007" {
+                std::fs::copy(entry.path(), before.join(entry.file_name())).unwrap();
+            }
+        }
+        let options = SqliteConnectOptions::from_str("sqlite://")
+            .unwrap()
+            .filename(&path)
+            .create_if_missing(true);
+        let pool = SqlitePoolOptions::new()
+            .connect_with(options)
+            .await
+            .unwrap();
+        sqlx::migrate::Migrator::new(before.as_path())
+            .await
+            .unwrap()
+            .run(&pool)
+            .await
+            .unwrap();
+        let asked_at = jiff::Timestamp::from_second(1_700_000_000).unwrap();
+        let request = |id: &str| -> Request {
+            serde_json::from_value(serde_json::json!({
+                "version": 1, "id": id, "agent_id": "a", "agent_name": "a",
+                "timestamp": asked_at, "type": "text", "content": "Why?",
+            }))
+            .unwrap()
+        };
+        for sql in [
+            "INSERT INTO events (source_app, session_id, hook_event_type, payload_json,
+                 extra_json, timestamp_ms, idempotency_key)
+             VALUES ('a', 's', 'PreToolUse', '{}', '{}', 1, 'k1'),
+                    ('a', 's', 'Notification', '{}', '{}', 2, NULL),
+                    ('a', 's', 'Notification', '{}', '{}', 3, NULL)",
+            "DELETE FROM events WHERE id = 3",
+        ] {
+            sqlx::query(sql).execute(&pool).await.unwrap();
+        }
+        for (id, origin) in [("1", "http"), ("q1", "spool")] {
+            sqlx::query(
+                "INSERT INTO requests (key, project, id, asked_at, asked_ms, variant,
+                     agent_id, agent_name, kind, priority, content, request_json, origin)
+                 VALUES ($1, 'p', $2, $3, 0, 'canonical', 'a', 'a', 'text', 'normal', '',
+                     $4, $5)",
+            )
+            .bind(format!("key-{id}"))
+            .bind(id)
+            .bind(asked_at.to_string())
+            .bind(serde_json::to_string(&request(id)).unwrap())
+            .bind(origin)
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+        pool.close().await;
+
+        let store = Store::open(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        let event = |key: Option<&str>| {
+            StoreOp::Event(Box::new(NewEvent {
+                source_app: "a".into(),
+                session_id: "s".into(),
+                hook_event_type: "Notification".into(),
+                payload: serde_json::json!({}),
+                extra: serde_json::Map::new(),
+                timestamp_ms: 4,
+                hitl: None,
+                idempotency_key: key.map(str::to_string),
+            }))
+        };
+        let asked = || StoreOp::Asked {
+            project: "p".into(),
+            request: Box::new(request("q1")),
+            variant: Variant::Canonical,
+        };
+        let out = store
+            .apply(&[
+                event(None),
+                event(None),
+                event(Some("k1")),
+                asked(),
+                asked(),
+            ])
+            .await
+            .unwrap();
+        let created = |event_id, existing| Outcome::Created { event_id, existing };
+        assert_eq!(
+            out[..3],
+            [created(4, false), created(5, false), created(1, true)],
+            "ids go on after the deleted 3; a known key gives its event"
+        );
+        assert_eq!(store.event(2).await.unwrap().unwrap().id, 2);
+        assert_eq!(
+            store.find_request("1").await.unwrap().unwrap().origin,
+            Origin::Http
+        );
+        let Backend::Sqlite(pool, _) = &store.backend else {
+            unreachable!()
+        };
+        let spool_rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM requests WHERE id = 'q1'")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        assert_eq!(spool_rows, 1, "a spool question recorded again is one row");
+    }
+
     /// How SQLite would run `query` (with `args` bound) on a new, migrated store: the
     /// plan's lines.
     async fn sqlite_query_plan(query: &str, args: &[&str]) -> Vec<String> {
@@ -943,15 +1064,29 @@ mod tests {
     }
 
     /// A request is found by id through the index of its own kind of rows
-    /// (migration 0006), not by reading every request.
+    /// (migration 0006), an event by idempotency key through the index of the
+    /// events that have one (0007), not by reading every row.
     #[tokio::test]
-    async fn requests_are_found_by_id_through_their_indexes() {
+    async fn rows_are_found_through_their_indexes() {
         for (query, index) in [
             (FIND_STORED_REQUEST, "requests_stored_id"),
             (FIND_SPOOL_REQUEST, "requests_spool_id"),
+            (sql::EVENT_BY_KEY, "events_idempotency"),
         ] {
             let plan = sqlite_query_plan(query, &["x"]).await;
             assert!(plan.iter().any(|d| d.contains(index)), "{plan:?}");
         }
+    }
+
+    /// Retention deletes old requests by rowid, found through their time index:
+    /// `key` has no index on SQLite (migration 0007) and is not read.
+    #[tokio::test]
+    async fn old_requests_are_deleted_without_reading_every_row() {
+        let plan = sqlite_query_plan(retention::SQLITE_DELETE_OLD_REQUESTS, &["1", "10"]).await;
+        assert!(
+            plan.iter().any(|d| d.contains("requests_by_time")),
+            "{plan:?}"
+        );
+        assert!(!plan.iter().any(|d| d == "SCAN requests"), "{plan:?}");
     }
 }

@@ -69,11 +69,16 @@ pub struct GcReport {
     pub dry_run: bool,
 }
 
-/// Ended requests asked before `$1` (ms), oldest first, at most `$2`.
+/// Ended requests asked before `$1` (ms), oldest first, at most `$2`: the column
+/// that names them.
 macro_rules! old_requests {
-    () => {
-        "SELECT key FROM requests WHERE status <> 'pending' AND asked_ms < $1
-         ORDER BY asked_ms LIMIT $2"
+    ($by:literal) => {
+        concat!(
+            "SELECT ",
+            $by,
+            " FROM requests WHERE status <> 'pending' AND asked_ms < $1
+             ORDER BY asked_ms LIMIT $2"
+        )
     };
 }
 /// Events from before `$1` (ms) that carry no pending request, oldest first, at most `$2`.
@@ -85,14 +90,26 @@ macro_rules! old_events {
          ORDER BY e.timestamp_ms LIMIT $2"
     };
 }
-const COUNT_OLD_REQUESTS: &str =
-    concat!("SELECT COUNT(*) AS n FROM (", old_requests!(), ") AS old");
+const COUNT_OLD_REQUESTS: &str = concat!(
+    "SELECT COUNT(*) AS n FROM (",
+    old_requests!("key"),
+    ") AS old"
+);
 const COUNT_OLD_EVENTS: &str = concat!("SELECT COUNT(*) AS n FROM (", old_events!(), ") AS old");
 /// Every row history holds (`$1`, `$2` unused, for [`Store::count`]'s binds).
 const COUNT_ROWS: &str = "SELECT (SELECT COUNT(*) FROM requests) + (SELECT COUNT(*) FROM events)
      + 0 * $1 + 0 * $2 AS n";
-const DELETE_OLD_REQUESTS: &str =
-    concat!("DELETE FROM requests WHERE key IN (", old_requests!(), ")");
+const DELETE_OLD_REQUESTS: &str = concat!(
+    "DELETE FROM requests WHERE key IN (",
+    old_requests!("key"),
+    ")"
+);
+/// [`DELETE_OLD_REQUESTS`] for SQLite, whose `key` has no index (migration 0007).
+pub(super) const SQLITE_DELETE_OLD_REQUESTS: &str = concat!(
+    "DELETE FROM requests WHERE rowid IN (",
+    old_requests!("rowid"),
+    ")"
+);
 const DELETE_OLD_EVENTS: &str = concat!("DELETE FROM events WHERE id IN (", old_events!(), ")");
 
 impl Store {
@@ -181,7 +198,11 @@ impl Store {
     async fn delete_before(&self, cutoff: i64, batches: u64, size: i64) -> Result<(u64, u64)> {
         let (mut requests, mut events) = (0u64, 0u64);
         for _ in 0..batches {
-            let r = with_pool!(self, |pool| sqlx::query(DELETE_OLD_REQUESTS)
+            let delete_requests = match &self.backend {
+                Backend::Sqlite(..) => SQLITE_DELETE_OLD_REQUESTS,
+                Backend::Postgres(_) => DELETE_OLD_REQUESTS,
+            };
+            let r = with_pool!(self, |pool| sqlx::query(delete_requests)
                 .bind(cutoff)
                 .bind(size)
                 .execute(pool)

@@ -2,13 +2,14 @@
 //! PostgreSQL, rusqlite for SQLite writes). `$N` placeholders appear in increasing
 //! order, so SQLite numbers them as PostgreSQL does.
 
-/// Records a request once; a repeat (same project, id and time asked) changes nothing.
+/// Records a request; a spool question recorded again (same project, id and time
+/// asked: its file read after a restart) changes nothing.
 /// Binds: key, project, id, asked_at, asked_ms, variant, agent_id, agent_name, kind,
 /// priority, content, request_json, origin, deadline_ms.
 pub const INSERT_REQUEST: &str = "INSERT INTO requests (key, project, id, asked_at, asked_ms,
         variant, agent_id, agent_name, kind, priority, content, request_json, origin, deadline_ms)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-    ON CONFLICT (project, id, asked_at) DO NOTHING";
+    ON CONFLICT (project, id, asked_at) WHERE origin = 'spool' DO NOTHING";
 
 /// Records an answer as being delivered; the first one chosen stands. Binds: project,
 /// id, asked_at, variant, request_json, answer_json.
@@ -33,7 +34,7 @@ pub const FINISH_REQUEST: &str = "UPDATE requests SET status = $1, answer_json =
 pub const INSERT_EVENT: &str = "INSERT INTO events (source_app, session_id, hook_event_type,
         payload_json, extra_json, timestamp_ms, hitl_json, idempotency_key)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-    ON CONFLICT (idempotency_key) DO NOTHING
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id";
 
 /// [`INSERT_EVENT`] for SQLite, whose id is then `last_insert_rowid()`. SQLite
@@ -43,7 +44,7 @@ pub const INSERT_EVENT: &str = "INSERT INTO events (source_app, session_id, hook
 pub const SQLITE_INSERT_EVENT: &str = "INSERT INTO events (source_app, session_id,
         hook_event_type, payload_json, extra_json, timestamp_ms, hitl_json, idempotency_key)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-    ON CONFLICT (idempotency_key) DO NOTHING";
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING";
 
 /// The event stored under an idempotency key. Binds: idempotency_key.
 pub const EVENT_BY_KEY: &str = "SELECT id FROM events WHERE idempotency_key = $1";
@@ -70,7 +71,7 @@ pub const PG_INSERT_EVENTS: &str = "INSERT INTO events (id, source_app, session_
         hook_event_type, payload_json, extra_json, timestamp_ms, hitl_json, idempotency_key)
     SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[],
         $6::text[], $7::int8[], $8::text[], $9::text[])
-    ON CONFLICT (idempotency_key) DO NOTHING
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id";
 
 /// The events stored under idempotency keys, as (id, key). Binds: keys.
@@ -84,7 +85,7 @@ pub const PG_INSERT_REQUESTS: &str = "INSERT INTO requests (key, project, id, as
     SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[],
         $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
         $12::text[], $13::text[], $14::int8[])
-    ON CONFLICT (project, id, asked_at) DO NOTHING";
+    ON CONFLICT (project, id, asked_at) WHERE origin = 'spool' DO NOTHING";
 
 /// Ends requests made over HTTP that are still pending, as [`SETTLE`] does one;
 /// returns the ids it ended. Binds arrays: id, status, answer_json, responded_by,
@@ -108,7 +109,7 @@ pub const PG_CREATE_ALONE: &str = "WITH ev AS (
         INSERT INTO events (source_app, session_id, hook_event_type, payload_json,
             extra_json, timestamp_ms, hitl_json, idempotency_key)
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-        ON CONFLICT (idempotency_key) DO NOTHING
+        ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
         RETURNING id
     ), req AS (
         INSERT INTO requests (key, project, id, asked_at, asked_ms, variant, agent_id,
