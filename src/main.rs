@@ -221,10 +221,22 @@ enum Command {
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    runtime_with(2)
+}
+
+fn runtime_with(workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .enable_all()
         .build()?)
+}
+
+/// The runtime of `listen` and `serve`, sized for the store they will open.
+fn daemon_runtime(db: &Option<String>) -> anyhow::Result<tokio::runtime::Runtime> {
+    let db_url = db
+        .clone()
+        .unwrap_or_else(|| hitl::config::Paths::from_env().db_url());
+    runtime_with(hitl::daemon::worker_threads(&db_url))
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -244,11 +256,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Listen(opts) => {
             hitl::cmd::listen::unblock_stop_signals()?;
-            runtime()?.block_on(hitl::cmd::listen::run(opts))?
+            daemon_runtime(&opts.db)?.block_on(hitl::cmd::listen::run(opts))?
         }
         Command::Serve(opts) => {
             hitl::cmd::listen::unblock_stop_signals()?;
-            runtime()?.block_on(hitl::cmd::serve::run(opts))?
+            daemon_runtime(&opts.db)?.block_on(hitl::cmd::serve::run(opts))?
         }
         Command::Ask(opts) => {
             return Ok(match hitl::cmd::ask::run(opts) {

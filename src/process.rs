@@ -125,6 +125,13 @@ pub fn this_process() -> ProcessRef {
     })
 }
 
+/// The user this process runs as (its effective uid), asked of the kernel once: the
+/// server compares every loopback client's owner with it.
+pub fn euid() -> u32 {
+    static EUID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *EUID.get_or_init(|| nix::unistd::geteuid().as_raw())
+}
+
 /// True while `pid` runs and, when `start` is given, is still the same process.
 /// Zombies count as dead: they will never read an answer.
 pub fn is_alive(pid: u32, start: Option<u64>) -> bool {

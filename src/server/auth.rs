@@ -108,8 +108,7 @@ impl Caller {
                 self.authenticated
                     || (self.local
                         && state.settings.open_loopback
-                        && self.peer.owner(state.local_addr)
-                            == Some(nix::unistd::geteuid().as_raw()))
+                        && self.peer.owner(state.local_addr) == Some(crate::process::euid()))
             }
             Access::Token => self.authenticated,
         };
@@ -145,7 +144,7 @@ impl Caller {
             return Some(Identity::User);
         }
         match self.peer.owner(state.local_addr)? {
-            uid if uid == nix::unistd::geteuid().as_raw() => Some(Identity::User),
+            uid if uid == crate::process::euid() => Some(Identity::User),
             uid => Some(Identity::OtherUser(uid)),
         }
     }
