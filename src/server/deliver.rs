@@ -216,16 +216,23 @@ impl Deliverer {
         })
     }
 
+    /// Tells `/stream` of a new event, copying it only when someone follows.
+    pub(super) fn announce(&self, event: &Value) {
+        if self.events.receiver_count() > 0 {
+            let _ = self.events.send(event.clone());
+        }
+    }
+
     /// Keeps the event `POST /events` made for a request now pending.
-    pub(super) fn hold_event(&self, event_id: i64, event: Value) {
+    pub(super) fn hold_event(&self, event_id: i64, event: Arc<Value>) {
         // Locks in the order `remember` takes them: held, then recent. A request that
         // ended before its event got here has its event put beside its end.
         let mut held = lock(&self.held_events);
         let mut recent = lock(&self.recent);
         match recent.by_id.get_mut(&event_id.to_string()) {
-            Some((_, slot)) => *slot = Some(Arc::new(event)),
+            Some((_, slot)) => *slot = Some(event),
             None => {
-                held.insert(event_id, Arc::new(event));
+                held.insert(event_id, event);
             }
         }
     }

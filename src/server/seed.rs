@@ -130,7 +130,7 @@ pub async fn create_event(
             request: None,
         };
         let v = respond::event_json(&stored);
-        let _ = state.deliverer.events.send(v.clone());
+        state.deliverer.announce(&v);
         return Ok((StatusCode::CREATED, Json(v)).into_response());
     };
     let spec: HitlSpec = serde_json::from_value(hitl_value)
@@ -173,11 +173,13 @@ pub async fn create_event(
     if submitted.existing {
         return Ok((StatusCode::OK, Json(v)).into_response());
     }
+    // One event, shared by the response, the held copy and `/stream`: no copies.
+    let v = Arc::new(v);
     if submitted.pending.is_some() {
         state.deliverer.hold_event(submitted.event_id, v.clone());
     }
-    let _ = state.deliverer.events.send(v.clone());
-    Ok((StatusCode::CREATED, Json(v)).into_response())
+    state.deliverer.announce(&v);
+    Ok((StatusCode::CREATED, Json(&*v)).into_response())
 }
 
 fn now_ms() -> i64 {
