@@ -3,8 +3,8 @@
 //! * Rebuilds when a migration is added: `sqlx::migrate!` embeds the folders' files
 //!   at compile time, and cargo does not otherwise notice a new one.
 //! * Links the functions every short-lived `hitl` process runs (start-up, `ask`,
-//!   `hook`) next to each other, in the order `tools/hot-symbols.txt` lists them
-//!   (made by `tools/hot-symbols`). Spread over the 13 MB of code they cost a page
+//!   `hook`), then those of the server's request path, next to each other, in the
+//!   order `tools/hot-symbols.txt` lists them (made by `tools/hot-symbols`). Spread over the 13 MB of code they cost a page
 //!   fault each, tens of microseconds per start; together, a handful. A name no
 //!   longer in the binary is skipped, so a stale list costs only that speed. Only
 //!   where the linker is rust's lld (the default on x86_64 Linux), which reads the list.
