@@ -173,7 +173,7 @@ pub async fn create_event(
     if submitted.existing {
         return Ok((StatusCode::OK, Json(v)).into_response());
     }
-    // One event, shared by the response, the held copy and `/stream`: no copies.
+    // One event for the response and the held copy; `/stream` gets a copy when followed.
     let v = Arc::new(v);
     if submitted.pending.is_some() {
         state.deliverer.hold_event(submitted.event_id, v.clone());
