@@ -18,6 +18,7 @@
 mod pg_writer;
 mod sql;
 pub mod sqlite_writer;
+mod wal_gather;
 mod writer;
 
 pub use writer::{Ack, StoreMsg, StoreSender, spawn_store_writer};

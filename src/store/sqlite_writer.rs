@@ -28,9 +28,9 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OpenFlags, params};
 
-use super::{NewEvent, Outcome, REMOTE_PROJECT, StoreOp, sql};
+use super::{NewEvent, Outcome, REMOTE_PROJECT, StoreOp, sql, wal_gather};
 use crate::protocol::{Answer, Origin, Request, Variant};
 
 /// How often the WAL is folded back into the database file.
@@ -74,8 +74,14 @@ pub struct SqliteWriter {
 /// How long a batch waits for another process's write lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn open(path: &Path) -> Result<Connection> {
-    let conn = Connection::open(path)?;
+/// Opens `path`; `gathered`: through [`wal_gather`], as the writer does.
+fn open(path: &Path, gathered: bool) -> Result<Connection> {
+    let conn = if gathered {
+        wal_gather::register().map_err(anyhow::Error::msg)?;
+        Connection::open_with_flags_and_vfs(path, OpenFlags::default(), wal_gather::NAME)?
+    } else {
+        Connection::open(path)?
+    };
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // As the sqlx pool: a commit survives a process crash; only a power cut can
@@ -90,7 +96,7 @@ fn open(path: &Path) -> Result<Connection> {
 impl SqliteWriter {
     /// Opens the (already migrated) database at `path` for writing.
     pub fn open(path: &Path) -> Result<SqliteWriter> {
-        let conn = open(path)?;
+        let conn = open(path, true)?;
         // After `wal_autocheckpoint`, which replaces any WAL hook with its own.
         conn.wal_hook(Some(note_wal_frames));
         let alive = Arc::new(());
@@ -186,7 +192,7 @@ impl SqliteWriter {
 }
 
 fn checkpoint_loop(path: &Path, alive: Weak<()>) {
-    let Ok(conn) = open(path) else {
+    let Ok(conn) = open(path, false) else {
         return;
     };
     while alive.upgrade().is_some() {
