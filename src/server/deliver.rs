@@ -31,7 +31,10 @@ use tokio::{
 };
 use tokio_tungstenite::tungstenite::Message;
 
-use super::{hitl, respond};
+use super::{
+    hitl::{self, HitlStatus},
+    respond::{self, EndedEvent},
+};
 use crate::{
     broker::{BrokerHandle, Change, Finished, PendingRequest},
     config::HttpSettings,
@@ -197,15 +200,18 @@ impl Deliverer {
         }
     }
 
-    /// How stored request `id` ended, if it did lately.
-    pub(super) fn recently_ended(&self, id: &str) -> Option<StoredRequest> {
+    /// How stored request `id` ended, if it did lately and this broker knows how
+    /// (one ended elsewhere without saying how is for the store to tell).
+    pub(super) fn recently_finished(&self, id: &str) -> Option<Arc<Finished>> {
         let recent = lock(&self.recent);
         let (f, _) = recent.by_id.get(id)?;
-        // Ended elsewhere without saying how: the store knows.
         let answered = matches!(f.status, Status::Answered | Status::Cancelled);
-        if answered && f.answer.is_none() {
-            return None;
-        }
+        (!answered || f.answer.is_some()).then(|| f.clone())
+    }
+
+    /// How stored request `id` ended, if it did lately, as the store will have it.
+    pub(super) fn recently_ended(&self, id: &str) -> Option<StoredRequest> {
+        let f = self.recently_finished(id)?;
         Some(StoredRequest {
             request: f.pending.request.clone(),
             origin: f.pending.origin,
@@ -249,30 +255,28 @@ impl Deliverer {
     /// Seed 004's event for request `p` marked with how it ended (the store may not
     /// have the end yet, so we say what we know): the event made here if it is held,
     /// else the stored one. `None` for a request no event carried.
-    pub(super) async fn ended_event(
+    pub(super) async fn ended_event<'a>(
         &self,
         store: &Store,
         p: &PendingRequest,
         status: Status,
-        answer: Option<&crate::protocol::Answer>,
-        reason: Option<&str>,
-    ) -> anyhow::Result<Option<Value>> {
+        answer: Option<&'a crate::protocol::Answer>,
+        reason: Option<&'a str>,
+    ) -> anyhow::Result<Option<EndedEvent<'a>>> {
         let Some(event_id) = p.event_id else {
             return Ok(None);
         };
-        let mut v = match self.event_of(event_id) {
-            Some(held) => (*held).clone(),
+        let event = match self.event_of(event_id) {
+            Some(held) => held,
             None => match store.event(event_id).await? {
-                Some(e) => respond::event_json(&e),
+                Some(e) => Arc::new(respond::event_json(&e)),
                 None => return Ok(None),
             },
         };
-        v["humanInTheLoopStatus"] = hitl::status_object(status, answer, reason);
-        if let Some(a) = answer.filter(|_| status != Status::Timeout) {
-            v["humanInTheLoopStatus"]["response"] =
-                hitl::response_data(&p.request, Some(event_id), a);
-        }
-        Ok(Some(v))
+        Ok(Some(EndedEvent {
+            event,
+            status: HitlStatus::answered(status, &p.request, Some(event_id), answer, reason),
+        }))
     }
 
     /// Remembers how a stored request ended, when the change says all of it.
@@ -349,7 +353,10 @@ impl Deliverer {
                 .ended_event(store, p, f.status, f.answer.as_ref(), f.reason.as_deref())
                 .await
             {
-                Ok(Some(v)) => v,
+                Ok(Some(ended)) => match serde_json::to_value(&ended) {
+                    Ok(v) => v,
+                    Err(_) => return,
+                },
                 _ => return,
             },
         };

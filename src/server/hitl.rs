@@ -6,7 +6,7 @@
 //! kept in the request's metadata (`hitl_type`) so the answer goes back in the field
 //! its client reads (`response`, `choice`, `approved`, `permission`).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::{
@@ -287,64 +287,148 @@ pub fn idempotency_key(request_id: &str, a: &Answer) -> String {
 /// never change, or replicas of different versions would disagree.
 const ANSWER_KEYS: uuid::Uuid = uuid::Uuid::from_u128(0x3c1f_6f0e_2b7a_5d4c_9e8f_1a2b_3c4d_5e6f);
 
-/// Seed 004's HumanInTheLoopResponse for an answer to `r`.
+/// Seed 004's HumanInTheLoopResponse for an answer to `r`, as a JSON value (see
+/// [`ResponseData`]).
 pub fn response_data(r: &Request, event_id: Option<i64>, a: &Answer) -> Value {
-    let mut data = json!({
-        "idempotencyKey": idempotency_key(&r.id, a),
-        "respondedAt": a.timestamp.as_millisecond(),
-        "respondedBy": a.responded_by,
-        "status": a.status.as_str(),
-    });
-    if let Some(id) = event_id {
-        data["eventId"] = json!(id);
-    }
-    if a.status == AnswerStatus::Cancelled {
-        data["cancelled"] = json!(true);
-    }
-    if a.status == AnswerStatus::Answered {
-        match r.kind {
-            Kind::Approval | Kind::Permission => {
-                let field = if seed_type(r) == "permission" {
-                    "permission"
-                } else {
-                    "approved"
-                };
-                data[field] = json!(a.approved.unwrap_or(false));
-            }
-            Kind::Select => data["choice"] = json!(a.content),
-            Kind::Multiselect => data["choices"] = json!(a.choices.clone().unwrap_or_default()),
-            Kind::Text | Kind::Yesno => data["response"] = json!(a.content),
-            Kind::Questions => {
-                data["answers"] = json!(a.answers.clone().unwrap_or_default());
-                data["response"] = json!(a.content);
-            }
-        }
-    }
-    if let Some(c) = &a.comment {
-        data["comment"] = json!(c);
-    }
-    data
+    serde_json::to_value(ResponseData::new(r, event_id, a)).unwrap_or(Value::Null)
 }
 
-/// Seed 004's HumanInTheLoopStatus for a request in `status`.
+/// Seed 004's HumanInTheLoopResponse for an answer: what is pushed to the agent,
+/// what its poll returns in `data`, and the `response` of the event's status. The
+/// answer goes in the field its client reads (`response`, `choice`, `choices`,
+/// `approved` or `permission`, `answers`). Serialised straight from the answer: on
+/// the answer and poll routes, building it as a map of values was a tenth of the
+/// server's own work.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResponseData<'a> {
+    /// The answer's idempotency key ([`idempotency_key`]).
+    pub idempotency_key: String,
+    responded_at: i64,
+    responded_by: &'a str,
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    event_id: Option<i64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    cancelled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    permission: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    approved: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    choice: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    choices: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    answers: Option<&'a Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    comment: Option<&'a str>,
+}
+
+/// An empty `answers` object, for a `questions` answer that has none.
+static NO_ANSWERS: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
+
+impl<'a> ResponseData<'a> {
+    /// The response object for answer `a` to `r` (made by event `event_id`, if any).
+    pub fn new(r: &Request, event_id: Option<i64>, a: &'a Answer) -> ResponseData<'a> {
+        let mut data = ResponseData {
+            idempotency_key: idempotency_key(&r.id, a),
+            responded_at: a.timestamp.as_millisecond(),
+            responded_by: &a.responded_by,
+            status: a.status.as_str(),
+            event_id,
+            cancelled: a.status == AnswerStatus::Cancelled,
+            permission: None,
+            approved: None,
+            choice: None,
+            choices: None,
+            answers: None,
+            response: None,
+            comment: a.comment.as_deref(),
+        };
+        if a.status == AnswerStatus::Answered {
+            match r.kind {
+                Kind::Approval | Kind::Permission => {
+                    let approved = Some(a.approved.unwrap_or(false));
+                    if seed_type(r) == "permission" {
+                        data.permission = approved;
+                    } else {
+                        data.approved = approved;
+                    }
+                }
+                Kind::Select => data.choice = Some(&a.content),
+                Kind::Multiselect => data.choices = Some(a.choices.as_deref().unwrap_or(&[])),
+                Kind::Text | Kind::Yesno => data.response = Some(&a.content),
+                Kind::Questions => {
+                    data.answers = Some(a.answers.as_ref().unwrap_or(&NO_ANSWERS));
+                    data.response = Some(&a.content);
+                }
+            }
+        }
+        data
+    }
+}
+
+/// Seed 004's HumanInTheLoopStatus for a request in `status`, as a JSON value (see
+/// [`HitlStatus`]).
 pub fn status_object(status: Status, answer: Option<&Answer>, reason: Option<&str>) -> Value {
-    let name = match status {
-        Status::Pending => "pending",
-        Status::Answered | Status::Cancelled => "responded",
-        Status::Timeout => "timeout",
-        Status::Withdrawn | Status::Abandoned | Status::Rejected => "error",
-    };
-    let mut v = json!({ "status": name });
-    if let Some(a) = answer {
-        v["respondedAt"] = json!(a.timestamp.as_millisecond());
-        if status == Status::Timeout {
-            v["timeoutAt"] = json!(a.timestamp.as_millisecond());
+    serde_json::to_value(HitlStatus::new(status, answer, reason)).unwrap_or(Value::Null)
+}
+
+/// Seed 004's HumanInTheLoopStatus: `pending`, `responded`, `timeout` or `error`,
+/// when and why, and the response itself once answered.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HitlStatus<'a> {
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    responded_at: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeout_at: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_message: Option<&'a str>,
+    /// The response, for an answered or cancelled request ([`HitlStatus::answered`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response: Option<ResponseData<'a>>,
+}
+
+impl<'a> HitlStatus<'a> {
+    /// The status of a request in `status`, answered by `answer` (or timed out then),
+    /// ended for `reason`; without the response.
+    pub fn new(status: Status, answer: Option<&Answer>, reason: Option<&'a str>) -> HitlStatus<'a> {
+        let name = match status {
+            Status::Pending => "pending",
+            Status::Answered | Status::Cancelled => "responded",
+            Status::Timeout => "timeout",
+            Status::Withdrawn | Status::Abandoned | Status::Rejected => "error",
+        };
+        let at = answer.map(|a| a.timestamp.as_millisecond());
+        HitlStatus {
+            status: name,
+            responded_at: at,
+            timeout_at: at.filter(|_| status == Status::Timeout),
+            error_message: (name == "error").then(|| reason.unwrap_or(status.as_str())),
+            response: None,
         }
     }
-    if name == "error" {
-        v["errorMessage"] = json!(reason.unwrap_or(status.as_str()));
+
+    /// The status with its response: for `answer` to `r` unless it timed out.
+    pub fn answered(
+        status: Status,
+        r: &Request,
+        event_id: Option<i64>,
+        answer: Option<&'a Answer>,
+        reason: Option<&'a str>,
+    ) -> HitlStatus<'a> {
+        HitlStatus {
+            response: answer
+                .filter(|_| status != Status::Timeout)
+                .map(|a| ResponseData::new(r, event_id, a)),
+            ..HitlStatus::new(status, answer, reason)
+        }
     }
-    v
 }
 
 #[cfg(test)]
@@ -461,6 +545,138 @@ mod tests {
         let key = idempotency_key("42", &fixed);
         assert_eq!(key, "a5c12453-7acf-5192-993e-0c79075cf09b");
         assert_eq!(uuid::Uuid::parse_str(&key).unwrap().get_version_num(), 5);
+    }
+
+    /// The serialised response and status objects are, byte for byte, what building
+    /// them as JSON maps gave (the shape seed 004's clients were tested against).
+    #[test]
+    fn response_and_status_keep_their_fields_and_order() {
+        fn reference_data(r: &Request, event_id: Option<i64>, a: &Answer) -> Value {
+            let mut data = json!({
+                "idempotencyKey": idempotency_key(&r.id, a),
+                "respondedAt": a.timestamp.as_millisecond(),
+                "respondedBy": a.responded_by,
+                "status": a.status.as_str(),
+            });
+            if let Some(id) = event_id {
+                data["eventId"] = json!(id);
+            }
+            if a.status == AnswerStatus::Cancelled {
+                data["cancelled"] = json!(true);
+            }
+            if a.status == AnswerStatus::Answered {
+                match r.kind {
+                    Kind::Approval | Kind::Permission => {
+                        let field = if seed_type(r) == "permission" {
+                            "permission"
+                        } else {
+                            "approved"
+                        };
+                        data[field] = json!(a.approved.unwrap_or(false));
+                    }
+                    Kind::Select => data["choice"] = json!(a.content),
+                    Kind::Multiselect => {
+                        data["choices"] = json!(a.choices.clone().unwrap_or_default())
+                    }
+                    Kind::Text | Kind::Yesno => data["response"] = json!(a.content),
+                    Kind::Questions => {
+                        data["answers"] = json!(a.answers.clone().unwrap_or_default());
+                        data["response"] = json!(a.content);
+                    }
+                }
+            }
+            if let Some(c) = &a.comment {
+                data["comment"] = json!(c);
+            }
+            data
+        }
+        fn reference_status(
+            status: Status,
+            answer: Option<&Answer>,
+            reason: Option<&str>,
+        ) -> Value {
+            let name = match status {
+                Status::Pending => "pending",
+                Status::Answered | Status::Cancelled => "responded",
+                Status::Timeout => "timeout",
+                Status::Withdrawn | Status::Abandoned | Status::Rejected => "error",
+            };
+            let mut v = json!({ "status": name });
+            if let Some(a) = answer {
+                v["respondedAt"] = json!(a.timestamp.as_millisecond());
+                if status == Status::Timeout {
+                    v["timeoutAt"] = json!(a.timestamp.as_millisecond());
+                }
+            }
+            if name == "error" {
+                v["errorMessage"] = json!(reason.unwrap_or(status.as_str()));
+            }
+            v
+        }
+        let kinds = [
+            "question",
+            "question_input",
+            "approval",
+            "permission",
+            "choice",
+            "yesno",
+            "multiselect",
+        ];
+        let mut requests: Vec<Request> = kinds
+            .iter()
+            .map(|k| request_from_spec(&spec(k), "app", "s").unwrap())
+            .collect();
+        let form: HitlSpec = serde_json::from_value(json!({
+            "type": "questions", "question": "q",
+            "questions": [{ "question": "Which?", "options": [{ "label": "a" }, { "label": "b" }] }]
+        }))
+        .unwrap();
+        requests.push(request_from_spec(&form, "app", "s").unwrap());
+        let mut answers = Vec::new();
+        for r in &requests {
+            for body in [
+                json!({ "response": "a", "approved": true, "choice": "a", "choices": ["a", "b"],
+                        "answers": ["a"], "comment": "why" }),
+                json!({ "response": "b", "approved": false, "choice": "b", "choices": [],
+                        "answers": ["b"] }),
+            ] {
+                let body: RespondBody = serde_json::from_value(body).unwrap();
+                if let Ok(reply) = reply_for(r, &body) {
+                    answers.push((r, Answer::from_reply(r, reply, "web")));
+                }
+            }
+            let cancel = Reply::Cancel {
+                reason: Some("gone".into()),
+            };
+            answers.push((r, Answer::from_reply(r, cancel, "web")));
+            answers.push((r, Answer::timeout(r)));
+        }
+        assert!(answers.len() > 2 * requests.len());
+        let statuses = [
+            Status::Pending,
+            Status::Answered,
+            Status::Cancelled,
+            Status::Timeout,
+            Status::Withdrawn,
+            Status::Abandoned,
+            Status::Rejected,
+        ];
+        for (r, a) in &answers {
+            for event_id in [None, Some(7)] {
+                assert_eq!(
+                    serde_json::to_string(&ResponseData::new(r, event_id, a)).unwrap(),
+                    reference_data(r, event_id, a).to_string()
+                );
+            }
+            for status in statuses {
+                for (answer, reason) in [(Some(a), None), (None, Some("went away")), (None, None)] {
+                    assert_eq!(
+                        serde_json::to_string(&HitlStatus::new(status, answer, reason)).unwrap(),
+                        reference_status(status, answer, reason).to_string()
+                    );
+                }
+            }
+        }
     }
 
     mod properties {

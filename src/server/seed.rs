@@ -10,7 +10,7 @@ use axum::{
     http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Response},
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::{
@@ -18,13 +18,14 @@ use super::{
     auth::Caller,
     error::{ApiError, JsonBody, QueryParams},
     hitl::{self, HitlSpec},
+    hitl::{HitlStatus, ResponseData},
     json::Json,
-    respond::{self, Ids, Lookup},
+    respond::{self, EndedEvent, Ids, Lookup},
 };
 use crate::{
     api::RespondBody,
-    protocol::{Origin, Status},
-    store::{NewEvent, StoredEvent, StoredRequest},
+    protocol::{Answer, Origin, Request, Status},
+    store::{NewEvent, StoredRequest},
 };
 
 /// Longest idempotency key accepted.
@@ -109,55 +110,44 @@ pub async fn create_event(
     body.remove("humanInTheLoopStatus");
     let hitl_value = body.remove("humanInTheLoop").filter(|v| !v.is_null());
     let event = NewEvent {
-        source_app: source_app.clone(),
-        session_id: session_id.clone(),
+        source_app,
+        session_id,
         hook_event_type,
         payload,
         extra: body,
         timestamp_ms,
-        hitl: hitl_value.clone(),
+        hitl: hitl_value,
         idempotency_key: key,
     };
-    let Some(hitl_value) = hitl_value else {
+    // The event as the response shows it is made before the event moves to the
+    // broker (no copy of it); only its id is to come.
+    let Some(hitl_value) = &event.hitl else {
+        let mut v = respond::new_event_json(0, &event, None);
         let id = state
             .broker
-            .record_event(event.clone())
+            .record_event(event)
             .await
             .map_err(|e| ApiError::unavailable(e.to_string()))?;
-        let stored = StoredEvent {
-            id,
-            event,
-            request: None,
-        };
-        let v = respond::event_json(&stored);
+        v["id"] = json!(id);
         state.deliverer.announce(&v);
         return Ok((StatusCode::CREATED, Json(v)).into_response());
     };
-    let spec: HitlSpec = serde_json::from_value(hitl_value)
+    let spec = HitlSpec::deserialize(hitl_value)
         .map_err(|e| ApiError::bad_request(format!("humanInTheLoop: {e}")))?;
-    let mut request =
-        hitl::request_from_spec(&spec, &source_app, &session_id).map_err(ApiError::bad_request)?;
+    let mut request = hitl::request_from_spec(&spec, &event.source_app, &event.session_id)
+        .map_err(ApiError::bad_request)?;
     // Any caller may name any app and session: who really asked goes with it.
     request.created_by = Some(caller.who(&state));
+    let pending = HitlStatus::new(Status::Pending, None, None);
+    let mut v = respond::new_event_json(0, &event, Some(&pending));
     let submitted = state
         .broker
-        .ask(request, Origin::Http, event.clone())
+        .ask(request, Origin::Http, event)
         .await
         .map_err(|e| ApiError::unavailable(e.to_string()))?;
-    let stored = match (&submitted.pending, submitted.existing) {
+    match (&submitted.pending, submitted.existing) {
         // Just made and queued: what was stored is what we hold; no read back.
-        (Some(p), false) => StoredEvent {
-            id: submitted.event_id,
-            event,
-            request: Some(StoredRequest {
-                request: p.request.clone(),
-                origin: p.origin,
-                status: Status::Pending,
-                answer: None,
-                reason: None,
-                finished_at: None,
-            }),
-        },
+        (Some(_), false) => v["id"] = json!(submitted.event_id),
         // A repeated key names the first event; or it ended at once: the store says.
         _ => match state
             .store
@@ -165,11 +155,10 @@ pub async fn create_event(
             .await
             .map_err(ApiError::internal)?
         {
-            Some(s) => s,
+            Some(s) => v = respond::event_json(&s),
             None => return Err(ApiError::internal("a stored event could not be read back")),
         },
-    };
-    let v = respond::event_json(&stored);
+    }
     if submitted.existing {
         return Ok((StatusCode::OK, Json(v)).into_response());
     }
@@ -191,43 +180,58 @@ pub async fn respond_event(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<RespondBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let done = match respond::respond(&state, &id, Ids::Events, &body, "http").await {
         Err(e) if e.status == StatusCode::NOT_FOUND => return Err(no_request(&state, &id).await),
         done => done?,
     };
-    let event = state
+    let p = &done.pending;
+    let status: Status = done.answer.status.into();
+    let ended = state
         .deliverer
-        .ended_event(
-            &state.store,
-            &done.pending,
-            done.answer.status.into(),
-            Some(&done.answer),
-            None,
-        )
+        .ended_event(&state.store, p, status, Some(&done.answer), None)
         .await
         .map_err(ApiError::internal)?;
-    let event = event.unwrap_or_else(|| {
-        json!({
+    // A request no event carried (asked another way, answered here) is shown as one.
+    let event = ended.unwrap_or_else(|| EndedEvent {
+        event: Arc::new(json!({
             "id": id,
-            "source_app": done.pending.request.agent_name,
-            "session_id": done.pending.request.agent_id,
+            "source_app": p.request.agent_name,
+            "session_id": p.request.agent_id,
             "hook_event_type": "HumanInTheLoop",
             "payload": {},
-            "humanInTheLoopStatus": hitl::status_object(done.answer.status.into(), Some(&done.answer), None),
-        })
+        })),
+        status: HitlStatus::new(status, Some(&done.answer), None),
     });
-    Ok(Json(json!({
-        "success": true,
-        "event": event,
-        "idempotencyKey": hitl::idempotency_key(&done.pending.request.id, &done.answer),
-        "deliveryStatus": done.delivery.as_str(),
-        "message": match done.delivery {
+    let idempotency_key = match &event.status.response {
+        Some(data) => data.idempotency_key.clone(),
+        None => hitl::idempotency_key(&p.request.id, &done.answer),
+    };
+    Ok(Json(Responded {
+        success: true,
+        event,
+        idempotency_key,
+        delivery_status: done.delivery.as_str(),
+        message: match done.delivery {
             super::DeliveryStatus::Delivered => "Response delivered to the agent",
-            super::DeliveryStatus::PendingPoll => "Response stored; the agent's WebSocket did not take it, so it will poll",
+            super::DeliveryStatus::PendingPoll => {
+                "Response stored; the agent's WebSocket did not take it, so it will poll"
+            }
             super::DeliveryStatus::NoWebsocket => "Response stored; the agent will poll for it",
         },
-    })))
+    })
+    .into_response())
+}
+
+/// The reply to `POST /events/:id/respond`, in seed 004's field order.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Responded<'a> {
+    success: bool,
+    event: EndedEvent<'a>,
+    idempotency_key: String,
+    delivery_status: &'static str,
+    message: &'static str,
 }
 
 /// The 202 of a request with no answer yet.
@@ -244,10 +248,37 @@ fn no_response_yet(status: &str) -> Response {
 
 /// The poll answer for an ended request.
 pub fn ended_response(r: &StoredRequest, event_id: Option<i64>) -> Response {
-    match (r.status, &r.answer) {
+    poll_reply(
+        &r.request,
+        r.status,
+        r.answer.as_ref(),
+        r.reason.as_deref(),
+        event_id,
+    )
+}
+
+/// The poll answer for request `r` in `status`, answered by `answer` or ended for
+/// `reason`.
+fn poll_reply(
+    r: &Request,
+    status: Status,
+    answer: Option<&Answer>,
+    reason: Option<&str>,
+    event_id: Option<i64>,
+) -> Response {
+    /// `{"success": true, "data": …}`.
+    #[derive(Serialize)]
+    struct Answered<'a> {
+        success: bool,
+        data: ResponseData<'a>,
+    }
+    match (status, answer) {
         (Status::Answered | Status::Cancelled, Some(a)) => (
             StatusCode::OK,
-            Json(json!({ "success": true, "data": hitl::response_data(&r.request, event_id, a) })),
+            Json(Answered {
+                success: true,
+                data: ResponseData::new(r, event_id, a),
+            }),
         )
             .into_response(),
         (Status::Pending, _) => no_response_yet("pending"),
@@ -256,11 +287,8 @@ pub fn ended_response(r: &StoredRequest, event_id: Option<i64>) -> Response {
             StatusCode::GONE,
             format!(
                 "request {} was {s}{}",
-                r.request.id,
-                r.reason
-                    .as_ref()
-                    .map(|w| format!(" ({w})"))
-                    .unwrap_or_default()
+                r.id,
+                reason.map(|w| format!(" ({w})")).unwrap_or_default()
             ),
         )
         .into_response(),
@@ -272,6 +300,23 @@ pub async fn event_response(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
+    // Ended lately, as an agent polling right after its answer finds it: no copy.
+    if let Some(f) = state.deliverer.recently_finished(&id) {
+        let p = &f.pending;
+        // As the store's row would say (`StoredRequest::event_id`).
+        let event_id = p
+            .origin
+            .is_stored()
+            .then(|| p.request.id.parse().ok())
+            .flatten();
+        return Ok(poll_reply(
+            &p.request,
+            f.status,
+            f.answer.as_ref(),
+            f.reason.as_deref(),
+            event_id,
+        ));
+    }
     match respond::lookup(&state, &id, Ids::Events).await? {
         Some(Lookup::Pending(_)) => Ok(no_response_yet("pending")),
         Some(Lookup::Ended(r)) => Ok(ended_response(&r, r.event_id())),
