@@ -618,6 +618,87 @@ fn requests_made_over_http_survive_kill_9() {
     }
 }
 
+/// Creates and answers from several clients at once, the listener killed in the
+/// middle: every create and answer it acknowledged is there after the restart (the
+/// SQLite writer gathers a commit's WAL frames into one write; acknowledged means
+/// written).
+#[test]
+fn requests_acknowledged_under_load_survive_kill_9() {
+    use std::sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    };
+    let api = Arc::new(Api::start(Some("[http]\ncreate_rate_limit = 0\n")));
+    let stop = Arc::new(AtomicBool::new(false));
+    // (event id, whether its answer was acknowledged)
+    let acked = Arc::new(Mutex::new(Vec::<(i64, bool)>::new()));
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            let (api, stop, acked) = (api.clone(), stop.clone(), acked.clone());
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let event = hitl_event("question", &format!("c{c} q{n}"), json!({}));
+                    let Ok(r) = api.http.post(api.url("/events")).json(&event).send() else {
+                        return;
+                    };
+                    let Ok(created) = r.json::<Value>() else {
+                        return;
+                    };
+                    let Some(id) = created["id"].as_i64() else {
+                        return;
+                    };
+                    n += 1;
+                    // Every other one answered too.
+                    let answered = n % 2 == 1
+                        && api
+                            .http
+                            .post(api.url(&format!("/events/{id}/respond")))
+                            .bearer_auth(&api.token)
+                            .json(&json!({ "response": format!("a{id}") }))
+                            .send()
+                            .is_ok_and(|r| r.status() == StatusCode::OK);
+                    acked.lock().unwrap().push((id, answered));
+                }
+            })
+        })
+        .collect();
+    eventually("200 requests made", Duration::from_secs(20), || {
+        acked.lock().unwrap().len() >= 200
+    });
+    let pid = nix::unistd::Pid::from_raw(api.listener.pid() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let Ok(Api {
+        project, listener, ..
+    }) = Arc::try_unwrap(api)
+    else {
+        panic!("a client still holds the API")
+    };
+    drop(listener);
+    let listener = project.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let api = Api::attach(project, listener);
+    let acked = acked.lock().unwrap().clone();
+    for (id, answered) in acked {
+        let r = api.get_open(&format!("/events/{id}/response"));
+        let status = r.status();
+        let (_, got) = json_of(r);
+        if answered {
+            assert_eq!(status, StatusCode::OK, "answer to {id} lost: {got}");
+            assert_eq!(got["data"]["response"], format!("a{id}"));
+        } else {
+            // Pending, or answered though the answer's acknowledgement was cut off.
+            assert!(
+                status == StatusCode::ACCEPTED || status == StatusCode::OK,
+                "request {id} lost: {status} {got}"
+            );
+        }
+    }
+}
+
 /// An agent-side WebSocket server, as seed 004's hook client runs: it takes one
 /// connection and hands over the first text message.
 pub(crate) fn agent_socket(
