@@ -9,7 +9,10 @@
 //! call when the commit frame's page arrives (the frame header whose "database size"
 //! field is set marks the commit frame). Any other operation on the WAL (a read, a
 //! sync, a truncation, its size, closing it, a write elsewhere in it) writes what is
-//! held first, so the file always reads as SQLite wrote it.
+//! held first, so the file always reads as SQLite wrote it; so does the end of a
+//! write transaction (the WAL write lock's release), so that frames a rolled-back
+//! transaction spilled go out while the lock is still this connection's, as SQLite
+//! would have written them, never later over frames another connection wrote.
 //!
 //! Readers see a commit only once SQLite publishes the new WAL-index header, which it
 //! does after the commit frame was written: by then the frames are in the file. As a
@@ -28,7 +31,10 @@
 use std::{
     ffi::{CStr, CString, c_int, c_void},
     ptr,
-    sync::{Arc, Mutex, MutexGuard, OnceLock},
+    sync::{
+        Arc, Mutex, MutexGuard, OnceLock,
+        atomic::{AtomicUsize, Ordering},
+    },
 };
 
 use rusqlite::ffi;
@@ -116,6 +122,7 @@ impl Held {
         }
         if self.bytes.is_empty() {
             self.at = off;
+            HOLDING.fetch_add(1, Ordering::AcqRel);
         }
         self.bytes.extend_from_slice(data);
         self.end = off + data.len() as i64;
@@ -148,11 +155,34 @@ impl Held {
             at += chunk.len() as i64;
         }
         self.bytes.clear();
+        HOLDING.fetch_sub(1, Ordering::AcqRel);
         rc
     }
 }
 
 type SharedHeld = Arc<Mutex<Held>>;
+
+/// How many WALs hold writes now: the database-side checks below look for held
+/// writes only when some are.
+static HOLDING: AtomicUsize = AtomicUsize::new(0);
+
+/// Writes what the WALs at `wal_path` hold (normally nothing); the first failure.
+fn write_out_wals(wal_path: &CStr) -> c_int {
+    if HOLDING.load(Ordering::Acquire) == 0 {
+        return ffi::SQLITE_OK;
+    }
+    let mut rc = ffi::SQLITE_OK;
+    for (_, held) in lock(&OPEN_WALS)
+        .iter()
+        .filter(|(p, _)| p.as_c_str() == wal_path)
+    {
+        let done = lock(held).write_out();
+        if rc == ffi::SQLITE_OK {
+            rc = done;
+        }
+    }
+    rc
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -451,6 +481,9 @@ unsafe extern "C" fn x_shm_map(
     }
 }
 
+/// WAL-index lock 0 is the WAL's write lock.
+const WAL_WRITE_LOCK: c_int = 0;
+
 unsafe extern "C" fn x_shm_lock(
     f: *mut ffi::sqlite3_file,
     offset: c_int,
@@ -458,7 +491,18 @@ unsafe extern "C" fn x_shm_lock(
     flags: c_int,
 ) -> c_int {
     unsafe {
-        let real = me(f).real;
+        let file = me(f);
+        // A write transaction ends. After a commit nothing is held; after a rollback
+        // frames it spilled may be: they go out while the lock is still ours, as
+        // SQLite would have written them, so that they can never land later over
+        // frames another connection wrote in the meantime.
+        if offset == WAL_WRITE_LOCK
+            && flags & ffi::SQLITE_SHM_UNLOCK != 0
+            && let Some(path) = &file.wal_path
+        {
+            write_out_wals(path);
+        }
+        let real = file.real;
         match (methods(real).iVersion >= 2, methods(real).xShmLock) {
             (true, Some(l)) => l(real, offset, n, flags),
             _ => ffi::SQLITE_IOERR_SHMLOCK,
@@ -472,14 +516,12 @@ unsafe extern "C" fn x_shm_barrier(f: *mut ffi::sqlite3_file) {
     unsafe {
         let file = me(f);
         if let Some(path) = &file.wal_path {
-            for (_, held) in lock(&OPEN_WALS).iter().filter(|(p, _)| p == path) {
-                let rc = lock(held).write_out();
-                if rc != ffi::SQLITE_OK {
-                    eprintln!(
-                        "hitl: writing SQLite's WAL failed (code {rc}) as a commit was being published; stopping so that no reader sees it"
-                    );
-                    std::process::abort();
-                }
+            let rc = write_out_wals(path);
+            if rc != ffi::SQLITE_OK {
+                eprintln!(
+                    "hitl: writing SQLite's WAL failed (code {rc}) as a commit was being published; stopping so that no reader sees it"
+                );
+                std::process::abort();
             }
         }
         let real = file.real;
@@ -584,7 +626,8 @@ mod tests {
     }
 
     /// Every commit is whole to a reader on the platform's VFS at once, through small
-    /// and big (spilled, over `MAX_HELD`) transactions, rollbacks and WAL restarts.
+    /// and big (spilled, over `MAX_HELD`) transactions, rollbacks of spilled ones
+    /// followed by another connection's commit, and WAL restarts.
     #[test]
     fn readers_see_every_commit_whole() {
         let dir = tempfile::tempdir().unwrap();
@@ -595,9 +638,14 @@ mod tests {
         w.execute_batch("CREATE TABLE t (n INTEGER, pad BLOB); CREATE INDEX t_n ON t (n);")
             .unwrap();
         let reader = Connection::open(&path).unwrap();
+        // Another writer (as `hitl gc` is), on the platform's VFS.
+        let other = Connection::open(&path).unwrap();
+        other
+            .busy_timeout(std::time::Duration::from_secs(5))
+            .unwrap();
         let (mut rows, mut sum) = (0i64, 0i64);
         for round in 0..120i64 {
-            let big = round % 10 == 3;
+            let big = round % 10 == 3 || round % 10 == 7;
             let (n, pad) = if big {
                 (400, 4000)
             } else {
@@ -613,6 +661,13 @@ mod tests {
             }
             if round % 10 == 7 {
                 tx.rollback().unwrap();
+                // Its spilled frames must not land over the other writer's commit.
+                let n = -round;
+                other
+                    .execute("INSERT INTO t VALUES (?1, zeroblob(10))", [n])
+                    .unwrap();
+                rows += 1;
+                sum += n;
             } else {
                 tx.commit().unwrap();
                 rows += n;
