@@ -38,19 +38,20 @@ impl Status {
         }
     }
 
+    /// Every status.
+    pub const ALL: [Status; 7] = [
+        Status::Pending,
+        Status::Answered,
+        Status::Cancelled,
+        Status::Timeout,
+        Status::Withdrawn,
+        Status::Abandoned,
+        Status::Rejected,
+    ];
+
     /// Reads a name written by [`Status::as_str`].
     pub fn parse(s: &str) -> Option<Status> {
-        [
-            Status::Pending,
-            Status::Answered,
-            Status::Cancelled,
-            Status::Timeout,
-            Status::Withdrawn,
-            Status::Abandoned,
-            Status::Rejected,
-        ]
-        .into_iter()
-        .find(|st| st.as_str() == s)
+        Status::ALL.into_iter().find(|st| st.as_str() == s)
     }
 }
 

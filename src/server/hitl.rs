@@ -652,15 +652,6 @@ mod tests {
             answers.push((r, Answer::timeout(r)));
         }
         assert!(answers.len() > 2 * requests.len());
-        let statuses = [
-            Status::Pending,
-            Status::Answered,
-            Status::Cancelled,
-            Status::Timeout,
-            Status::Withdrawn,
-            Status::Abandoned,
-            Status::Rejected,
-        ];
         for (r, a) in &answers {
             for event_id in [None, Some(7)] {
                 assert_eq!(
@@ -668,7 +659,7 @@ mod tests {
                     reference_data(r, event_id, a).to_string()
                 );
             }
-            for status in statuses {
+            for status in Status::ALL {
                 for (answer, reason) in [(Some(a), None), (None, Some("went away")), (None, None)] {
                     assert_eq!(
                         serde_json::to_string(&HitlStatus::new(status, answer, reason)).unwrap(),

@@ -243,6 +243,32 @@ unsafe fn write_held(f: *mut ffi::sqlite3_file) -> c_int {
     }
 }
 
+/// Calls `call` with the platform's file and its methods.
+///
+/// # Safety
+/// `f` must be a file this VFS opened.
+unsafe fn through(
+    f: *mut ffi::sqlite3_file,
+    call: impl FnOnce(*mut ffi::sqlite3_file, &ffi::sqlite3_io_methods) -> c_int,
+) -> c_int {
+    let real = unsafe { me(f) }.real;
+    call(real, unsafe { methods(real) })
+}
+
+/// [`through`], after writing what `f` holds (that write's failure instead).
+///
+/// # Safety
+/// `f` must be a file this VFS opened.
+unsafe fn after_held(
+    f: *mut ffi::sqlite3_file,
+    call: impl FnOnce(*mut ffi::sqlite3_file, &ffi::sqlite3_io_methods) -> c_int,
+) -> c_int {
+    match unsafe { write_held(f) } {
+        ffi::SQLITE_OK => unsafe { through(f, call) },
+        rc => rc,
+    }
+}
+
 unsafe extern "C" fn x_open(
     vfs: *mut ffi::sqlite3_vfs,
     name: ffi::sqlite3_filename,
@@ -332,14 +358,10 @@ unsafe extern "C" fn x_read(
     off: ffi::sqlite3_int64,
 ) -> c_int {
     unsafe {
-        let rc = write_held(f);
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        let real = me(f).real;
-        methods(real)
-            .xRead
-            .map_or(ffi::SQLITE_IOERR_READ, |read| read(real, buf, amt, off))
+        after_held(f, |real, m| {
+            m.xRead
+                .map_or(ffi::SQLITE_IOERR_READ, |read| read(real, buf, amt, off))
+        })
     }
 }
 
@@ -367,27 +389,18 @@ unsafe extern "C" fn x_write(
 
 unsafe extern "C" fn x_truncate(f: *mut ffi::sqlite3_file, size: ffi::sqlite3_int64) -> c_int {
     unsafe {
-        let rc = write_held(f);
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        let real = me(f).real;
-        methods(real)
-            .xTruncate
-            .map_or(ffi::SQLITE_IOERR_TRUNCATE, |t| t(real, size))
+        after_held(f, |real, m| {
+            m.xTruncate
+                .map_or(ffi::SQLITE_IOERR_TRUNCATE, |t| t(real, size))
+        })
     }
 }
 
 unsafe extern "C" fn x_sync(f: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
     unsafe {
-        let rc = write_held(f);
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        let real = me(f).real;
-        methods(real)
-            .xSync
-            .map_or(ffi::SQLITE_IOERR_FSYNC, |s| s(real, flags))
+        after_held(f, |real, m| {
+            m.xSync.map_or(ffi::SQLITE_IOERR_FSYNC, |s| s(real, flags))
+        })
     }
 }
 
@@ -396,41 +409,36 @@ unsafe extern "C" fn x_file_size(
     size: *mut ffi::sqlite3_int64,
 ) -> c_int {
     unsafe {
-        let rc = write_held(f);
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        let real = me(f).real;
-        methods(real)
-            .xFileSize
-            .map_or(ffi::SQLITE_IOERR_FSTAT, |s| s(real, size))
+        after_held(f, |real, m| {
+            m.xFileSize
+                .map_or(ffi::SQLITE_IOERR_FSTAT, |s| s(real, size))
+        })
     }
 }
 
 unsafe extern "C" fn x_lock(f: *mut ffi::sqlite3_file, level: c_int) -> c_int {
     unsafe {
-        let real = me(f).real;
-        methods(real)
-            .xLock
-            .map_or(ffi::SQLITE_IOERR_LOCK, |l| l(real, level))
+        through(f, |real, m| {
+            m.xLock.map_or(ffi::SQLITE_IOERR_LOCK, |l| l(real, level))
+        })
     }
 }
 
 unsafe extern "C" fn x_unlock(f: *mut ffi::sqlite3_file, level: c_int) -> c_int {
     unsafe {
-        let real = me(f).real;
-        methods(real)
-            .xUnlock
-            .map_or(ffi::SQLITE_IOERR_UNLOCK, |l| l(real, level))
+        through(f, |real, m| {
+            m.xUnlock
+                .map_or(ffi::SQLITE_IOERR_UNLOCK, |l| l(real, level))
+        })
     }
 }
 
 unsafe extern "C" fn x_check_reserved_lock(f: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
     unsafe {
-        let real = me(f).real;
-        methods(real)
-            .xCheckReservedLock
-            .map_or(ffi::SQLITE_IOERR_CHECKRESERVEDLOCK, |c| c(real, out))
+        through(f, |real, m| {
+            m.xCheckReservedLock
+                .map_or(ffi::SQLITE_IOERR_CHECKRESERVEDLOCK, |c| c(real, out))
+        })
     }
 }
 
@@ -440,29 +448,19 @@ unsafe extern "C" fn x_file_control(
     arg: *mut c_void,
 ) -> c_int {
     unsafe {
-        let rc = write_held(f);
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        let real = me(f).real;
-        methods(real)
-            .xFileControl
-            .map_or(ffi::SQLITE_NOTFOUND, |c| c(real, op, arg))
+        after_held(f, |real, m| {
+            m.xFileControl
+                .map_or(ffi::SQLITE_NOTFOUND, |c| c(real, op, arg))
+        })
     }
 }
 
 unsafe extern "C" fn x_sector_size(f: *mut ffi::sqlite3_file) -> c_int {
-    unsafe {
-        let real = me(f).real;
-        methods(real).xSectorSize.map_or(4096, |s| s(real))
-    }
+    unsafe { through(f, |real, m| m.xSectorSize.map_or(4096, |s| s(real))) }
 }
 
 unsafe extern "C" fn x_device_characteristics(f: *mut ffi::sqlite3_file) -> c_int {
-    unsafe {
-        let real = me(f).real;
-        methods(real).xDeviceCharacteristics.map_or(0, |d| d(real))
-    }
+    unsafe { through(f, |real, m| m.xDeviceCharacteristics.map_or(0, |d| d(real))) }
 }
 
 unsafe extern "C" fn x_shm_map(
@@ -473,11 +471,10 @@ unsafe extern "C" fn x_shm_map(
     out: *mut *mut c_void,
 ) -> c_int {
     unsafe {
-        let real = me(f).real;
-        match (methods(real).iVersion >= 2, methods(real).xShmMap) {
+        through(f, |real, m| match (m.iVersion >= 2, m.xShmMap) {
             (true, Some(map)) => map(real, page, size, extend, out),
             _ => ffi::SQLITE_IOERR_SHMMAP,
-        }
+        })
     }
 }
 
@@ -502,11 +499,10 @@ unsafe extern "C" fn x_shm_lock(
         {
             write_out_wals(path);
         }
-        let real = file.real;
-        match (methods(real).iVersion >= 2, methods(real).xShmLock) {
+        through(f, |real, m| match (m.iVersion >= 2, m.xShmLock) {
             (true, Some(l)) => l(real, offset, n, flags),
             _ => ffi::SQLITE_IOERR_SHMLOCK,
-        }
+        })
     }
 }
 
@@ -535,11 +531,10 @@ unsafe extern "C" fn x_shm_barrier(f: *mut ffi::sqlite3_file) {
 
 unsafe extern "C" fn x_shm_unmap(f: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
     unsafe {
-        let real = me(f).real;
-        match (methods(real).iVersion >= 2, methods(real).xShmUnmap) {
+        through(f, |real, m| match (m.iVersion >= 2, m.xShmUnmap) {
             (true, Some(u)) => u(real, delete),
             _ => ffi::SQLITE_OK,
-        }
+        })
     }
 }
 
@@ -550,18 +545,13 @@ unsafe extern "C" fn x_fetch(
     out: *mut *mut c_void,
 ) -> c_int {
     unsafe {
-        let rc = write_held(f);
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        let real = me(f).real;
-        match (methods(real).iVersion >= 3, methods(real).xFetch) {
+        after_held(f, |real, m| match (m.iVersion >= 3, m.xFetch) {
             (true, Some(fetch)) => fetch(real, off, amt, out),
             _ => {
                 *out = ptr::null_mut();
                 ffi::SQLITE_OK
             }
-        }
+        })
     }
 }
 
@@ -571,11 +561,10 @@ unsafe extern "C" fn x_unfetch(
     p: *mut c_void,
 ) -> c_int {
     unsafe {
-        let real = me(f).real;
-        match (methods(real).iVersion >= 3, methods(real).xUnfetch) {
+        through(f, |real, m| match (m.iVersion >= 3, m.xUnfetch) {
             (true, Some(unfetch)) => unfetch(real, off, p),
             _ => ffi::SQLITE_OK,
-        }
+        })
     }
 }
 
