@@ -796,6 +796,7 @@ impl Broker {
                 agents::sweep(&spool, &waiting);
                 questions::clear_old_answers(&spool, &live);
                 crate::spool::clear_stale_temp(&spool.tmp());
+                crate::spool::clear_stale_temp(&spool.slots());
             });
         }
     }

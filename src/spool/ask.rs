@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use nix::sys::signal::Signal;
 
 use super::{
-    Spool,
+    Spool, leave_answer_slot,
     questions::read_answer,
     wait::{AnswerWait, WaitOutcome},
     write_atomic_spared,
@@ -51,6 +51,8 @@ pub fn ask(
         .with_context(|| format!("watching {}", spool.answers().display()))?;
     let mut bytes = serde_json::to_vec_pretty(request)?;
     bytes.push(b'\n');
+    // The answer's file is made now, while nobody waits on it; gone with the ask.
+    let _slot = AnswerSlot(leave_answer_slot(&spool.tmp(), &answer_path));
     write_atomic_spared(&spool.tmp(), &question, &bytes, fsync)
         .with_context(|| format!("writing the question to {}", question.display()))?;
     let deadline = request
@@ -86,6 +88,19 @@ pub fn ask(
                 answer_path.display()
             )
         }),
+    }
+}
+
+/// The empty file an asker left for its answer ([`leave_answer_slot`]), removed when
+/// the ask ends however it ends: a responder that wrote the answer moved it away
+/// already, but an answer that came another way, a timeout or a withdrawal leave it.
+struct AnswerSlot(Option<std::path::PathBuf>);
+
+impl Drop for AnswerSlot {
+    fn drop(&mut self) {
+        if let Some(slot) = &self.0 {
+            let _ = std::fs::remove_file(slot);
+        }
     }
 }
 

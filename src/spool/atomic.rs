@@ -124,8 +124,9 @@ pub fn write_atomic(tmp_dir: &Path, dest: &Path, bytes: &[u8], durable: bool) ->
 /// `link(2)` fails with `EEXIST` when the name is taken, so when two responders race
 /// for the same answer exactly one file is ever created and the other learns it lost.
 ///
-/// The file is written unnamed (`O_TMPFILE`) in `dest`'s own folder where the file
-/// system allows, and `tmp_dir` is only the fallback. Besides saving the temp name's
+/// The file is the empty one its asker left for it when there is one (see
+/// [`leave_answer_slot`]), else written unnamed (`O_TMPFILE`) in `dest`'s own folder
+/// where the file system allows, and a temp file in `tmp_dir` only as the fallback. Besides saving the temp name's
 /// removal, that keeps answers off `tmp/`'s lock: an asker renaming its question out
 /// of `tmp/` wakes the listener from inside the rename, and the listener, preempting
 /// it, would otherwise wait for the asker to get the CPU back and finish.
@@ -135,14 +136,17 @@ pub fn create_exclusive(
     bytes: &[u8],
     durable: bool,
 ) -> io::Result<Created> {
-    let linked = match link_unnamed(dest, bytes, durable) {
+    let linked = match fill_answer_slot(tmp_dir, dest, bytes, durable) {
         Some(linked) => linked,
-        None => {
-            let tmp = write_temp(tmp_dir, dest, bytes, durable)?;
-            let linked = fs::hard_link(&tmp, dest);
-            let _ = fs::remove_file(&tmp);
-            linked
-        }
+        None => match link_unnamed(dest, bytes, durable) {
+            Some(linked) => linked,
+            None => {
+                let tmp = write_temp(tmp_dir, dest, bytes, durable)?;
+                let linked = fs::hard_link(&tmp, dest);
+                let _ = fs::remove_file(&tmp);
+                linked
+            }
+        },
     };
     match linked {
         Ok(()) => {
@@ -201,8 +205,9 @@ fn open_unnamed(dir: &Path) -> io::Result<File> {
 /// The folder, in a spool's `tmp/`, where the listener keeps empty files for askers.
 pub const SPARES_DIR: &str = "spare";
 
-/// How many empty files the listener keeps in [`SPARES_DIR`].
-const NAMED_SPARES: u32 = 4;
+/// How many empty files the listener keeps in [`SPARES_DIR`]: an asker takes two
+/// (its question's and its answer's slot).
+const NAMED_SPARES: u32 = 8;
 
 /// Writes `bytes` to `dest` atomically as [`write_atomic`] does, in a file the
 /// listener made ahead of need when one is there (see [`keep_named_spares`]): on a
@@ -224,7 +229,22 @@ pub fn write_atomic_spared(
 
 /// Takes one of the listener's spare files in `tmp_dir`, under a temp name of ours.
 fn claim_named_spare(tmp_dir: &Path, dest: &Path) -> Option<(PathBuf, File)> {
-    use std::os::unix::fs::MetadataExt;
+    let tmp = temp_path(tmp_dir, dest);
+    if !move_named_spare(tmp_dir, &tmp) {
+        return None;
+    }
+    match open_empty_own(&tmp) {
+        Some(file) => Some((tmp, file)),
+        None => {
+            let _ = fs::remove_file(&tmp);
+            None
+        }
+    }
+}
+
+/// Moves one of the listener's spare files in `tmp_dir` to `to` (of two takers, the
+/// rename lets one win); whether there was one.
+fn move_named_spare(tmp_dir: &Path, to: &Path) -> bool {
     let spares = tmp_dir.join(SPARES_DIR);
     let first = std::process::id() % NAMED_SPARES;
     for k in 0..NAMED_SPARES {
@@ -235,36 +255,108 @@ fn claim_named_spare(tmp_dir: &Path, dest: &Path) -> Option<(PathBuf, File)> {
         if fs::symlink_metadata(&spare).is_err() {
             continue;
         }
-        let tmp = temp_path(tmp_dir, dest);
-        match fs::rename(&spare, &tmp) {
-            Ok(()) => {}
+        match fs::rename(&spare, to) {
+            Ok(()) => return true,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(_) => return None,
-        }
-        // Whatever was there is ours to check now: a symlink, a FIFO or someone
-        // else's file is not written through.
-        let file = OpenOptions::new()
-            .write(true)
-            .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
-            .open(&tmp)
-            .ok()
-            .filter(|f| {
-                f.metadata().is_ok_and(|m| {
-                    m.file_type().is_file()
-                        && m.len() == 0
-                        && m.uid() == nix::unistd::geteuid().as_raw()
-                        && m.nlink() == 1
-                })
-            });
-        match file {
-            Some(file) => return Some((tmp, file)),
-            None => {
-                let _ = fs::remove_file(&tmp);
-                return None;
-            }
+            Err(_) => return false,
         }
     }
-    None
+    false
+}
+
+/// Opens `path` for writing if it is an empty regular file of ours with no other
+/// name: whatever a spare or slot name held is checked before it is written through
+/// (a symlink, a FIFO or someone else's file is not).
+fn open_empty_own(path: &Path) -> Option<File> {
+    use std::os::unix::fs::MetadataExt;
+    OpenOptions::new()
+        .write(true)
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+        .open(path)
+        .ok()
+        .filter(|f| {
+            f.metadata().is_ok_and(|m| {
+                m.file_type().is_file()
+                    && m.len() == 0
+                    && m.uid() == nix::unistd::geteuid().as_raw()
+                    && m.nlink() == 1
+            })
+        })
+}
+
+/// The folder, in a spool's `tmp/`, where askers leave empty files for their answers.
+pub const SLOTS_DIR: &str = "slot";
+
+/// Leaves an empty file named as the answer `dest` in `tmp_dir`'s [`SLOTS_DIR`], for
+/// the responder to write and move into place ([`create_exclusive`]); a listener's
+/// spare file when one is there. Where the inode allocator is busy (ext4 without a
+/// journal skips every inode freed in the last minutes, one by one), making a file
+/// is most of an answer's cost: an asker, who is about to wait anyway, makes it
+/// before its question is out, so a responder answering a thousand waiting
+/// questions at once makes none. Returns the slot, for the asker to remove if its
+/// answer came another way; `None` when the spool has no slot folder (made by
+/// `hitl init` and the listener) or the file could not be made.
+pub fn leave_answer_slot(tmp_dir: &Path, dest: &Path) -> Option<PathBuf> {
+    let slot = tmp_dir.join(SLOTS_DIR).join(dest.file_name()?);
+    if move_named_spare(tmp_dir, &slot) {
+        return Some(slot);
+    }
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&slot)
+        .ok()
+        .map(|_| slot)
+}
+
+/// Writes `bytes` into the slot its asker left for `dest` and moves it into place,
+/// exclusively; what that did. `None` when no usable slot is there. The slot is
+/// claimed first by renaming it to a name of ours in the same folder, so that of two
+/// responders only one writes it; the claimed file is checked as a spare is.
+fn fill_answer_slot(
+    tmp_dir: &Path,
+    dest: &Path,
+    bytes: &[u8],
+    durable: bool,
+) -> Option<io::Result<()>> {
+    let slots = tmp_dir.join(SLOTS_DIR);
+    let slot = slots.join(dest.file_name()?);
+    let claimed = temp_path(&slots, dest);
+    fs::rename(&slot, &claimed).ok()?;
+    let Some(mut file) = open_empty_own(&claimed) else {
+        let _ = fs::remove_file(&claimed);
+        return None;
+    };
+    let placed = file
+        .write_all(bytes)
+        .and_then(|()| if durable { file.sync_data() } else { Ok(()) })
+        .and_then(|()| rename_no_replace(&claimed, dest));
+    if placed.is_err() {
+        let _ = fs::remove_file(&claimed);
+    }
+    Some(placed)
+}
+
+/// Renames `from` to `to` unless `to` exists (`AlreadyExists` then), in one step
+/// where the file system has `RENAME_NOREPLACE`, else as a link and an unlink.
+fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
+    use nix::{errno::Errno, fcntl};
+    match fcntl::renameat2(
+        fcntl::AT_FDCWD,
+        from,
+        fcntl::AT_FDCWD,
+        to,
+        fcntl::RenameFlags::RENAME_NOREPLACE,
+    ) {
+        Ok(()) => Ok(()),
+        Err(Errno::EINVAL | Errno::ENOSYS) => {
+            fs::hard_link(from, to)?;
+            let _ = fs::remove_file(from);
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Fills the spare files askers take in `tmp_dir` (see [`write_atomic_spared`]) back
@@ -274,6 +366,9 @@ pub fn keep_named_spares(tmp_dir: &Path) -> usize {
     use std::os::unix::fs::DirBuilderExt;
     let spares = tmp_dir.join(SPARES_DIR);
     let _ = fs::DirBuilder::new().mode(0o700).create(&spares);
+    let _ = fs::DirBuilder::new()
+        .mode(0o700)
+        .create(tmp_dir.join(SLOTS_DIR));
     let mut made = 0;
     for k in 0..NAMED_SPARES {
         let made_one = OpenOptions::new()
@@ -374,13 +469,15 @@ mod tests {
     fn named_spares_are_claimed_once_and_checked() {
         let dir = tempfile::tempdir().unwrap();
         let dest = |n: &str| dir.path().join(n);
-        assert_eq!(keep_named_spares(dir.path()), 4);
+        let n = NAMED_SPARES as usize;
+        assert_eq!(keep_named_spares(dir.path()), n);
         assert_eq!(keep_named_spares(dir.path()), 0, "all there already");
         let spares = || fs::read_dir(dir.path().join(SPARES_DIR)).unwrap().count();
-        for (i, name) in ["a", "b", "c", "d"].iter().enumerate() {
-            write_atomic_spared(dir.path(), &dest(name), name.as_bytes(), false).unwrap();
-            assert_eq!(fs::read(dest(name)).unwrap(), name.as_bytes());
-            assert_eq!(spares(), 3 - i);
+        for i in 0..n {
+            let name = format!("s{i}");
+            write_atomic_spared(dir.path(), &dest(&name), name.as_bytes(), false).unwrap();
+            assert_eq!(fs::read(dest(&name)).unwrap(), name.as_bytes());
+            assert_eq!(spares(), n - 1 - i);
         }
         // None left: the writer makes its own file.
         write_atomic_spared(dir.path(), &dest("e"), b"e", false).unwrap();
@@ -389,12 +486,13 @@ mod tests {
         let target = dir.path().join("target");
         fs::write(&target, b"keep").unwrap();
         std::os::unix::fs::symlink(&target, dir.path().join(SPARES_DIR).join("0")).unwrap();
-        fs::write(dir.path().join(SPARES_DIR).join("1"), b"full").unwrap();
-        fs::write(dir.path().join(SPARES_DIR).join("2"), b"full").unwrap();
-        fs::write(dir.path().join(SPARES_DIR).join("3"), b"full").unwrap();
-        for name in ["f", "g", "h", "i"] {
-            write_atomic_spared(dir.path(), &dest(name), b"new", false).unwrap();
-            assert_eq!(fs::read(dest(name)).unwrap(), b"new");
+        for k in 1..n {
+            fs::write(dir.path().join(SPARES_DIR).join(k.to_string()), b"full").unwrap();
+        }
+        for i in 0..n {
+            let name = format!("p{i}");
+            write_atomic_spared(dir.path(), &dest(&name), b"new", false).unwrap();
+            assert_eq!(fs::read(dest(&name)).unwrap(), b"new");
         }
         assert_eq!(fs::read(&target).unwrap(), b"keep");
         // Nothing is left behind in tmp but the spares' folder.
@@ -405,6 +503,96 @@ mod tests {
             .filter(|n| n.ends_with(".tmp"))
             .collect();
         assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[test]
+    fn an_answer_is_written_in_the_slot_its_asker_left() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (tmp, answers) = (dir.path().join("tmp"), dir.path().join("answers"));
+        fs::create_dir_all(&answers).unwrap();
+        let dest = answers.join("a.json");
+        // No slot folder (a spool no listener has prepared): no slot.
+        fs::create_dir_all(&tmp).unwrap();
+        assert_eq!(leave_answer_slot(&tmp, &dest), None);
+        keep_named_spares(&tmp);
+        let slot = leave_answer_slot(&tmp, &dest).unwrap();
+        assert_eq!(slot, tmp.join(SLOTS_DIR).join("a.json"));
+        let ino = fs::metadata(&slot).unwrap().ino();
+        assert_eq!(
+            create_exclusive(&tmp, &dest, b"one", false).unwrap(),
+            Created::Created
+        );
+        assert_eq!(fs::read(&dest).unwrap(), b"one");
+        assert_eq!(fs::metadata(&dest).unwrap().ino(), ino, "the slot's file");
+        assert!(fs::symlink_metadata(&slot).is_err(), "moved into place");
+        // A second answer loses, slot or not, and leaves nothing behind.
+        leave_answer_slot(&tmp, &dest).unwrap();
+        assert_eq!(
+            create_exclusive(&tmp, &dest, b"two", false).unwrap(),
+            Created::AlreadyExists
+        );
+        assert_eq!(fs::read(&dest).unwrap(), b"one");
+        assert_eq!(fs::read_dir(tmp.join(SLOTS_DIR)).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_planted_slot_is_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = dir.path().join("tmp");
+        fs::create_dir_all(tmp.join(SLOTS_DIR)).unwrap();
+        let target = dir.path().join("target");
+        fs::write(&target, b"").unwrap();
+        std::os::unix::fs::symlink(&target, tmp.join(SLOTS_DIR).join("a.json")).unwrap();
+        fs::write(tmp.join(SLOTS_DIR).join("b.json"), b"full").unwrap();
+        nix::unistd::mkfifo(
+            &tmp.join(SLOTS_DIR).join("c.json"),
+            nix::sys::stat::Mode::S_IRWXU,
+        )
+        .unwrap();
+        for name in ["a.json", "b.json", "c.json"] {
+            let dest = dir.path().join(name);
+            assert_eq!(
+                create_exclusive(&tmp, &dest, b"answer", false).unwrap(),
+                Created::Created
+            );
+            assert_eq!(fs::read(&dest).unwrap(), b"answer");
+        }
+        assert_eq!(fs::read(&target).unwrap(), b"", "not written through");
+    }
+
+    #[test]
+    fn racing_responders_share_a_slot_with_one_winner() {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let tmp = dir.path().join("tmp");
+            fs::create_dir_all(tmp.join(SLOTS_DIR)).unwrap();
+            let dest = dir.path().join("a.json");
+            leave_answer_slot(&tmp, &dest).unwrap();
+            let results: Vec<(Created, String)> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..4)
+                    .map(|i| {
+                        let (tmp, dest) = (&tmp, &dest);
+                        s.spawn(move || {
+                            let text = format!("answer {i}");
+                            (
+                                create_exclusive(tmp, dest, text.as_bytes(), false).unwrap(),
+                                text,
+                            )
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let won: Vec<_> = results
+                .iter()
+                .filter(|(c, _)| *c == Created::Created)
+                .collect();
+            assert_eq!(won.len(), 1, "{results:?}");
+            // The winner's answer whole, never mixed with a loser's.
+            assert_eq!(fs::read_to_string(&dest).unwrap(), won[0].1);
+            assert_eq!(fs::read_dir(tmp.join(SLOTS_DIR)).unwrap().count(), 0);
+        }
     }
 
     #[test]

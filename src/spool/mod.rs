@@ -24,8 +24,8 @@ use std::{
 use anyhow::{Context, Result};
 
 pub use atomic::{
-    Created, SPARES_DIR, clear_stale_temp, create_exclusive, keep_named_spares, keep_spare,
-    sync_dir, write_atomic, write_atomic_spared,
+    Created, SLOTS_DIR, SPARES_DIR, clear_stale_temp, create_exclusive, keep_named_spares,
+    keep_spare, leave_answer_slot, sync_dir, write_atomic, write_atomic_spared,
 };
 pub use listener::ListenerInfo;
 pub use read::{Refusal, read_untrusted, read_untrusted_file};
@@ -113,6 +113,11 @@ impl Spool {
     pub fn tmp(&self) -> PathBuf {
         self.root.join("tmp")
     }
+    /// `.helpers/tmp/slot/`: the empty files askers leave for their answers (see
+    /// [`leave_answer_slot`]).
+    pub fn slots(&self) -> PathBuf {
+        self.tmp().join(SLOTS_DIR)
+    }
     /// `.helpers/tmp/listener/`: where the files kept up to date (the agent registry,
     /// the queue snapshot, `.listener.json`) are staged; see [`Spool::replace_file`].
     pub fn replace_tmp(&self) -> PathBuf {
@@ -186,6 +191,7 @@ impl Spool {
             self.agents(),
             self.queue(),
             self.tmp(),
+            self.slots(),
             self.rejected(),
             self.journal(),
             self.activity(),

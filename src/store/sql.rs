@@ -23,10 +23,14 @@ pub const DELETE_DELIVERY: &str =
     "DELETE FROM deliveries WHERE project = $1 AND id = $2 AND asked_at = $3";
 
 /// Records how a spool request ended, never downgrading an ended one. Binds: status,
-/// answer_json, responded_by, finished_at, reason, project, id, asked_at.
+/// answer_json, responded_by, finished_at, reason, project, id, asked_at. The row is
+/// found through `requests_spool_asking`, a partial index that serves only a
+/// statement naming its `origin = 'spool'`: without it, every answer read the whole
+/// history.
 pub const FINISH_REQUEST: &str = "UPDATE requests SET status = $1, answer_json = $2,
         responded_by = $3, finished_at = $4, reason = $5
-    WHERE project = $6 AND id = $7 AND asked_at = $8 AND status = 'pending'";
+    WHERE origin = 'spool' AND project = $6 AND id = $7 AND asked_at = $8
+        AND status = 'pending'";
 
 /// Stores an event unless its idempotency key is known; returns its id if stored.
 /// Binds: source_app, session_id, hook_event_type, payload_json, extra_json,
