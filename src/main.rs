@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 /// in glibc's allocator (consolidating and splitting chunks freed on other threads).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+use hitl::claude::hook::HookEvent;
 use hitl::cmd::{
     answer::{AnswerOptions, AnswerWith},
     ask::{AskOptions, EXIT_CANNOT_ASK},
@@ -83,7 +84,7 @@ enum Command {
     Hook {
         /// The hook event.
         #[arg(value_enum)]
-        event: hitl::claude::hook::HookEvent,
+        event: HookEvent,
     },
     /// List, add and remove the "always allow" rules of `hitl hook` ([hook] allow in
     /// .helpers/config.toml): calls they cover are allowed without asking.
@@ -271,12 +272,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             });
         }
-        Command::Hook { event } => {
-            // Stdout is Claude Code's: a failure is said on stderr and means no opinion.
-            if let Err(e) = hitl::claude::hook::run(event) {
-                eprintln!("hitl hook: {e:#}");
-            }
-        }
+        Command::Hook { event } => return Ok(run_hook(event)),
         Command::Mcp { dir } => hitl::mcp::run(dir)?,
         Command::Rules { action, dir, json } => {
             use hitl::cmd::rules;
@@ -350,6 +346,28 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The event of `hitl hook EVENT` when those are the whole command line, read
+/// without clap: Claude Code runs the hook on every tool call of every session, and
+/// building clap's model of every `hitl` command is an eighth of such a start. Any
+/// other shape (a flag, `--help`, an event hitl does not know) goes through clap, so
+/// its help and errors are the same.
+fn hook_event(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<HookEvent> {
+    let (_, command, event) = (args.next()?, args.next()?, args.next()?);
+    if command != "hook" || args.next().is_some() {
+        return None;
+    }
+    clap::ValueEnum::from_str(event.to_str()?, false).ok()
+}
+
+/// Runs the hook. Stdout is Claude Code's: a failure is said on stderr and means no
+/// opinion, and the exit status is 0 whatever happens.
+fn run_hook(event: HookEvent) -> ExitCode {
+    if let Err(e) = hitl::claude::hook::run(event) {
+        eprintln!("hitl hook: {e:#}");
+    }
+    ExitCode::SUCCESS
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -360,6 +378,9 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
+    if let Some(event) = hook_event(std::env::args_os()) {
+        return run_hook(event);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -379,6 +400,45 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("hitl: error: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    fn args(words: &[&str]) -> impl Iterator<Item = std::ffi::OsString> {
+        words
+            .iter()
+            .map(std::ffi::OsString::from)
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+
+    /// The hook's own reading of its command line agrees with clap's for every event,
+    /// and leaves every other shape to clap.
+    #[test]
+    fn the_hook_command_line_is_read_as_clap_reads_it() {
+        for event in HookEvent::value_variants() {
+            let name = event.to_possible_value().unwrap().get_name().to_string();
+            let words = ["hitl", "hook", name.as_str()];
+            assert_eq!(hook_event(args(&words)), Some(*event), "{name}");
+            match Cli::try_parse_from(words).unwrap().command {
+                Command::Hook { event: by_clap } => assert_eq!(by_clap, *event),
+                other => panic!("{other:?}"),
+            }
+        }
+        for words in [
+            &["hitl", "hook"][..],
+            &["hitl", "hook", "--help"],
+            &["hitl", "hook", "Pre-Tool-Use"],
+            &["hitl", "hook", "pre-tool-use", "extra"],
+            &["hitl", "ask", "pre-tool-use"],
+            &["hitl"],
+        ] {
+            assert_eq!(hook_event(args(words)), None, "{words:?}");
         }
     }
 }
