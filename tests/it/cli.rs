@@ -183,6 +183,34 @@ fn answers_work_without_a_listener_and_the_first_one_wins() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no pending question"));
 }
 
+/// An asker leaves an empty file for its answer before its question is out
+/// (`.helpers/tmp/slot/`), and the listener writes the answer in that very file; an
+/// asker that gives up takes its slot away, and an answered one leaves none behind.
+#[test]
+fn the_answer_is_written_in_the_file_its_asker_left() {
+    use std::os::unix::fs::MetadataExt;
+    let p = Project::new();
+    let slots = p.helpers().join("tmp").join("slot");
+    let slots_left = || fs::read_dir(&slots).unwrap().count();
+    let out = p.run(&["ask", "--timeout", "1", "nobody answers"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(slots_left(), 0, "the slot went with its asker");
+    let child = spawn_ask(&p, &["--timeout", "30", "slot?"]);
+    let id = p.wait_pending(1, Duration::from_secs(10))[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let slot = fs::metadata(slots.join(format!("{id}.json"))).expect("a slot for the answer");
+    assert_eq!(slot.len(), 0);
+    let _listener = p.listen(&["--ui", "none", "--auto-answer", "yes"]);
+    let out = wait_output(child, Duration::from_secs(30));
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "yes\n");
+    let answer = fs::metadata(p.helpers().join("answers").join(format!("{id}.json"))).unwrap();
+    assert_eq!(answer.ino(), slot.ino(), "the answer is the slot's file");
+    assert_eq!(slots_left(), 0);
+}
+
 #[test]
 fn queue_order_is_urgency_then_age() {
     let p = Project::new();
