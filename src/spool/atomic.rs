@@ -121,15 +121,17 @@ pub fn write_atomic(tmp_dir: &Path, dest: &Path, bytes: &[u8], durable: bool) ->
 
 /// Creates `dest` with `bytes` only if no file has that name yet, atomically.
 ///
-/// `link(2)` fails with `EEXIST` when the name is taken, so when two responders race
-/// for the same answer exactly one file is ever created and the other learns it lost.
+/// `link(2)` and `RENAME_NOREPLACE` fail with `EEXIST` when the name is taken, so when
+/// two responders race for the same answer exactly one file is ever created and the
+/// other learns it lost.
 ///
 /// The file is the empty one its asker left for it when there is one (see
-/// [`leave_answer_slot`]), else written unnamed (`O_TMPFILE`) in `dest`'s own folder
-/// where the file system allows, and a temp file in `tmp_dir` only as the fallback. Besides saving the temp name's
-/// removal, that keeps answers off `tmp/`'s lock: an asker renaming its question out
-/// of `tmp/` wakes the listener from inside the rename, and the listener, preempting
-/// it, would otherwise wait for the asker to get the CPU back and finish.
+/// [`leave_answer_slot`]); else it is written unnamed (`O_TMPFILE`) in `dest`'s own
+/// folder where the file system allows, and in a temp file in `tmp_dir` only as the
+/// fallback. Besides saving the temp name's removal, the unnamed file keeps answers
+/// off `tmp/`'s lock: an asker renaming its question out of `tmp/` wakes the
+/// listener from inside the rename, and the listener, preempting it, would otherwise
+/// wait for the asker to get the CPU back and finish.
 pub fn create_exclusive(
     tmp_dir: &Path,
     dest: &Path,
