@@ -56,7 +56,9 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .cloned();
     let run = |name: &str| only.as_deref().is_none_or(|o| o == name);
-    let rounds = if quick { 300 } else { 3000 };
+    // 2,000 even in the short mode (about a second): a p99 of 300 rounds is their
+    // third-worst, which one hiccup of the machine decides.
+    let rounds = if quick { 2000 } else { 3000 };
     println!(
         "hitl spool benchmarks ({} mode)\n",
         if quick { "short" } else { "full" }
