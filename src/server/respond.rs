@@ -275,24 +275,19 @@ mod tests {
     #[test]
     fn an_ended_event_is_the_event_with_its_status_replaced_or_added() {
         let status = || HitlStatus::new(Status::Withdrawn, None, Some("went away"));
-        let event = json!({
+        let with_status = json!({
             "id": 3, "payload": { "b": [1, "x"] }, "humanInTheLoop": { "question": "q" },
             "humanInTheLoopStatus": { "status": "pending" }, "timestamp": 5,
         });
-        let mut want = event.clone();
-        want["humanInTheLoopStatus"] = serde_json::to_value(status()).unwrap();
-        let got = EndedEvent {
-            event: Arc::new(event),
-            status: status(),
-        };
-        assert_eq!(serde_json::to_string(&got).unwrap(), want.to_string());
         let bare = json!({ "id": 3, "payload": {} });
-        let mut want = bare.clone();
-        want["humanInTheLoopStatus"] = serde_json::to_value(status()).unwrap();
-        let got = EndedEvent {
-            event: Arc::new(bare),
-            status: status(),
-        };
-        assert_eq!(serde_json::to_string(&got).unwrap(), want.to_string());
+        for event in [with_status, bare] {
+            let mut want = event.clone();
+            want["humanInTheLoopStatus"] = serde_json::to_value(status()).unwrap();
+            let got = EndedEvent {
+                event: Arc::new(event),
+                status: status(),
+            };
+            assert_eq!(serde_json::to_string(&got).unwrap(), want.to_string());
+        }
     }
 }

@@ -368,9 +368,6 @@ pub fn keep_named_spares(tmp_dir: &Path) -> usize {
     use std::os::unix::fs::DirBuilderExt;
     let spares = tmp_dir.join(SPARES_DIR);
     let _ = fs::DirBuilder::new().mode(0o700).create(&spares);
-    let _ = fs::DirBuilder::new()
-        .mode(0o700)
-        .create(tmp_dir.join(SLOTS_DIR));
     let mut made = 0;
     for k in 0..NAMED_SPARES {
         let made_one = OpenOptions::new()
@@ -517,6 +514,7 @@ mod tests {
         // No slot folder (a spool no listener has prepared): no slot.
         fs::create_dir_all(&tmp).unwrap();
         assert_eq!(leave_answer_slot(&tmp, &dest), None);
+        fs::create_dir(tmp.join(SLOTS_DIR)).unwrap();
         keep_named_spares(&tmp);
         let slot = leave_answer_slot(&tmp, &dest).unwrap();
         assert_eq!(slot, tmp.join(SLOTS_DIR).join("a.json"));
