@@ -7,3 +7,4 @@ pub mod hook;
 pub mod policy;
 pub mod rules;
 pub mod settings;
+pub mod shell;
