@@ -91,11 +91,15 @@ pub struct HookSettings {
     /// A glob without `/` matches a file name at any depth; one with `/` matches the
     /// path from the project's root (`**` for any folders), or an absolute path.
     pub protected_paths: Vec<String>,
-    /// Regular expressions of shell commands that ask first, matched against the
-    /// whole command and each command in it (split on `;`, `&&`, `||`, `|`, `&`,
-    /// newlines, `$(…)`, backticks and `sh -c '…'`), with `sudo`, `env` and variable
-    /// assignments in front taken off.
+    /// The user's own regular expressions of shell commands that ask first, matched
+    /// against each command a line runs as the shell reads it (quotes removed,
+    /// wrappers like `sudo` and `env` taken off, nested lines and substitutions
+    /// included). hitl's own checks judge commands by meaning whatever this says.
     pub dangerous_commands: Vec<String>,
+    /// Globs of paths that may be deleted recursively without asking: absolute
+    /// (`/tmp/?*`, `~/` for the home) or from the project's root (`target/**`).
+    /// Every other recursive delete asks.
+    pub safe_deletes: Vec<String>,
     /// Every PermissionRequest (Claude Code about to show its permission dialog) is
     /// asked through hitl, answerable from any of its UIs.
     pub permission_requests: bool,
@@ -160,30 +164,8 @@ pub const DEFAULT_PROTECTED_PATHS: &[&str] = &[
     "~/.zshrc",
 ];
 
-/// Seed 004's dangerous commands, and more.
-pub const DEFAULT_DANGEROUS_COMMANDS: &[&str] = &[
-    // A recursive rm of the root, home, a wildcard or an absolute path.
-    r"^rm\s+(-\S+\s+)*-[a-zA-Z]*[rR][a-zA-Z]*(\s+-\S+)*\s+(--\s+)?(/|~|\$HOME|\*)",
-    r"^rm\s+(-\S+\s+)*--recursive\b",
-    r"^dd\s.*\bof=/dev/",
-    r"^mkfs(\.|\s)",
-    // A fork bomb.
-    r":\(\)\s*\{.*:\s*\|\s*:.*\}",
-    r"^git\s+push\s(.*\s)?(--force\b|--force-with-lease\b|-[a-zA-Z]*f\b|\+\S)",
-    r"^git\s+reset\s+(.*\s)?--hard\b",
-    r"^git\s+clean\s+(.*\s)?-[a-zA-Z]*f",
-    // Something downloaded, run at once.
-    r"\b(curl|wget)\b[^|]*\|\s*(sudo\s+)?(ba|z|da|k)?sh\b",
-    r"^chmod\s+(-\S+\s+)*0?777\b",
-    r"^chown\s+(-\S+\s+)*-[a-zA-Z]*R",
-    r"^(shutdown|reboot|halt|poweroff)\b",
-    r">\s*/dev/(sd|nvme|hd|vd|xvd)[a-z0-9]*",
-    r"^(DROP|TRUNCATE)\s",
-    // hitl's and Claude Code's own settings (rules, hooks) changed from a shell: a
-    // prompt-injected agent's way around the questions.
-    r"(>|\b(tee|cp|mv|ln|dd|truncate|rm|install|rsync)\s|\bsed\s+(-\S+\s+)*-i|\bperl\s+-\S*i)[^;&|]*\.helpers/",
-    r"(>|\b(tee|cp|mv|ln|dd|truncate|rm|install|rsync)\s|\bsed\s+(-\S+\s+)*-i|\bperl\s+-\S*i)[^;&|]*\.claude/",
-];
+/// Paths whose trees may be deleted without asking: the insides of the temp folders.
+pub const DEFAULT_SAFE_DELETES: &[&str] = &["/tmp/?*/**", "/tmp/?*", "/var/tmp/?*/**", "/var/tmp/?*"];
 
 impl Default for HookSettings {
     fn default() -> HookSettings {
@@ -197,10 +179,8 @@ impl Default for HookSettings {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
-            dangerous_commands: DEFAULT_DANGEROUS_COMMANDS
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
+            dangerous_commands: Vec::new(),
+            safe_deletes: DEFAULT_SAFE_DELETES.iter().map(|s| s.to_string()).collect(),
             permission_requests: true,
             elicitations: true,
             timeout: 120,
@@ -483,12 +463,18 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # .env files, package.json, settings.json, *.config.*, CLAUDE.md, .claude/, Docker
 # and CI files, .git/, .helpers/, keys, /etc, ~/.ssh).
 # protected_paths = [".env", ".env.*", "**/package.json"]
-# Shell commands that ask first (regular expressions, matched against each command
-# of a line; replaces the defaults: recursive rm of / ~ * or absolute paths, dd to a
-# device, mkfs, fork bombs, force pushes, git reset --hard, git clean -f, curl | sh,
-# chmod 777, chown -R, shutdown, writes to disks, DROP/TRUNCATE, writes to .helpers/
-# and .claude/ from a shell).
-# dangerous_commands = ['^rm\s+-rf\s+/']
+# Shell commands are read as bash reads them and judged by what they do: recursive
+# deletes of /, ~, the project or anything outside it, force pushes and other
+# history rewrites, SQL that drops or deletes every row, disks formatted or written
+# over, downloads run as code, code known only when it runs, chmod/chown -R on wide
+# trees, hitl's answers and rules from an agent's shell, and shell writes (>, tee,
+# sed -i, cp, mv, ln, dd, truncate) to protected files.
+# Your own patterns besides (regular expressions, matched against each command a
+# line runs, quotes removed and wrappers like sudo taken off):
+# dangerous_commands = ['^terraform destroy']
+# Paths rm -rf may delete without asking (absolute, or from the project root, like
+# "target/**" or "node_modules"); every other recursive delete asks:
+# safe_deletes = ["/tmp/?*/**", "/tmp/?*", "/var/tmp/?*/**", "/var/tmp/?*"]
 # Ask every PermissionRequest (Claude Code about to show its permission dialog).
 # permission_requests = true
 # Ask every Elicitation (an MCP server asking you for input) as a form.

@@ -34,8 +34,8 @@ use crate::{
 /// How often the hook's wait wakes with nothing to do (it has no chores).
 const ASK_TICK: std::time::Duration = std::time::Duration::from_secs(3600);
 
-/// The largest hook input read (a Write's content can be big; past this the call
-/// gets no opinion rather than an unbounded read).
+/// The largest hook input read (a Write's content can be big; past this a tool
+/// call is left to Claude Code's own prompt rather than read without bound).
 const MAX_INPUT_BYTES: u64 = 16 << 20;
 
 /// The hook events `hitl hook` handles, named as in `hitl hook EVENT`.
@@ -100,15 +100,25 @@ pub enum Decision {
 
 /// Runs the hook for `event` on stdin; writes the decision on stdout.
 pub fn run(event: HookEvent) -> Result<()> {
-    let mut input = Vec::new();
-    std::io::stdin()
-        .take(MAX_INPUT_BYTES + 1)
-        .read_to_end(&mut input)
-        .context("reading the hook input from stdin")?;
-    if input.len() as u64 > MAX_INPUT_BYTES {
-        bail!("the hook input is over {MAX_INPUT_BYTES} bytes; no opinion");
-    }
-    let input: Value = serde_json::from_slice(&input).context("the hook input is not JSON")?;
+    let input = match read_input() {
+        Ok(input) => input,
+        // A call hitl cannot read is not waved through: for a tool call, Claude
+        // Code's own prompt decides (a PermissionRequest without a decision shows
+        // it anyway); other events carry no decision.
+        Err(e) => {
+            eprintln!("hitl hook: {e:#}");
+            if event == HookEvent::PreToolUse {
+                let ask = Decision::Ask {
+                    reason: format!("hitl could not read this call ({e:#}); asking here instead"),
+                };
+                if let Some(out) = output(event, &ask) {
+                    let mut stdout = std::io::stdout().lock();
+                    writeln!(stdout, "{out}").and_then(|()| stdout.flush())?;
+                }
+            }
+            return Ok(());
+        }
+    };
     let (decision, asked) = match prepare(event, &input, None, false)? {
         Step::Decided(d) => (d, false),
         Step::Ask(question) => (question.ask(), true),
@@ -136,6 +146,20 @@ pub fn run(event: HookEvent) -> Result<()> {
         decides.then_some(&decision),
     );
     Ok(())
+}
+
+/// The hook's input: at most [`MAX_INPUT_BYTES`] of UTF-8 JSON.
+fn read_input() -> Result<Value> {
+    let mut input = Vec::new();
+    std::io::stdin()
+        .take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut input)
+        .context("reading the hook input from stdin")?;
+    if input.len() as u64 > MAX_INPUT_BYTES {
+        bail!("the hook input is over {} MiB", MAX_INPUT_BYTES >> 20);
+    }
+    // serde_json takes invalid UTF-8 and lone surrogates in strings as errors too.
+    serde_json::from_slice(&input).context("the hook input is not JSON")
 }
 
 /// What a call needs, by the policy: decided at once, or a question for the human.

@@ -1,6 +1,7 @@
 //! Claude Code: `hitl hook` (its hook handler) and the policy deciding which tool
 //! calls ask the human.
 
+pub mod danger;
 pub mod elicit;
 pub mod feed;
 pub mod hook;

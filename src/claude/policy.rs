@@ -10,7 +10,11 @@ use std::path::{Component, Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::Value;
 
-use super::rules::{self, Rule};
+use super::{
+    danger,
+    rules::{self, Rule},
+    shell,
+};
 use crate::config::HookSettings;
 
 /// Tools whose input names a file they write, and the field that names it.
@@ -37,10 +41,10 @@ pub enum Concern {
     },
     /// A dangerous command.
     DangerousCommand {
-        /// The command (of the line) that matched.
+        /// The command (of the line, as the shell reads it) that is dangerous.
         part: String,
-        /// The pattern it matched.
-        pattern: String,
+        /// What it would do, in words (or the user's pattern it matched).
+        why: String,
     },
     /// An MCP server asks the user for input (the Elicitation hook).
     Elicitation {
@@ -75,9 +79,7 @@ impl Concern {
             Concern::ProtectedPath { path, glob } => {
                 format!("{path} is a protected file (matches {glob})")
             }
-            Concern::DangerousCommand { part, pattern } => {
-                format!("`{part}` is a dangerous command (matches {pattern})")
-            }
+            Concern::DangerousCommand { part, why } => format!("`{part}` {why}"),
             Concern::Elicitation { server } => {
                 format!("the MCP server {server} asks for input")
             }
@@ -137,7 +139,7 @@ pub fn concern(
         let Some(command) = input.get("command").and_then(Value::as_str) else {
             return Ok(None);
         };
-        return dangerous_command(&settings.dangerous_commands, &settings.allow, command);
+        return shell_concern(settings, place, command);
     }
     if let Some((_, field)) = WRITING_TOOLS.iter().find(|(t, _)| *t == tool) {
         let Some(path) = input.get(*field).and_then(Value::as_str) else {
@@ -146,7 +148,7 @@ pub fn concern(
         let Some(paths) = Candidates::of(place, path) else {
             return Ok(None);
         };
-        let Some(concern) = paths.first_match(&settings.protected_paths, place, false)? else {
+        let Some(concern) = protected(settings, place, &paths)? else {
             return Ok(None);
         };
         let rules = rules::parse_all(&settings.allow)?;
@@ -168,350 +170,197 @@ pub fn concern(
     Ok(None)
 }
 
-/// The first dangerous pattern matching a command of the line `command` that no
-/// rule of `allow` covers (or the line as a whole, for patterns spanning its
-/// commands, like `curl … | sh`); a line whose every flagged command a rule covers
-/// is [`Concern::Allowed`].
-fn dangerous_command(
-    patterns: &[String],
-    allow: &[String],
-    command: &str,
-) -> Result<Option<Concern>> {
-    if patterns.is_empty() {
+/// Files that hold the guard itself: hitl's settings, answers and rules, Claude
+/// Code's settings (which wire the hooks) and MCP servers. Protected for every
+/// tool and every shell write whatever `[hook] protected_paths` says, so that what
+/// the guard guards cannot switch it off.
+pub const GUARD_PATHS: &[&str] = &[
+    ".helpers/**",
+    ".claude/**",
+    ".mcp.json",
+    "~/.claude/settings*.json",
+    "~/.claude.json",
+    "~/.config/hitl/**",
+];
+
+/// The protected glob a file matches: the configured ones, the guard's own
+/// files, and (a second name for one of them) any file sharing its inode.
+fn protected(settings: &HookSettings, place: &Place, paths: &Candidates) -> Result<Option<Concern>> {
+    if let Some(c) = paths.first_match(&settings.protected_paths, place, false)? {
+        return Ok(Some(c));
+    }
+    let mut guard: Vec<String> = GUARD_PATHS.iter().map(|g| g.to_string()).collect();
+    // The user's settings folder, wherever HITL_HOME or XDG put it.
+    let user = crate::config::Paths::from_env().config_dir;
+    guard.push(format!("{}/**", user.display()));
+    if let Some(c) = paths.first_match(&guard, place, false)? {
+        return Ok(Some(c));
+    }
+    guard.extend(settings.protected_paths.iter().cloned());
+    hard_link_twin(place, paths, &guard)
+}
+
+/// A file with more than one name may be a protected file under another name
+/// (`ln .env notes.txt`): its other names are looked for in the project (and the
+/// home's protected files), and the first protected one is the concern. A search
+/// that cannot finish in bounds is a concern too.
+fn hard_link_twin(place: &Place, paths: &Candidates, globs: &[String]) -> Result<Option<Concern>> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(resolved) = paths.resolved.as_ref() else {
+        return Ok(None);
+    };
+    let Ok(meta) = std::fs::metadata(resolved) else {
+        return Ok(None);
+    };
+    if !meta.is_file() || meta.nlink() < 2 {
         return Ok(None);
     }
-    // regex-lite: compiling costs microseconds where the full engine's automata cost
-    // a millisecond, on every Bash call of every session; a command is short, and
-    // its classes (`\s`, `\b`) ASCII. A pattern anchored to a command's first word
-    // (`^rm\s…`) is compiled only for a command starting with that word.
-    let mut compiled: Vec<Option<regex_lite::Regex>> = vec![None; patterns.len()];
-    let mut matches = |i: usize, part: &str| -> Result<bool> {
-        let pattern = &patterns[i];
-        if let Some(word) = required_start(pattern)
-            && !part.starts_with(word)
-        {
-            return Ok(false);
-        }
-        if let Some(text) = required_literal(pattern)
-            && !part.contains(text.as_str())
-        {
-            return Ok(false);
-        }
-        if compiled[i].is_none() {
-            compiled[i] = Some(
-                regex_lite::Regex::new(pattern)
-                    .with_context(|| format!("[hook] dangerous_commands: {pattern:?}"))?,
-            );
-        }
-        Ok(compiled[i].as_ref().is_some_and(|r| r.is_match(part)))
-    };
-    let whole = command.trim().to_string();
-    let parts = split_command(command);
-    let mut flagged = Vec::new();
-    for part in &parts {
-        for i in 0..patterns.len() {
-            if matches(i, part)? {
-                flagged.push((part.clone(), i));
-                break;
+    let (dev, ino) = (meta.dev(), meta.ino());
+    let shown = paths.relative.first().cloned().unwrap_or_else(|| resolved.display().to_string());
+    let mut budget = 50_000usize;
+    let mut folders = vec![resolve(&normalise(&place.project))];
+    if let Some(home) = &place.home {
+        for g in globs {
+            if let Some(rest) = g.strip_prefix("~/") {
+                let literal: PathBuf = rest.split('/').take_while(|p| !p.contains(['*', '?', '[', '{'])).collect();
+                let p = home.join(literal);
+                if p.is_dir() { folders.push(p) } else if let Some(parent) = p.parent() { folders.push(parent.to_path_buf()) }
             }
         }
     }
-    // The line as a whole, for a pattern no single command of it matches.
-    if parts.len() != 1 || parts[0] != whole {
-        'patterns: for i in 0..patterns.len() {
-            if !matches(i, &whole)? {
+    while let Some(folder) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else { continue };
+        for entry in entries.flatten() {
+            let Some(left) = budget.checked_sub(1) else {
+                return Ok(Some(Concern::ProtectedPath {
+                    path: shown,
+                    glob: "(a file with several names, too many places to look for them)".into(),
+                }));
+            };
+            budget = left;
+            let Ok(m) = entry.metadata() else { continue };
+            let path = entry.path();
+            if m.is_dir() {
+                let name = entry.file_name();
+                if !matches!(name.to_str(), Some("node_modules" | "target" | ".venv")) {
+                    folders.push(path);
+                }
                 continue;
             }
-            for part in &parts {
-                if matches(i, part)? {
-                    continue 'patterns;
+            if m.dev() == dev && m.ino() == ino && path != *resolved {
+                if let Some(twin) = Candidates::of(place, &path.to_string_lossy())
+                    && let Some(Concern::ProtectedPath { path: other, glob }) = twin.first_match(globs, place, false)?
+                {
+                    return Ok(Some(Concern::ProtectedPath {
+                        path: shown,
+                        glob: format!("{glob}, as a second name of {other}"),
+                    }));
                 }
             }
-            flagged.insert(0, (whole.clone(), i));
-            break;
         }
     }
-    let concern = |(part, i): (String, usize)| Concern::DangerousCommand {
-        part,
-        pattern: patterns[i].clone(),
+    Ok(None)
+}
+
+/// What the policy says of a shell line: read as bash reads it, judged by meaning
+/// ([`super::danger`]), the files it writes checked against the protected ones, the
+/// user's own patterns matched against each command; a line whose every flagged
+/// command an "always allow" rule covers is [`Concern::Allowed`]. A line that
+/// cannot be read is asked.
+fn shell_concern(settings: &HookSettings, place: &Place, command: &str) -> Result<Option<Concern>> {
+    let line = match shell::read(command, &place.cwd, place.home.as_deref()) {
+        Ok(line) => line,
+        Err(why) => {
+            let shown: String = command.chars().take(200).collect();
+            return Ok(Some(Concern::DangerousCommand {
+                part: shown,
+                why: format!("cannot be read as a shell would read it, so hitl cannot judge it ({why})"),
+            }));
+        }
     };
+    let project = resolve(&normalise(&place.project));
+    let safe: Vec<regex_lite::Regex> = settings
+        .safe_deletes
+        .iter()
+        .map(|g| {
+            let g = match (g.strip_prefix("~/"), &place.home) {
+                (Some(rest), Some(home)) => format!("{}/{rest}", home.display()),
+                _ => g.clone(),
+            };
+            glob_matcher(&g).with_context(|| format!("[hook] safe_deletes: {g:?}"))
+        })
+        .collect::<Result<_>>()?;
+    // Absolute globs match the path, the others its path from the project's root.
+    let safe_delete = |p: &Path| {
+        let relative = p.strip_prefix(&project).ok().map(|r| r.to_string_lossy().into_owned());
+        settings.safe_deletes.iter().zip(&safe).any(|(g, m)| {
+            match (&relative, g.starts_with('/') || g.starts_with("~/")) {
+                // Inside the project only its own globs count (a project may
+                // itself live in /tmp).
+                (Some(r), false) => m.is_match(r),
+                (None, true) => m.is_match(&p.to_string_lossy()),
+                _ => false,
+            }
+        })
+    };
+    let scope = danger::Scope {
+        project: &project,
+        home: place.home.as_deref(),
+        safe_delete: &safe_delete,
+    };
+    let mut flagged: Vec<(String, Concern)> = Vec::new();
+    for finding in danger::judge(&line, &scope) {
+        match finding {
+            danger::Finding::Dangerous { part, why } => {
+                flagged.push((part.clone(), Concern::DangerousCommand { part, why }));
+            }
+            danger::Finding::Writes { part, cwd, path } => {
+                let at = Place { cwd, ..place.clone() };
+                if let Some(paths) = Candidates::of(&at, &path)
+                    && let Some(c) = protected(settings, &at, &paths)?
+                {
+                    flagged.push((part, c));
+                }
+            }
+        }
+    }
+    // The user's own patterns, against each command as it runs.
+    if !settings.dangerous_commands.is_empty() {
+        let patterns: Vec<regex_lite::Regex> = settings
+            .dangerous_commands
+            .iter()
+            .map(|p| regex_lite::Regex::new(p).with_context(|| format!("[hook] dangerous_commands: {p:?}")))
+            .collect::<Result<_>>()?;
+        for program in line.commands.iter().flat_map(shell::Command::programs) {
+            let shown = program.shown();
+            if let Some((i, _)) = patterns.iter().enumerate().find(|(_, r)| r.is_match(&shown)) {
+                let why = format!("matches your pattern {}", settings.dangerous_commands[i]);
+                flagged.push((shown.clone(), Concern::DangerousCommand { part: shown, why }));
+            }
+        }
+    }
     if flagged.is_empty() {
         return Ok(None);
     }
     // Rules are read only for a line that would be asked about.
-    let rules: Vec<Rule> = if allow.is_empty() {
+    let rules: Vec<Rule> = if settings.allow.is_empty() {
         Vec::new()
     } else {
-        rules::parse_all(allow)?
+        rules::parse_all(&settings.allow)?
     };
     let mut first_rule = None;
-    for (part, i) in flagged.iter().cloned() {
+    for (part, concern) in flagged {
         match rules.iter().find(|r| r.covers_command(&part)) {
             Some(rule) => {
-                first_rule.get_or_insert((rule.to_string(), concern((part, i))));
+                first_rule.get_or_insert((rule.to_string(), concern));
             }
-            None => return Ok(Some(concern((part, i)))),
+            None => return Ok(Some(concern)),
         }
     }
     Ok(first_rule.map(|(rule, c)| Concern::Allowed {
         rule,
         concern: Box::new(c),
     }))
-}
-
-/// The word every match of `pattern` starts with, when it is anchored (`^rm\s…`
-/// gives `rm`): letters, digits, `_`, `-` and `.` after `^`, without one a
-/// quantifier follows. `None` for anything less plain (an alternation at the top,
-/// a group or class first, flags).
-fn required_start(pattern: &str) -> Option<&str> {
-    let body = pattern.strip_prefix('^')?;
-    let (mut depth, mut escaped, mut in_class) = (0i32, false, false);
-    for c in body.chars() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' => escaped = true,
-            '[' if !in_class => in_class = true,
-            ']' if in_class => in_class = false,
-            _ if in_class => {}
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            '|' if depth == 0 => return None,
-            _ => {}
-        }
-    }
-    let end = body
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
-        .unwrap_or(body.len());
-    let word = match body[end..].chars().next() {
-        Some('?' | '*' | '{') => &body[..end.saturating_sub(1)],
-        _ => &body[..end],
-    };
-    (!word.is_empty()).then_some(word)
-}
-
-/// Text every match of the unanchored-or-not `pattern` contains: its longest run of
-/// plain characters outside groups and classes, of two or more (`:\(\)` gives
-/// `:()`, `>\s*/dev/(sd|hd)` gives `/dev/`). `None` when the pattern has an
-/// alternation at the top, or no such run. A character a quantifier may take away
-/// (`?`, `*`, `{0,…}`) is not part of any run.
-fn required_literal(pattern: &str) -> Option<String> {
-    let (mut best, mut run) = (String::new(), String::new());
-    let (mut depth, mut in_class) = (0i32, false);
-    let mut chars = pattern.chars().peekable();
-    let end_run = |run: &mut String, best: &mut String| {
-        if run.len() > best.len() {
-            *best = run.clone();
-        }
-        run.clear();
-    };
-    while let Some(c) = chars.next() {
-        let literal = match c {
-            _ if in_class => {
-                if c == '\\' {
-                    chars.next();
-                } else if c == ']' {
-                    in_class = false;
-                }
-                None
-            }
-            '[' => {
-                in_class = true;
-                // A `]` right after `[` or `[^` belongs to the class.
-                if chars.peek() == Some(&'^') {
-                    chars.next();
-                }
-                if chars.peek() == Some(&']') {
-                    chars.next();
-                }
-                None
-            }
-            '(' => {
-                depth += 1;
-                None
-            }
-            ')' => {
-                depth -= 1;
-                None
-            }
-            '|' if depth == 0 => return None,
-            '\\' => match chars.next() {
-                Some(e) if e.is_ascii_punctuation() && depth == 0 => Some(e),
-                _ => None,
-            },
-            c if depth == 0 && (c.is_ascii_alphanumeric() || "/-_:=<>@%,!~'\"# ".contains(c)) => {
-                Some(c)
-            }
-            _ => None,
-        };
-        match literal {
-            Some(l) => match chars.peek() {
-                Some('?' | '*' | '{') => end_run(&mut run, &mut best),
-                Some('+') => {
-                    run.push(l);
-                    end_run(&mut run, &mut best);
-                }
-                _ => run.push(l),
-            },
-            None => end_run(&mut run, &mut best),
-        }
-    }
-    end_run(&mut run, &mut best);
-    (best.chars().count() >= 2).then_some(best)
-}
-
-/// The simple commands in a shell line: split on `;`, `&&`, `||`, `|`, `&` and
-/// newlines, with the insides of `$(…)`, backticks, `(…)` and `sh -c '…'` /
-/// `eval '…'` as commands of their own, and `sudo`, `env`, `command`, `exec`,
-/// `nohup`, `time` and `VAR=value` in front taken off.
-///
-/// Not a shell parser: it errs towards finding more commands, never fewer. Quotes
-/// keep separators inside them from splitting, except that a quoted argument of
-/// `sh -c` or `eval` is split again on its own.
-pub fn split_command(line: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    split_into(line, &mut out, 0);
-    out
-}
-
-fn split_into(line: &str, out: &mut Vec<String>, depth: usize) {
-    if depth > 8 {
-        return;
-    }
-    let mut current = String::new();
-    let mut quote: Option<char> = None;
-    let mut inner: Vec<String> = Vec::new();
-    let chars: Vec<char> = line.chars().collect();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        match (quote, c) {
-            (Some(q), c) if c == q => {
-                quote = None;
-                current.push(c);
-            }
-            (Some('\''), c) => current.push(c),
-            (_, '\\') if i + 1 < chars.len() => {
-                current.push(c);
-                current.push(chars[i + 1]);
-                i += 1;
-            }
-            (Some('"'), '$') if chars.get(i + 1) == Some(&'(') => {
-                let (body, end) = balanced(&chars, i + 2);
-                inner.push(body);
-                current.extend(&chars[i..end]);
-                i = end;
-                continue;
-            }
-            (Some('"'), '`') | (None, '`') => {
-                let end = chars[i + 1..]
-                    .iter()
-                    .position(|&c| c == '`')
-                    .map_or(chars.len(), |p| i + 1 + p);
-                inner.push(chars[i + 1..end].iter().collect());
-                current.extend(&chars[i..(end + 1).min(chars.len())]);
-                i = end + 1;
-                continue;
-            }
-            (Some(_), c) => current.push(c),
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                current.push(c);
-            }
-            (None, '$' | '<' | '>') if chars.get(i + 1) == Some(&'(') => {
-                let (body, end) = balanced(&chars, i + 2);
-                inner.push(body);
-                current.extend(&chars[i..end]);
-                i = end;
-                continue;
-            }
-            (None, '(' | '{') if current.trim().is_empty() => {
-                let (body, end) = balanced(&chars, i + 1);
-                inner.push(body);
-                i = end;
-                continue;
-            }
-            (None, ';' | '&' | '|' | '\n' | '\r') => {
-                push_command(&mut current, out, depth);
-            }
-            (None, c) => current.push(c),
-        }
-        i += 1;
-    }
-    push_command(&mut current, out, depth);
-    for body in inner {
-        split_into(&body, out, depth + 1);
-    }
-}
-
-/// The text from `start` to the bracket closing the one before it, and the index
-/// after that bracket (the end of the line if it never closes).
-fn balanced(chars: &[char], start: usize) -> (String, usize) {
-    let mut depth = 1;
-    let mut i = start;
-    while i < chars.len() {
-        match chars[i] {
-            '(' | '{' => depth += 1,
-            ')' | '}' => {
-                depth -= 1;
-                if depth == 0 {
-                    return (chars[start..i].iter().collect(), i + 1);
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    (chars[start..].iter().collect(), chars.len())
-}
-
-/// Adds one simple command, its wrappers taken off; a `sh -c '…'` or `eval '…'`
-/// argument is split as a line of its own.
-fn push_command(current: &mut String, out: &mut Vec<String>, depth: usize) {
-    let command = std::mem::take(current);
-    let mut words: &str = command.trim();
-    // Variable assignments and wrappers in front (with the wrappers' flags, as in
-    // `sudo -E rm …`) go; the command they run stays.
-    let mut after_wrapper = false;
-    loop {
-        let (first, rest) = words.split_once(char::is_whitespace).unwrap_or((words, ""));
-        let is_assignment = first.split_once('=').is_some_and(|(name, _)| {
-            !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_')
-        });
-        let is_wrapper = matches!(
-            first,
-            "sudo" | "env" | "command" | "exec" | "nohup" | "time"
-        );
-        let is_wrapper_flag = after_wrapper && first.starts_with('-');
-        if !(is_assignment || is_wrapper || is_wrapper_flag) || rest.trim().is_empty() {
-            break;
-        }
-        after_wrapper = is_wrapper || is_wrapper_flag;
-        words = rest.trim_start();
-    }
-    if words.is_empty() {
-        return;
-    }
-    let (first, rest) = words.split_once(char::is_whitespace).unwrap_or((words, ""));
-    let shell = matches!(
-        first.rsplit('/').next().unwrap_or(first),
-        "sh" | "bash" | "zsh" | "dash" | "ksh"
-    );
-    if shell && let Some(arg) = rest.trim().strip_prefix("-c") {
-        split_into(unquote(arg.trim()), out, depth + 1);
-    } else if first == "eval" {
-        split_into(unquote(rest.trim()), out, depth + 1);
-    }
-    out.push(words.to_string());
-}
-
-/// A quoted word's inside (the whole text if it is not quoted).
-fn unquote(word: &str) -> &str {
-    for q in ['\'', '"'] {
-        if let Some(inner) = word.strip_prefix(q) {
-            return inner.rsplit_once(q).map_or(inner, |(i, _)| i);
-        }
-    }
-    word
 }
 
 /// The texts a file's globs are matched against: its names, its paths from the
@@ -521,6 +370,8 @@ struct Candidates {
     names: Vec<String>,
     relative: Vec<String>,
     absolute: Vec<String>,
+    /// The file the kernel would open.
+    resolved: Option<PathBuf>,
 }
 
 impl Candidates {
@@ -531,7 +382,9 @@ impl Candidates {
             return None;
         }
         let literal = normalise(&place.cwd.join(raw));
-        let resolved = resolve(&literal);
+        // As the kernel walks it: each link followed before a `..` after it applies
+        // (`link/../x` is beside the link's target, not beside the link).
+        let resolved = resolve_as_kernel(&place.cwd.join(raw));
         let project = normalise(&place.project);
         let roots = [resolve(&project), project];
         let (mut names, mut relative, mut absolute) = (Vec::new(), Vec::new(), Vec::new());
@@ -550,6 +403,7 @@ impl Candidates {
             names,
             relative,
             absolute,
+            resolved: Some(resolved),
         })
     }
 
@@ -670,6 +524,47 @@ pub fn normalise(path: &Path) -> PathBuf {
     out
 }
 
+/// `path` resolved as the kernel resolves it when a file there is opened for
+/// writing: component by component from the root, each symlink followed where it
+/// is met (so a `..` after it climbs from the link's target), names that do not
+/// exist yet appended as they are.
+pub fn resolve_as_kernel(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    let mut pending: std::collections::VecDeque<std::ffi::OsString> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
+    let mut links = 0;
+    while let Some(name) = pending.pop_front() {
+        if name == ".." {
+            out.pop();
+            continue;
+        }
+        let next = out.join(&name);
+        match std::fs::read_link(&next) {
+            Ok(target) if links < 40 => {
+                links += 1;
+                if target.is_absolute() {
+                    out = PathBuf::from("/");
+                }
+                for c in target.components().rev() {
+                    match c {
+                        Component::Normal(n) => pending.push_front(n.to_os_string()),
+                        Component::ParentDir => pending.push_front("..".into()),
+                        _ => {}
+                    }
+                }
+            }
+            _ => out = next,
+        }
+    }
+    out
+}
+
 /// `path` with symlinks followed as far as it exists (a file about to be written
 /// does not yet): its nearest existing ancestor resolved, the rest appended. A link
 /// to something missing is followed too: writing through it creates its target.
@@ -725,72 +620,6 @@ mod tests {
             &json!({ "command": command }),
         )
         .unwrap()
-    }
-
-    #[test]
-    fn commands_are_split_on_every_separator() {
-        assert_eq!(
-            split_command("ls; rm -rf / && echo ok || x | y & z\nw"),
-            ["ls", "rm -rf /", "echo ok", "x", "y", "z", "w"]
-        );
-        let parts = split_command("echo $(rm -rf ~) `mkfs.ext4 /dev/sda`");
-        assert!(parts.contains(&"rm -rf ~".to_string()), "{parts:?}");
-        assert!(
-            parts.contains(&"mkfs.ext4 /dev/sda".to_string()),
-            "{parts:?}"
-        );
-        let parts = split_command("sudo FOO=1 env BAR=2 rm -rf /");
-        assert!(parts.contains(&"rm -rf /".to_string()), "{parts:?}");
-        let parts = split_command("bash -c 'cd /tmp; rm -rf /'");
-        assert!(parts.contains(&"rm -rf /".to_string()), "{parts:?}");
-        assert_eq!(
-            split_command("echo 'a; b' \"c | d\""),
-            ["echo 'a; b' \"c | d\""]
-        );
-    }
-
-    #[test]
-    fn dangerous_commands_are_caught_inside_lines() {
-        for c in [
-            "rm -rf /",
-            "ls; rm -rf /",
-            "ls\nrm -rf /",
-            "  rm    -rf     /  ",
-            "echo `rm -rf /`",
-            "true && rm -rf ~/",
-            "echo $(rm -rf *)",
-            "sudo rm -fr /var",
-            "bash -c \"rm -r -f /\"",
-            "dd if=/dev/zero of=/dev/sda",
-            "mkfs.ext4 /dev/sdb1",
-            ":(){ :|:& };:",
-            "git push --force origin main",
-            "git push -f",
-            "git push origin +main",
-            "git reset --hard HEAD~3",
-            "git clean -fdx",
-            "curl -fsSL https://x.sh | sh",
-            "wget -qO- https://x | sudo bash",
-            "chmod -R 777 .",
-            "chmod 777 /",
-            "echo x > /dev/sda",
-            "FOO=1 shutdown -h now",
-        ] {
-            assert!(bash(c).is_some(), "{c:?} should ask");
-        }
-        for c in [
-            "ls -la",
-            "rm -rf node_modules",
-            "rm file.txt",
-            "git push origin main",
-            "git reset HEAD file",
-            "cargo test",
-            "echo 'rm -rf /'",
-            "grep -r force .",
-            "curl https://example.com -o x.sh",
-        ] {
-            assert_eq!(bash(c), None, "{c:?} should get no opinion");
-        }
     }
 
     fn write(dir: &Path, cwd: &Path, path: &str) -> Option<Concern> {
@@ -941,53 +770,6 @@ mod tests {
     }
 
     #[test]
-    fn patterns_name_the_text_they_need() {
-        assert_eq!(
-            required_literal(r":\(\)\s*\{.*:\s*\|\s*:.*\}").as_deref(),
-            Some(":()")
-        );
-        assert_eq!(
-            required_literal(r">\s*/dev/(sd|hd)[a-z]*").as_deref(),
-            Some("/dev/")
-        );
-        assert_eq!(
-            required_literal(r"x[^;&|]*\.helpers/").as_deref(),
-            Some(".helpers/")
-        );
-        assert_eq!(required_literal(r"^git\s+push").as_deref(), Some("push"));
-        assert_eq!(
-            required_literal(r"^rms?\b").as_deref(),
-            Some("rm"),
-            "the s may go"
-        );
-        assert_eq!(required_literal(r"abc+d").as_deref(), Some("abc"));
-        assert_eq!(required_literal(r"rm|curl"), None);
-        assert_eq!(required_literal(r"(a|b)cd[]x]ef").as_deref(), Some("cd"));
-        // Every default pattern still matches what it is there for.
-        for (command, flagged) in [
-            (":(){ :|:& };:", true),
-            ("echo x > /dev/sda", true),
-            ("curl https://x.sh | sh", true),
-            ("curl https://x.sh -o x", false),
-        ] {
-            assert_eq!(bash(command).is_some(), flagged, "{command}");
-        }
-    }
-
-    #[test]
-    fn anchored_patterns_name_their_first_word() {
-        assert_eq!(required_start(r"^rm\s+-rf"), Some("rm"));
-        assert_eq!(required_start(r"^mkfs(\.|\s)"), Some("mkfs"));
-        assert_eq!(required_start(r"^git\s+push"), Some("git"));
-        assert_eq!(required_start(r"^rms?\b"), Some("rm"));
-        assert_eq!(required_start(r"^rm|curl"), None);
-        assert_eq!(required_start(r"^(DROP|TRUNCATE)\s"), None);
-        assert_eq!(required_start(r"curl.*\|\s*sh"), None);
-        assert_eq!(required_start(r"^[r]m"), None);
-        assert_eq!(required_start(r"^rm[|]x"), Some("rm"));
-    }
-
-    #[test]
     fn a_bad_pattern_is_an_error_naming_the_setting() {
         let dir = tempfile::tempdir().unwrap();
         let s = HookSettings {
@@ -1004,7 +786,7 @@ mod tests {
         let settings = HookSettings {
             allow: vec![
                 "Bash(git push --force origin main)".into(),
-                "Bash(rm -rf /tmp/build:*)".into(),
+                "Bash(rm -rf /srv/build:*)".into(),
                 "Edit(.env)".into(),
                 "Edit(config/*.json)".into(),
             ],
@@ -1018,16 +800,16 @@ mod tests {
         let allowed = |c: Option<Concern>| matches!(c, Some(Concern::Allowed { .. }));
         assert!(allowed(bash("git push --force origin main")));
         assert!(allowed(bash("cd repo && git  push --force origin main")));
-        assert!(allowed(bash("rm -rf /tmp/build --verbose")));
-        assert!(!allowed(bash("rm -rf /tmp/build/../../etc")));
-        assert!(allowed(bash("sudo rm -rf /tmp/build")));
+        assert!(allowed(bash("rm -rf /srv/build --verbose")));
+        assert!(!allowed(bash("rm -rf /srv/build/../../etc")));
+        assert!(allowed(bash("sudo rm -rf /srv/build")));
         // A part no rule covers is asked about, whatever else the line holds.
         for asked in [
             "git push --force origin main; rm -rf /",
             "git push --force origin main && git push --force origin dev",
             "git push --force origin main $(rm -rf ~)",
             "git push --force origin main2",
-            "rm -rf /tmp/buildx",
+            "rm -rf /srv/buildx",
         ] {
             assert!(
                 matches!(bash(asked), Some(Concern::DangerousCommand { .. })),
@@ -1045,8 +827,9 @@ mod tests {
             "tee -a .helpers/config.toml < /tmp/rules",
         ] {
             assert!(
-                matches!(bash(sneaky), Some(Concern::DangerousCommand { .. })),
-                "{sneaky}"
+                bash(sneaky).is_some_and(|c| c.is_dangerous()),
+                "{sneaky}: {:?}",
+                bash(sneaky)
             );
         }
         assert_eq!(bash("cat .helpers/config.toml"), None);

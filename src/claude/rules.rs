@@ -273,7 +273,7 @@ mod tests {
     fn suggestions_name_the_same_command_or_file_only() {
         let c = Concern::DangerousCommand {
             part: "rm  -rf build/".into(),
-            pattern: "x".into(),
+            why: "x".into(),
         };
         assert_eq!(suggest(&c).unwrap(), "Bash(rm -rf build/)");
         let p = Concern::ProtectedPath {

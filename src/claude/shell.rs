@@ -1103,8 +1103,9 @@ fn unwrap(words: &[Word], cwd: Option<PathBuf>, input: Input, out: &mut Vec<Prog
             }
         }
         let operand_end = (i + wrapper.operands).min(words.len());
+        // `flock FILE -c '…'` runs text, not a command: see `Program::code_text`.
         let flock_command = wrapper.name == "flock"
-            && words[1..operand_end.max(1)].iter().any(|w| w.text == "-c" || w.text == "--command");
+            && words[1..].iter().any(|w| w.text == "-c" || w.text == "--command");
         i = operand_end;
         if i >= words.len() || flock_command {
             // A wrapper alone (`sudo -v`, `env`, `xargs` with `echo` as its default).

@@ -9,6 +9,7 @@ mod crash;
 mod dashboard;
 mod failover;
 mod golden;
+mod guard;
 mod hook;
 mod http;
 mod layering;
