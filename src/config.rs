@@ -164,8 +164,22 @@ pub const DEFAULT_PROTECTED_PATHS: &[&str] = &[
     "~/.zshrc",
 ];
 
-/// Paths whose trees may be deleted without asking: the insides of the temp folders.
-pub const DEFAULT_SAFE_DELETES: &[&str] = &["/tmp/?*/**", "/tmp/?*", "/var/tmp/?*/**", "/var/tmp/?*"];
+/// Paths whose trees may be deleted without asking: the insides of the temp
+/// folders, and what a package manager or a tool makes again by itself
+/// (installed dependencies, caches). Build output is not here: it may be all
+/// there is of a release.
+pub const DEFAULT_SAFE_DELETES: &[&str] = &[
+    "/tmp/?*/**",
+    "/tmp/?*",
+    "/var/tmp/?*/**",
+    "/var/tmp/?*",
+    "**/node_modules",
+    "**/node_modules/**",
+    "**/__pycache__",
+    "**/.pytest_cache",
+    "**/.mypy_cache",
+    "**/.ruff_cache",
+];
 
 impl Default for HookSettings {
     fn default() -> HookSettings {
@@ -474,7 +488,7 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # dangerous_commands = ['^terraform destroy']
 # Paths rm -rf may delete without asking (absolute, or from the project root, like
 # "target/**" or "node_modules"); every other recursive delete asks:
-# safe_deletes = ["/tmp/?*/**", "/tmp/?*", "/var/tmp/?*/**", "/var/tmp/?*"]
+# safe_deletes = ["/tmp/?*/**", "/tmp/?*", "**/node_modules", "**/__pycache__", "target/**"]
 # Ask every PermissionRequest (Claude Code about to show its permission dialog).
 # permission_requests = true
 # Ask every Elicitation (an MCP server asking you for input) as a form.

@@ -248,6 +248,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             claude,
             remove,
         } => {
+            if claude && remove {
+                hitl::cmd::human::only_a_human("taking hitl's hooks out of Claude Code")?;
+            }
             let claude = match (claude, remove) {
                 (false, _) => hitl::cmd::init::Claude::No,
                 (true, false) => hitl::cmd::init::Claude::Install,
@@ -278,8 +281,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             use hitl::cmd::rules;
             match action.unwrap_or(RulesAction::List) {
                 RulesAction::List => rules::list(dir.as_deref(), json)?,
-                RulesAction::Add { rule } => rules::add(dir.as_deref(), &rule, json)?,
-                RulesAction::Remove { rule } => rules::remove(dir.as_deref(), &rule, json)?,
+                RulesAction::Add { rule } => {
+                    hitl::cmd::human::only_a_human("`hitl rules add`")?;
+                    rules::add(dir.as_deref(), &rule, json)?
+                }
+                RulesAction::Remove { rule } => {
+                    hitl::cmd::human::only_a_human("`hitl rules remove`")?;
+                    rules::remove(dir.as_deref(), &rule, json)?
+                }
             }
         }
         Command::Pending { dir, json } => hitl::cmd::inspect::pending(dir.as_ref(), json)?,
@@ -294,6 +303,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             db,
             json,
         } => {
+            hitl::cmd::human::only_a_human("answering a question")?;
             let with = match text {
                 words if !words.is_empty() => AnswerWith::Text(words),
                 _ => AnswerWith::Decision {
@@ -315,13 +325,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             reason,
             dir,
             db,
-        } => runtime()?.block_on(hitl::cmd::answer::run(AnswerOptions {
-            id,
-            with: AnswerWith::Cancel { reason },
-            dir,
-            db,
-            json: false,
-        }))?,
+        } => {
+            hitl::cmd::human::only_a_human("cancelling a question")?;
+            runtime()?.block_on(hitl::cmd::answer::run(AnswerOptions {
+                id,
+                with: AnswerWith::Cancel { reason },
+                dir,
+                db,
+                json: false,
+            }))?
+        }
         Command::Agents { dir, json } => hitl::cmd::inspect::agents(dir.as_ref(), json)?,
         Command::History {
             id,

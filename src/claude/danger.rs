@@ -13,9 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::shell::{
-    Command, DOWNLOADERS, INTERPRETERS, Line, Program, RedirectKind, SHELLS, Word, lexical,
-};
+use super::shell::{Command, INTERPRETERS, Line, Program, RedirectKind, SHELLS, Word, lexical};
 
 /// What the line does that needs the human.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,7 +88,10 @@ fn command_findings(command: &Command, scope: &Scope, out: &mut Vec<Finding>) {
 fn write(part: &str, target: &Word, cwd: Option<&Path>, out: &mut Vec<Finding>) {
     if target.text.starts_with("/dev/") && !target.unknown {
         if is_disk(&target.text) {
-            out.push(dangerous(part, format!("writes over the disk {}", target.text)));
+            out.push(dangerous(
+                part,
+                format!("writes over the disk {}", target.text),
+            ));
         }
         return;
     }
@@ -108,7 +109,10 @@ fn write(part: &str, target: &Word, cwd: Option<&Path>, out: &mut Vec<Finding>) 
         (None, false) => {
             out.push(dangerous(
                 part,
-                format!("writes to {} in a folder known only when it runs", target.text),
+                format!(
+                    "writes to {} in a folder known only when it runs",
+                    target.text
+                ),
             ));
             return;
         }
@@ -126,7 +130,10 @@ fn write(part: &str, target: &Word, cwd: Option<&Path>, out: &mut Vec<Finding>) 
             }
             None => out.push(dangerous(
                 part,
-                format!("writes to files matching {} (too many to check)", target.text),
+                format!(
+                    "writes to files matching {} (too many to check)",
+                    target.text
+                ),
             )),
         }
         return;
@@ -150,9 +157,11 @@ fn is_disk(path: &str) -> bool {
     let Some(dev) = path.strip_prefix("/dev/") else {
         return false;
     };
-    ["sd", "hd", "vd", "xvd", "nvme", "mmcblk", "disk", "dm-", "md", "loop", "mapper/"]
-        .iter()
-        .any(|p| dev.starts_with(p))
+    [
+        "sd", "hd", "vd", "xvd", "nvme", "mmcblk", "disk", "dm-", "md", "loop", "mapper/",
+    ]
+    .iter()
+    .any(|p| dev.starts_with(p))
 }
 
 /// The program's operands: its arguments that are not options (after `--`, all).
@@ -214,14 +223,20 @@ fn program_findings(p: &Program, scope: &Scope, out: &mut Vec<Finding>) {
         "dd" => {
             for a in &p.args {
                 if let Some(file) = a.text.strip_prefix("of=") {
-                    let target = Word { text: file.to_string(), ..a.clone() };
+                    let target = Word {
+                        text: file.to_string(),
+                        ..a.clone()
+                    };
                     write(&part, &target, cwd, out);
                 }
             }
         }
         "mkfs" | "mkswap" | "wipefs" | "fdisk" | "sfdisk" | "gdisk" | "sgdisk" | "parted"
         | "blkdiscard" | "cryptsetup" => {
-            out.push(dangerous(&part, "formats, wipes or repartitions a disk".into()));
+            out.push(dangerous(
+                &part,
+                "formats, wipes or repartitions a disk".into(),
+            ));
         }
         _ if name.starts_with("mkfs.") => {
             out.push(dangerous(&part, "formats a disk".into()));
@@ -249,12 +264,14 @@ fn program_findings(p: &Program, scope: &Scope, out: &mut Vec<Finding>) {
                 write(&part, &t, cwd, out);
             }
         }
-        "sed" if p.args.iter().any(|a| {
-            a.text.starts_with("--in-place")
-                || a.text.strip_prefix('-').is_some_and(|c| {
-                    !c.starts_with('-') && c.split('.').next().is_some_and(|f| f.contains('i'))
-                })
-        }) => {
+        "sed"
+            if p.args.iter().any(|a| {
+                a.text.starts_with("--in-place")
+                    || a.text.strip_prefix('-').is_some_and(|c| {
+                        !c.starts_with('-') && c.split('.').next().is_some_and(|f| f.contains('i'))
+                    })
+            }) =>
+        {
             let takes = ["-e", "--expression", "-f", "--file", "-l", "--line-length"];
             let mut files = operands(&p.args, &takes);
             let script_given = p.args.iter().any(|a| {
@@ -268,10 +285,16 @@ fn program_findings(p: &Program, scope: &Scope, out: &mut Vec<Finding>) {
                 write(&part, &t, cwd, out);
             }
         }
-        "perl" if p.args.iter().any(|a| a.text.starts_with('-') && !a.text.starts_with("--") && a.text.contains('i')) => {
+        "perl"
+            if p.args.iter().any(|a| {
+                a.text.starts_with('-') && !a.text.starts_with("--") && a.text.contains('i')
+            }) =>
+        {
             let mut files = operands(&p.args, &["-e", "-E", "-M", "-I"]);
             let script_given = p.args.iter().any(|a| {
-                a.text.starts_with('-') && !a.text.starts_with("--") && (a.text.ends_with('e') || a.text.ends_with('E'))
+                a.text.starts_with('-')
+                    && !a.text.starts_with("--")
+                    && (a.text.ends_with('e') || a.text.ends_with('E'))
             });
             if !script_given && !files.is_empty() {
                 files.remove(0);
@@ -294,13 +317,11 @@ fn program_findings(p: &Program, scope: &Scope, out: &mut Vec<Finding>) {
             if p.args.iter().any(|a| a.downloaded) {
                 out.push(dangerous(&part, "runs what a download printed".into()));
             } else if name == "eval" && p.args.iter().any(|a| a.unknown) {
-                out.push(dangerous(
-                    &part,
-                    "runs code known only when it runs".into(),
-                ));
+                out.push(dangerous(&part, "runs code known only when it runs".into()));
             }
         }
-        "psql" | "mysql" | "mariadb" | "sqlite3" | "duckdb" | "sqlcmd" | "clickhouse-client" | "cockroach" => {
+        "psql" | "mysql" | "mariadb" | "sqlite3" | "duckdb" | "sqlcmd" | "clickhouse-client"
+        | "cockroach" => {
             sql_client(p, &part, out);
         }
         "su" | "sg" | "flock" | "runuser" | "watch" => {
@@ -314,7 +335,9 @@ fn program_findings(p: &Program, scope: &Scope, out: &mut Vec<Finding>) {
             let how = p.shell_invocation();
             interpreter(p, &part, &how, true, out);
         }
-        _ if INTERPRETERS.contains(&name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.')) => {
+        _ if INTERPRETERS
+            .contains(&name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.')) =>
+        {
             let how = p.interpreter_invocation();
             interpreter(p, &part, &how, false, out);
         }
@@ -326,7 +349,10 @@ fn code_unknown(part: &str, code: &Word) -> Finding {
     if code.downloaded {
         dangerous(part, "runs what a download printed".into())
     } else {
-        dangerous(part, format!("runs code known only when it runs ({})", code.text))
+        dangerous(
+            part,
+            format!("runs code known only when it runs ({})", code.text),
+        )
     }
 }
 
@@ -350,8 +376,7 @@ fn interpreter(
             ));
         }
     }
-    if how.script.as_ref().is_some_and(|s| s.downloaded)
-        || (how.reads_input && p.input.downloaded)
+    if how.script.as_ref().is_some_and(|s| s.downloaded) || (how.reads_input && p.input.downloaded)
     {
         out.push(dangerous(part, "runs what a download printed".into()));
     }
@@ -359,24 +384,44 @@ fn interpreter(
 
 /// Whether code text names one of the files that hold the guard's settings.
 fn names_guard_file(code: &str) -> bool {
-    [".helpers", ".claude", "hitl/config.toml", ".mcp.json", "claude.json"]
-        .iter()
-        .any(|f| code.contains(f))
+    [
+        ".helpers",
+        ".claude",
+        "hitl/config.toml",
+        ".mcp.json",
+        "claude.json",
+    ]
+    .iter()
+    .any(|f| code.contains(f))
 }
 
 /// `cp`, `mv`, `install`, `rsync`: the destination is written; `mv` also takes
 /// its sources away.
 fn copy_like(p: &Program, part: &str, moves: bool, out: &mut Vec<Finding>) {
     let cwd = p.cwd.as_deref();
-    let takes = ["-t", "--target-directory", "-S", "--suffix", "-m", "--mode", "-o", "--owner", "-g", "--group", "-e", "--rsh"];
+    let takes = [
+        "-t",
+        "--target-directory",
+        "-S",
+        "--suffix",
+        "-m",
+        "--mode",
+        "-o",
+        "--owner",
+        "-g",
+        "--group",
+        "-e",
+        "--rsh",
+    ];
     let files = operands(&p.args, &takes);
     let target_dir = p.args.iter().enumerate().find_map(|(i, a)| {
         if a.text == "-t" || a.text == "--target-directory" {
             p.args.get(i + 1).cloned()
         } else {
-            a.text
-                .strip_prefix("--target-directory=")
-                .map(|d| Word { text: d.to_string(), ..a.clone() })
+            a.text.strip_prefix("--target-directory=").map(|d| Word {
+                text: d.to_string(),
+                ..a.clone()
+            })
         }
     });
     let (sources, dest): (Vec<Word>, Option<Word>) = match target_dir {
@@ -389,14 +434,21 @@ fn copy_like(p: &Program, part: &str, moves: bool, out: &mut Vec<Finding>) {
     if let Some(dest) = &dest {
         // Into a folder: each source's name there.
         let into_dir = dest.is_plain()
-            && (dest.text.ends_with('/')
-                || cwd.is_some_and(|c| c.join(&dest.text).is_dir()));
+            && (dest.text.ends_with('/') || cwd.is_some_and(|c| c.join(&dest.text).is_dir()));
         if into_dir && !sources.is_empty() {
             for s in &sources {
-                let name = Path::new(&s.text).file_name().map(|n| n.to_string_lossy().into_owned());
+                let name = Path::new(&s.text)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned());
                 let target = match name {
-                    Some(n) if s.is_plain() => Word::known(Path::new(&dest.text).join(n).to_string_lossy()),
-                    _ => Word { glob: s.glob, unknown: s.unknown, ..Word::known(format!("{}/{}", dest.text.trim_end_matches('/'), s.text)) },
+                    Some(n) if s.is_plain() => {
+                        Word::known(Path::new(&dest.text).join(n).to_string_lossy())
+                    }
+                    _ => Word {
+                        glob: s.glob,
+                        unknown: s.unknown,
+                        ..Word::known(format!("{}/{}", dest.text.trim_end_matches('/'), s.text))
+                    },
                 };
                 write(part, &target, cwd, out);
             }
@@ -450,7 +502,10 @@ fn tree(target: &Word, cwd: Option<&Path>, scope: &Scope) -> (Tree, PathBuf) {
     let (folder, glob) = if target.glob {
         let mut folder = PathBuf::new();
         for c in absolute.components() {
-            if c.as_os_str().to_string_lossy().contains(['*', '?', '[', '{']) {
+            if c.as_os_str()
+                .to_string_lossy()
+                .contains(['*', '?', '[', '{'])
+            {
                 break;
             }
             folder.push(c);
@@ -467,9 +522,14 @@ fn tree(target: &Word, cwd: Option<&Path>, scope: &Scope) -> (Tree, PathBuf) {
         Tree::Home
     } else if at_or_above(scope.project) {
         Tree::Project
-    } else if folder.strip_prefix(scope.project).is_ok_and(|rel| rel.starts_with(".git")) {
+    } else if folder
+        .strip_prefix(scope.project)
+        .is_ok_and(|rel| rel.starts_with(".git"))
+    {
         Tree::Git
-    } else if (scope.safe_delete)(&folder) && !glob || (scope.safe_delete)(&folder.join("x")) && glob {
+    } else if (scope.safe_delete)(&folder) && !glob
+        || (scope.safe_delete)(&folder.join("x")) && glob
+    {
         Tree::Safe
     } else if folder.starts_with(scope.project) {
         Tree::Inside
@@ -482,7 +542,13 @@ fn tree(target: &Word, cwd: Option<&Path>, scope: &Scope) -> (Tree, PathBuf) {
 /// A recursive delete of `target`: asked unless it lies under a place
 /// `[hook] safe_deletes` names (by default the insides of `/tmp`); the words say
 /// how wide it is.
-fn delete_tree(part: &str, target: &Word, cwd: Option<&Path>, scope: &Scope, out: &mut Vec<Finding>) {
+fn delete_tree(
+    part: &str,
+    target: &Word,
+    cwd: Option<&Path>,
+    scope: &Scope,
+    out: &mut Vec<Finding>,
+) {
     let (place, _) = tree(target, cwd, scope);
     let t = &target.text;
     let why = match place {
@@ -501,7 +567,10 @@ fn delete_tree(part: &str, target: &Word, cwd: Option<&Path>, scope: &Scope, out
 /// Whether a tree is wide: the root, a home, the project itself or above it,
 /// outside the project, or unknown.
 fn is_wide(place: &Tree) -> bool {
-    matches!(place, Tree::Unknown | Tree::Root | Tree::Home | Tree::Project | Tree::Outside)
+    matches!(
+        place,
+        Tree::Unknown | Tree::Root | Tree::Home | Tree::Project | Tree::Outside
+    )
 }
 
 /// `path` with its folder's symlinks followed (the last name is what `rm`
@@ -528,12 +597,30 @@ fn find(p: &Program, part: &str, scope: &Scope, out: &mut Vec<Finding>) {
         .take_while(|a| !(a.text.starts_with('-') || a.text == "(" || a.text == "!") || a.unknown)
         .cloned()
         .collect();
-    let roots = if roots.is_empty() { vec![Word::known(".")] } else { roots };
+    let roots = if roots.is_empty() {
+        vec![Word::known(".")]
+    } else {
+        roots
+    };
     let tests = p.args.iter().any(|a| {
         matches!(
             a.text.as_str(),
-            "-name" | "-iname" | "-path" | "-ipath" | "-wholename" | "-regex" | "-iregex" | "-type"
-                | "-newer" | "-mtime" | "-mmin" | "-atime" | "-size" | "-empty" | "-user" | "-perm"
+            "-name"
+                | "-iname"
+                | "-path"
+                | "-ipath"
+                | "-wholename"
+                | "-regex"
+                | "-iregex"
+                | "-type"
+                | "-newer"
+                | "-mtime"
+                | "-mmin"
+                | "-atime"
+                | "-size"
+                | "-empty"
+                | "-user"
+                | "-perm"
         )
     });
     for root in roots {
@@ -542,7 +629,10 @@ fn find(p: &Program, part: &str, scope: &Scope, out: &mut Vec<Finding>) {
             delete_tree(part, &root, p.cwd.as_deref(), scope, out);
         } else if is_wide(&place) && place != Tree::Project {
             // What it would find is anywhere under a wide root.
-            out.push(dangerous(part, format!("deletes what it finds under {}", root.text)));
+            out.push(dangerous(
+                part,
+                format!("deletes what it finds under {}", root.text),
+            ));
         }
     }
 }
@@ -561,7 +651,11 @@ fn permissions(p: &Program, part: &str, scope: &Scope, out: &mut Vec<Finding>) {
         let (place, _) = tree(t, p.cwd.as_deref(), scope);
         let wide = is_wide(&place);
         if recursive && wide && place != Tree::Project || world_writable && (recursive || wide) {
-            let what = if world_writable { "lets every user of the machine write" } else { "changes owners or permissions of everything in" };
+            let what = if world_writable {
+                "lets every user of the machine write"
+            } else {
+                "changes owners or permissions of everything in"
+            };
             out.push(dangerous(part, format!("{what} {}", t.text)));
         }
     }
@@ -591,7 +685,17 @@ fn git(p: &Program, part: &str, out: &mut Vec<Finding>) {
         if !t.starts_with('-') || a.unknown {
             break;
         }
-        if matches!(t, "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" | "--exec-path" | "--super-prefix" | "--config-env" | "--list-cmds") {
+        if matches!(
+            t,
+            "-C" | "-c"
+                | "--git-dir"
+                | "--work-tree"
+                | "--namespace"
+                | "--exec-path"
+                | "--super-prefix"
+                | "--config-env"
+                | "--list-cmds"
+        ) {
             i += 1;
         }
         i += 1;
@@ -601,11 +705,26 @@ fn git(p: &Program, part: &str, out: &mut Vec<Finding>) {
     let said = |why: &str| dangerous(part, why.to_string());
     match sub.text.as_str() {
         "push" => {
-            let force = has_flag(rest, "f", &["--force", "--force-with-lease", "--force-if-includes", "--mirror"]);
+            let force = has_flag(
+                rest,
+                "f",
+                &[
+                    "--force",
+                    "--force-with-lease",
+                    "--force-if-includes",
+                    "--mirror",
+                ],
+            );
             let delete = has_flag(rest, "d", &["--delete", "--prune"]);
-            let refspecs = operands(rest, &["--repo", "-o", "--push-option", "--receive-pack", "--exec"]);
+            let refspecs = operands(
+                rest,
+                &["--repo", "-o", "--push-option", "--receive-pack", "--exec"],
+            );
             let forced_ref = refspecs.iter().skip(1).any(|r| r.text.starts_with('+'));
-            let deleted_ref = refspecs.iter().skip(1).any(|r| r.text.starts_with(':') && r.text.len() > 1);
+            let deleted_ref = refspecs
+                .iter()
+                .skip(1)
+                .any(|r| r.text.starts_with(':') && r.text.len() > 1);
             if force || forced_ref {
                 out.push(said("force-pushes, rewriting the remote's history"));
             } else if delete || deleted_ref {
@@ -619,16 +738,26 @@ fn git(p: &Program, part: &str, out: &mut Vec<Finding>) {
             out.push(said("deletes untracked files (clean -f)"));
         }
         "checkout" | "restore"
-            if operands(rest, &["-b", "-B", "--source", "-s"]).iter().any(|o| o.text == "." || o.text == ":/")
+            if operands(rest, &["-b", "-B", "--source", "-s"])
+                .iter()
+                .any(|o| o.text == "." || o.text == ":/")
                 && !has_flag(rest, "bB", &[]) =>
         {
             out.push(said("throws away uncommitted changes to every file"));
         }
-        "stash" if rest.first().is_some_and(|a| a.text == "clear" || a.text == "drop") => {
+        "stash"
+            if rest
+                .first()
+                .is_some_and(|a| a.text == "clear" || a.text == "drop") =>
+        {
             out.push(said("deletes stashed changes"));
         }
         "filter-branch" | "filter-repo" => out.push(said("rewrites the repository's history")),
-        "reflog" if rest.first().is_some_and(|a| a.text == "expire" || a.text == "delete") => {
+        "reflog"
+            if rest
+                .first()
+                .is_some_and(|a| a.text == "expire" || a.text == "delete") =>
+        {
             out.push(said("deletes the reflog, the way back to lost commits"));
         }
         "update-ref" if has_flag(rest, "d", &[]) => out.push(said("deletes a ref")),
@@ -708,11 +837,22 @@ pub fn destructive_sql(sql: &str) -> Option<String> {
             .collect();
         let has = |w: &str| words.iter().any(|x| x == w);
         match words.first().map(String::as_str) {
-            Some("DROP") => return Some(format!("drops a {} (SQL)", words.get(1).map(|w| w.to_lowercase()).unwrap_or_default())),
+            Some("DROP") => {
+                return Some(format!(
+                    "drops a {} (SQL)",
+                    words.get(1).map(|w| w.to_lowercase()).unwrap_or_default()
+                ));
+            }
             Some("TRUNCATE") => return Some("empties a table (SQL TRUNCATE)".into()),
-            Some("DELETE") if !has("WHERE") => return Some("deletes every row of a table (SQL DELETE without WHERE)".into()),
-            Some("UPDATE") if !has("WHERE") => return Some("changes every row of a table (SQL UPDATE without WHERE)".into()),
-            Some("ALTER") if has("DROP") => return Some("drops part of a table (SQL ALTER … DROP)".into()),
+            Some("DELETE") if !has("WHERE") => {
+                return Some("deletes every row of a table (SQL DELETE without WHERE)".into());
+            }
+            Some("UPDATE") if !has("WHERE") => {
+                return Some("changes every row of a table (SQL UPDATE without WHERE)".into());
+            }
+            Some("ALTER") if has("DROP") => {
+                return Some("drops part of a table (SQL ALTER … DROP)".into());
+            }
             _ => {}
         }
     }
@@ -763,7 +903,11 @@ fn strip_sql(sql: &str) -> String {
 fn expand_glob(cwd: &Path, pattern: &str) -> Option<Vec<String>> {
     let mut budget = 2000usize;
     let absolute = pattern.starts_with('/');
-    let mut current: Vec<PathBuf> = vec![if absolute { PathBuf::from("/") } else { cwd.to_path_buf() }];
+    let mut current: Vec<PathBuf> = vec![if absolute {
+        PathBuf::from("/")
+    } else {
+        cwd.to_path_buf()
+    }];
     let parts: Vec<&str> = pattern.split('/').filter(|p| !p.is_empty()).collect();
     for (i, part) in parts.iter().enumerate() {
         let last = i + 1 == parts.len();
@@ -779,7 +923,9 @@ fn expand_glob(cwd: &Path, pattern: &str) -> Option<Vec<String>> {
                 .ok()?
                 .compile_matcher();
             for c in current {
-                let Ok(entries) = std::fs::read_dir(&c) else { continue };
+                let Ok(entries) = std::fs::read_dir(&c) else {
+                    continue;
+                };
                 for e in entries.flatten() {
                     budget = budget.checked_sub(1)?;
                     let name = e.file_name();
@@ -804,11 +950,6 @@ fn expand_glob(cwd: &Path, pattern: &str) -> Option<Vec<String>> {
             .map(|p| p.to_string_lossy().into_owned())
             .collect(),
     )
-}
-
-/// Whether any of `words` is a downloader (for callers outside this module).
-pub fn is_downloader(name: &str) -> bool {
-    DOWNLOADERS.contains(&name)
 }
 
 #[cfg(test)]

@@ -185,7 +185,11 @@ pub const GUARD_PATHS: &[&str] = &[
 
 /// The protected glob a file matches: the configured ones, the guard's own
 /// files, and (a second name for one of them) any file sharing its inode.
-fn protected(settings: &HookSettings, place: &Place, paths: &Candidates) -> Result<Option<Concern>> {
+fn protected(
+    settings: &HookSettings,
+    place: &Place,
+    paths: &Candidates,
+) -> Result<Option<Concern>> {
     if let Some(c) = paths.first_match(&settings.protected_paths, place, false)? {
         return Ok(Some(c));
     }
@@ -216,20 +220,33 @@ fn hard_link_twin(place: &Place, paths: &Candidates, globs: &[String]) -> Result
         return Ok(None);
     }
     let (dev, ino) = (meta.dev(), meta.ino());
-    let shown = paths.relative.first().cloned().unwrap_or_else(|| resolved.display().to_string());
+    let shown = paths
+        .relative
+        .first()
+        .cloned()
+        .unwrap_or_else(|| resolved.display().to_string());
     let mut budget = 50_000usize;
     let mut folders = vec![resolve(&normalise(&place.project))];
     if let Some(home) = &place.home {
         for g in globs {
             if let Some(rest) = g.strip_prefix("~/") {
-                let literal: PathBuf = rest.split('/').take_while(|p| !p.contains(['*', '?', '[', '{'])).collect();
+                let literal: PathBuf = rest
+                    .split('/')
+                    .take_while(|p| !p.contains(['*', '?', '[', '{']))
+                    .collect();
                 let p = home.join(literal);
-                if p.is_dir() { folders.push(p) } else if let Some(parent) = p.parent() { folders.push(parent.to_path_buf()) }
+                if p.is_dir() {
+                    folders.push(p)
+                } else if let Some(parent) = p.parent() {
+                    folders.push(parent.to_path_buf())
+                }
             }
         }
     }
     while let Some(folder) = folders.pop() {
-        let Ok(entries) = std::fs::read_dir(&folder) else { continue };
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
         for entry in entries.flatten() {
             let Some(left) = budget.checked_sub(1) else {
                 return Ok(Some(Concern::ProtectedPath {
@@ -247,15 +264,17 @@ fn hard_link_twin(place: &Place, paths: &Candidates, globs: &[String]) -> Result
                 }
                 continue;
             }
-            if m.dev() == dev && m.ino() == ino && path != *resolved {
-                if let Some(twin) = Candidates::of(place, &path.to_string_lossy())
-                    && let Some(Concern::ProtectedPath { path: other, glob }) = twin.first_match(globs, place, false)?
-                {
-                    return Ok(Some(Concern::ProtectedPath {
-                        path: shown,
-                        glob: format!("{glob}, as a second name of {other}"),
-                    }));
-                }
+            if m.dev() == dev
+                && m.ino() == ino
+                && path != *resolved
+                && let Some(twin) = Candidates::of(place, &path.to_string_lossy())
+                && let Some(Concern::ProtectedPath { path: other, glob }) =
+                    twin.first_match(globs, place, false)?
+            {
+                return Ok(Some(Concern::ProtectedPath {
+                    path: shown,
+                    glob: format!("{glob}, as a second name of {other}"),
+                }));
             }
         }
     }
@@ -274,7 +293,9 @@ fn shell_concern(settings: &HookSettings, place: &Place, command: &str) -> Resul
             let shown: String = command.chars().take(200).collect();
             return Ok(Some(Concern::DangerousCommand {
                 part: shown,
-                why: format!("cannot be read as a shell would read it, so hitl cannot judge it ({why})"),
+                why: format!(
+                    "cannot be read as a shell would read it, so hitl cannot judge it ({why})"
+                ),
             }));
         }
     };
@@ -292,7 +313,10 @@ fn shell_concern(settings: &HookSettings, place: &Place, command: &str) -> Resul
         .collect::<Result<_>>()?;
     // Absolute globs match the path, the others its path from the project's root.
     let safe_delete = |p: &Path| {
-        let relative = p.strip_prefix(&project).ok().map(|r| r.to_string_lossy().into_owned());
+        let relative = p
+            .strip_prefix(&project)
+            .ok()
+            .map(|r| r.to_string_lossy().into_owned());
         settings.safe_deletes.iter().zip(&safe).any(|(g, m)| {
             match (&relative, g.starts_with('/') || g.starts_with("~/")) {
                 // Inside the project only its own globs count (a project may
@@ -315,7 +339,10 @@ fn shell_concern(settings: &HookSettings, place: &Place, command: &str) -> Resul
                 flagged.push((part.clone(), Concern::DangerousCommand { part, why }));
             }
             danger::Finding::Writes { part, cwd, path } => {
-                let at = Place { cwd, ..place.clone() };
+                let at = Place {
+                    cwd,
+                    ..place.clone()
+                };
                 if let Some(paths) = Candidates::of(&at, &path)
                     && let Some(c) = protected(settings, &at, &paths)?
                 {
@@ -329,13 +356,23 @@ fn shell_concern(settings: &HookSettings, place: &Place, command: &str) -> Resul
         let patterns: Vec<regex_lite::Regex> = settings
             .dangerous_commands
             .iter()
-            .map(|p| regex_lite::Regex::new(p).with_context(|| format!("[hook] dangerous_commands: {p:?}")))
+            .map(|p| {
+                regex_lite::Regex::new(p)
+                    .with_context(|| format!("[hook] dangerous_commands: {p:?}"))
+            })
             .collect::<Result<_>>()?;
         for program in line.commands.iter().flat_map(shell::Command::programs) {
             let shown = program.shown();
-            if let Some((i, _)) = patterns.iter().enumerate().find(|(_, r)| r.is_match(&shown)) {
+            if let Some((i, _)) = patterns
+                .iter()
+                .enumerate()
+                .find(|(_, r)| r.is_match(&shown))
+            {
                 let why = format!("matches your pattern {}", settings.dangerous_commands[i]);
-                flagged.push((shown.clone(), Concern::DangerousCommand { part: shown, why }));
+                flagged.push((
+                    shown.clone(),
+                    Concern::DangerousCommand { part: shown, why },
+                ));
             }
         }
     }
@@ -609,17 +646,6 @@ mod tests {
             cwd: dir.to_path_buf(),
             home: Some(PathBuf::from("/home/u")),
         }
-    }
-
-    fn bash(command: &str) -> Option<Concern> {
-        let dir = tempfile::tempdir().unwrap();
-        concern(
-            &HookSettings::default(),
-            &place(dir.path()),
-            "Bash",
-            &json!({ "command": command }),
-        )
-        .unwrap()
     }
 
     fn write(dir: &Path, cwd: &Path, path: &str) -> Option<Concern> {

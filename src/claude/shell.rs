@@ -27,7 +27,7 @@ use std::{
 
 use brush_parser::{
     ParserOptions, ast,
-    word::{self, ParameterExpr, Parameter, TildeExpr, WordPiece, WordPieceWithSource},
+    word::{self, Parameter, ParameterExpr, TildeExpr, WordPiece, WordPieceWithSource},
 };
 
 /// How deep nested lines are followed (`bash -c "$(… eval '…')"`); deeper is
@@ -41,13 +41,22 @@ pub const MAX_LINE_BYTES: usize = 1 << 20;
 /// Shells: a `-c` string is a line of their own, and without a script they run
 /// their input.
 pub const SHELLS: &[&str] = &[
-    "sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "yash", "fish", "busybox-sh",
+    "sh",
+    "bash",
+    "zsh",
+    "dash",
+    "ksh",
+    "mksh",
+    "ash",
+    "yash",
+    "fish",
+    "busybox-sh",
 ];
 
 /// Programs that run code given as text, from a file or from their input.
 pub const INTERPRETERS: &[&str] = &[
-    "python", "python2", "python3", "perl", "ruby", "node", "nodejs", "php", "lua", "deno",
-    "bun", "tclsh", "Rscript", "pwsh",
+    "python", "python2", "python3", "perl", "ruby", "node", "nodejs", "php", "lua", "deno", "bun",
+    "tclsh", "Rscript", "pwsh",
 ];
 
 /// Programs that fetch from the network to their output.
@@ -235,9 +244,10 @@ impl Walker {
                 "commands are nested more than {MAX_DEPTH} deep"
             )));
         }
-        let program = brush_parser::Parser::new(std::io::Cursor::new(text.as_bytes()), &self.options)
-            .parse_program()
-            .map_err(|e| Unreadable(format!("bash would not read it the same way: {e}")))?;
+        let program =
+            brush_parser::Parser::new(std::io::Cursor::new(text.as_bytes()), &self.options)
+                .parse_program()
+                .map_err(|e| Unreadable(format!("bash would not read it the same way: {e}")))?;
         for list in &program.complete_commands {
             self.compound_list(list)?;
         }
@@ -342,7 +352,11 @@ impl Walker {
         Ok(input)
     }
 
-    fn compound(&mut self, compound: &ast::CompoundCommand, input: Input) -> Result<(), Unreadable> {
+    fn compound(
+        &mut self,
+        compound: &ast::CompoundCommand,
+        input: Input,
+    ) -> Result<(), Unreadable> {
         // What a compound command's input reaches: every command inside it that
         // reads its input.
         let start = self.line.commands.len();
@@ -371,17 +385,18 @@ impl Walker {
                     self.maybe(|w| w.compound_list(&other.body))?;
                 }
             }
-            ast::CompoundCommand::WhileClause(clause) | ast::CompoundCommand::UntilClause(clause) => {
-                self.maybe(|w| {
-                    w.compound_list(&clause.0)?;
-                    w.compound_list(&clause.1.list)
-                })?
-            }
+            ast::CompoundCommand::WhileClause(clause)
+            | ast::CompoundCommand::UntilClause(clause) => self.maybe(|w| {
+                w.compound_list(&clause.0)?;
+                w.compound_list(&clause.1.list)
+            })?,
             ast::CompoundCommand::Arithmetic(arithmetic) => {
                 // `(( x = $(…) ))` runs what it substitutes.
                 self.word(&arithmetic.expr.value)?;
             }
-            ast::CompoundCommand::Coprocess(co) => self.scoped(|w| w.command(&co.body, Input::default()))?,
+            ast::CompoundCommand::Coprocess(co) => {
+                self.scoped(|w| w.command(&co.body, Input::default()))?
+            }
         }
         if input != Input::default() {
             for c in &mut self.line.commands[start..] {
@@ -405,7 +420,13 @@ impl Walker {
         if values.is_empty() || values.len() > 8 || values.iter().any(|v| !v.is_plain()) {
             let shown = format!("${name}");
             let glob = values.iter().any(|v| v.glob);
-            self.vars.insert(name, Word { glob, ..Word::unknown(shown) });
+            self.vars.insert(
+                name,
+                Word {
+                    glob,
+                    ..Word::unknown(shown)
+                },
+            );
             return self.maybe(|w| w.compound_list(&clause.body.list));
         }
         for value in values {
@@ -508,7 +529,9 @@ impl Walker {
                 Word::unknown(format!("${name}"))
             }
         };
-        let value = if assignment.append || matches!(assignment.name, ast::AssignmentName::ArrayElementName(..)) {
+        let value = if assignment.append
+            || matches!(assignment.name, ast::AssignmentName::ArrayElementName(..))
+        {
             Word::unknown(format!("${name}"))
         } else {
             value
@@ -560,7 +583,9 @@ impl Walker {
                     T::Duplicate(w) => {
                         // `>&2` duplicates; `>& file` (no digits) is `&> file`.
                         let word = self.word(&w.value)?;
-                        if word.text.chars().all(|c| c.is_ascii_digit() || c == '-') && !word.unknown {
+                        if word.text.chars().all(|c| c.is_ascii_digit() || c == '-')
+                            && !word.unknown
+                        {
                             return Ok(());
                         }
                         word
@@ -709,7 +734,10 @@ impl Walker {
                     unknown(out, "$(…)");
                 }
                 WordPiece::BackquotedCommandSubstitution(body) => {
-                    let body = body.replace("\\`", "`").replace("\\$", "$").replace("\\\\", "\\");
+                    let body = body
+                        .replace("\\`", "`")
+                        .replace("\\$", "$")
+                        .replace("\\\\", "\\");
                     out.downloaded |= self.nested_text(&body)?;
                     unknown(out, "$(…)");
                 }
@@ -917,7 +945,6 @@ fn echoed(stage: &[Command]) -> Option<String> {
                 .collect::<Vec<_>>()
                 .join(" "),
         ),
-        "cat" => None,
         _ => None,
     }
 }
@@ -937,7 +964,11 @@ fn calls_itself_in_parallel(body: &ast::CompoundCommand, name: &str) -> bool {
         calls(pair[0]) && (pair[1].starts_with('|') || pair[1].starts_with('&'))
             || (pair[0].ends_with('|') || pair[0] == "|") && calls(pair[1])
     }) || words.iter().any(|w| {
-        w.contains('|') && w.split('|').filter(|p| p.trim_matches(['&', '(', ')', '{', '}']) == name).count() >= 2
+        w.contains('|')
+            && w.split('|')
+                .filter(|p| p.trim_matches(['&', '(', ')', '{', '}']) == name)
+                .count()
+                >= 2
     })
 }
 
@@ -975,32 +1006,225 @@ struct Wrapper {
 }
 
 const WRAPPERS: &[Wrapper] = &[
-    Wrapper { name: "sudo", short_values: "ughpCDrtUTR", long_values: &["--user", "--group", "--host", "--prompt", "--close-from", "--chdir", "--role", "--type", "--other-user", "--command-timeout", "--chroot"], operands: 0, assignments: true },
-    Wrapper { name: "doas", short_values: "uC", long_values: &[], operands: 0, assignments: false },
-    Wrapper { name: "env", short_values: "uCSP", long_values: &["--unset", "--chdir", "--split-string"], operands: 0, assignments: true },
-    Wrapper { name: "nice", short_values: "n", long_values: &["--adjustment"], operands: 0, assignments: false },
-    Wrapper { name: "nohup", short_values: "", long_values: &[], operands: 0, assignments: false },
-    Wrapper { name: "setsid", short_values: "", long_values: &[], operands: 0, assignments: false },
-    Wrapper { name: "time", short_values: "fo", long_values: &["--format", "--output"], operands: 0, assignments: false },
-    Wrapper { name: "command", short_values: "", long_values: &[], operands: 0, assignments: false },
-    Wrapper { name: "builtin", short_values: "", long_values: &[], operands: 0, assignments: false },
-    Wrapper { name: "exec", short_values: "a", long_values: &[], operands: 0, assignments: false },
-    Wrapper { name: "stdbuf", short_values: "ioe", long_values: &["--input", "--output", "--error"], operands: 0, assignments: false },
-    Wrapper { name: "ionice", short_values: "cnp", long_values: &["--class", "--classdata", "--pid"], operands: 0, assignments: false },
-    Wrapper { name: "chrt", short_values: "T", long_values: &[], operands: 1, assignments: false },
-    Wrapper { name: "taskset", short_values: "", long_values: &[], operands: 1, assignments: false },
-    Wrapper { name: "timeout", short_values: "sk", long_values: &["--signal", "--kill-after"], operands: 1, assignments: false },
-    Wrapper { name: "busybox", short_values: "", long_values: &[], operands: 0, assignments: false },
-    Wrapper { name: "unbuffer", short_values: "", long_values: &[], operands: 0, assignments: false },
-    Wrapper { name: "chronic", short_values: "", long_values: &[], operands: 0, assignments: false },
-    Wrapper { name: "caffeinate", short_values: "tw", long_values: &[], operands: 0, assignments: false },
-    Wrapper { name: "pkexec", short_values: "", long_values: &["--user"], operands: 0, assignments: false },
-    Wrapper { name: "runuser", short_values: "ugGw", long_values: &["--user", "--group", "--supp-group", "--whitelist-environment"], operands: 0, assignments: false },
-    Wrapper { name: "flock", short_values: "wEc", long_values: &["--timeout", "--conflict-exit-code", "--command"], operands: 1, assignments: false },
-    Wrapper { name: "systemd-run", short_values: "pEMu", long_values: &["--property", "--setenv", "--machine", "--unit", "--description", "--slice", "--uid", "--gid", "--working-directory"], operands: 0, assignments: false },
-    Wrapper { name: "strace", short_values: "eoOpPsSuXbI", long_values: &[], operands: 0, assignments: false },
-    Wrapper { name: "ltrace", short_values: "eoOpnsSuaA", long_values: &[], operands: 0, assignments: false },
-    Wrapper { name: "xargs", short_values: "IiLlnPdEeas", long_values: &["--replace", "--max-lines", "--max-args", "--max-procs", "--delimiter", "--eof", "--arg-file", "--max-chars", "--process-slot-var"], operands: 0, assignments: false },
+    Wrapper {
+        name: "sudo",
+        short_values: "ughpCDrtUTR",
+        long_values: &[
+            "--user",
+            "--group",
+            "--host",
+            "--prompt",
+            "--close-from",
+            "--chdir",
+            "--role",
+            "--type",
+            "--other-user",
+            "--command-timeout",
+            "--chroot",
+        ],
+        operands: 0,
+        assignments: true,
+    },
+    Wrapper {
+        name: "doas",
+        short_values: "uC",
+        long_values: &[],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "env",
+        short_values: "uCSP",
+        long_values: &["--unset", "--chdir", "--split-string"],
+        operands: 0,
+        assignments: true,
+    },
+    Wrapper {
+        name: "nice",
+        short_values: "n",
+        long_values: &["--adjustment"],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "nohup",
+        short_values: "",
+        long_values: &[],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "setsid",
+        short_values: "",
+        long_values: &[],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "time",
+        short_values: "fo",
+        long_values: &["--format", "--output"],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "command",
+        short_values: "",
+        long_values: &[],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "builtin",
+        short_values: "",
+        long_values: &[],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "exec",
+        short_values: "a",
+        long_values: &[],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "stdbuf",
+        short_values: "ioe",
+        long_values: &["--input", "--output", "--error"],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "ionice",
+        short_values: "cnp",
+        long_values: &["--class", "--classdata", "--pid"],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "chrt",
+        short_values: "T",
+        long_values: &[],
+        operands: 1,
+        assignments: false,
+    },
+    Wrapper {
+        name: "taskset",
+        short_values: "",
+        long_values: &[],
+        operands: 1,
+        assignments: false,
+    },
+    Wrapper {
+        name: "timeout",
+        short_values: "sk",
+        long_values: &["--signal", "--kill-after"],
+        operands: 1,
+        assignments: false,
+    },
+    Wrapper {
+        name: "busybox",
+        short_values: "",
+        long_values: &[],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "unbuffer",
+        short_values: "",
+        long_values: &[],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "chronic",
+        short_values: "",
+        long_values: &[],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "caffeinate",
+        short_values: "tw",
+        long_values: &[],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "pkexec",
+        short_values: "",
+        long_values: &["--user"],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "runuser",
+        short_values: "ugGw",
+        long_values: &[
+            "--user",
+            "--group",
+            "--supp-group",
+            "--whitelist-environment",
+        ],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "flock",
+        short_values: "wEc",
+        long_values: &["--timeout", "--conflict-exit-code", "--command"],
+        operands: 1,
+        assignments: false,
+    },
+    Wrapper {
+        name: "systemd-run",
+        short_values: "pEMu",
+        long_values: &[
+            "--property",
+            "--setenv",
+            "--machine",
+            "--unit",
+            "--description",
+            "--slice",
+            "--uid",
+            "--gid",
+            "--working-directory",
+        ],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "strace",
+        short_values: "eoOpPsSuXbI",
+        long_values: &[],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "ltrace",
+        short_values: "eoOpnsSuaA",
+        long_values: &[],
+        operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        name: "xargs",
+        short_values: "IiLlnPdEeas",
+        long_values: &[
+            "--replace",
+            "--max-lines",
+            "--max-args",
+            "--max-procs",
+            "--delimiter",
+            "--eof",
+            "--arg-file",
+            "--max-chars",
+            "--process-slot-var",
+        ],
+        operands: 0,
+        assignments: false,
+    },
 ];
 
 impl Command {
@@ -1023,7 +1247,13 @@ impl Command {
 }
 
 /// The program `words` run, wrappers taken off, into `out`.
-fn unwrap(words: &[Word], cwd: Option<PathBuf>, input: Input, out: &mut Vec<Program>, depth: usize) {
+fn unwrap(
+    words: &[Word],
+    cwd: Option<PathBuf>,
+    input: Input,
+    out: &mut Vec<Program>,
+    depth: usize,
+) {
     let mut words = words.to_vec();
     let mut cwd = cwd;
     let mut input = input;
@@ -1035,7 +1265,11 @@ fn unwrap(words: &[Word], cwd: Option<PathBuf>, input: Input, out: &mut Vec<Prog
             first.text.rsplit('/').next().unwrap_or("").to_string()
         };
         // `command -v rm` asks where rm is; it runs nothing.
-        if name == "command" && words.get(1).is_some_and(|w| w.text == "-v" || w.text == "-V") {
+        if name == "command"
+            && words
+                .get(1)
+                .is_some_and(|w| w.text == "-v" || w.text == "-V")
+        {
             out.push(program(name, words, cwd, input));
             return;
         }
@@ -1088,7 +1322,13 @@ fn unwrap(words: &[Word], cwd: Option<PathBuf>, input: Input, out: &mut Vec<Prog
                     } else {
                         Some(attached)
                     };
-                    apply_option(wrapper.name, &format!("-{c}"), value.as_deref(), &mut cwd, &mut replace);
+                    apply_option(
+                        wrapper.name,
+                        &format!("-{c}"),
+                        value.as_deref(),
+                        &mut cwd,
+                        &mut replace,
+                    );
                     break;
                 }
                 apply_option(wrapper.name, &format!("-{c}"), None, &mut cwd, &mut replace);
@@ -1105,14 +1345,21 @@ fn unwrap(words: &[Word], cwd: Option<PathBuf>, input: Input, out: &mut Vec<Prog
         let operand_end = (i + wrapper.operands).min(words.len());
         // `flock FILE -c '…'` runs text, not a command: see `Program::code_text`.
         let flock_command = wrapper.name == "flock"
-            && words[1..].iter().any(|w| w.text == "-c" || w.text == "--command");
+            && words[1..]
+                .iter()
+                .any(|w| w.text == "-c" || w.text == "--command");
         i = operand_end;
         if i >= words.len() || flock_command {
             // A wrapper alone (`sudo -v`, `env`, `xargs` with `echo` as its default).
             if wrapper.name == "xargs" {
                 let mut args = vec![Word::unknown("{items}")];
                 args.truncate(1);
-                out.push(Program { name: "echo".into(), args, cwd: cwd.clone(), input: input.clone() });
+                out.push(Program {
+                    name: "echo".into(),
+                    args,
+                    cwd: cwd.clone(),
+                    input: input.clone(),
+                });
             }
             out.push(program(name, words, cwd, input));
             return;
@@ -1120,7 +1367,10 @@ fn unwrap(words: &[Word], cwd: Option<PathBuf>, input: Input, out: &mut Vec<Prog
         let mut rest: Vec<Word> = words[i..].to_vec();
         if wrapper.name == "xargs" {
             // The items read from its input become arguments: unknown ones.
-            let item = Word { downloaded: input.downloaded, ..Word::unknown("{item}") };
+            let item = Word {
+                downloaded: input.downloaded,
+                ..Word::unknown("{item}")
+            };
             match &replace {
                 Some(r) => {
                     for w in rest.iter_mut().skip(1) {
@@ -1148,7 +1398,9 @@ fn apply_option(
     replace: &mut Option<String>,
 ) {
     match (wrapper, option) {
-        ("env", "-C" | "--chdir") | ("sudo", "-D" | "--chdir") | ("systemd-run", "--working-directory") => {
+        ("env", "-C" | "--chdir")
+        | ("sudo", "-D" | "--chdir")
+        | ("systemd-run", "--working-directory") => {
             *cwd = match (value, cwd.as_ref()) {
                 (Some(v), Some(c)) if !v.contains('$') => Some(lexical(&c.join(v))),
                 _ => None,
@@ -1183,7 +1435,10 @@ fn program(name: String, words: Vec<Word>, cwd: Option<PathBuf>, input: Input) -
 fn find_exec(words: &[Word], cwd: &Option<PathBuf>, out: &mut Vec<Program>, depth: usize) {
     let mut i = 1;
     while i < words.len() {
-        if matches!(words[i].text.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir") {
+        if matches!(
+            words[i].text.as_str(),
+            "-exec" | "-execdir" | "-ok" | "-okdir"
+        ) {
             let start = i + 1;
             let mut end = start;
             while end < words.len() && !matches!(words[end].text.as_str(), ";" | "+") {
@@ -1193,7 +1448,11 @@ fn find_exec(words: &[Word], cwd: &Option<PathBuf>, out: &mut Vec<Program>, dept
                 .iter()
                 .map(|w| {
                     if w.text.contains("{}") {
-                        Word { text: w.text.replace("{}", "{found}"), unknown: true, ..w.clone() }
+                        Word {
+                            text: w.text.replace("{}", "{found}"),
+                            unknown: true,
+                            ..w.clone()
+                        }
                     } else {
                         w.clone()
                     }
@@ -1247,7 +1506,10 @@ impl Program {
                     if !a.text.starts_with('-') {
                         break;
                     }
-                    if matches!(a.text.as_str(), "-n" | "--interval" | "-d" | "-q" | "--equexit") {
+                    if matches!(
+                        a.text.as_str(),
+                        "-n" | "--interval" | "-d" | "-q" | "--equexit"
+                    ) {
                         i += 1;
                     }
                     i += 1;
@@ -1255,7 +1517,10 @@ impl Program {
                 joined(&self.args[i.min(self.args.len())..])
             }
             "env" => {
-                let at = self.args.iter().position(|a| a.text == "-S" || a.text == "--split-string")?;
+                let at = self
+                    .args
+                    .iter()
+                    .position(|a| a.text == "-S" || a.text == "--split-string")?;
                 self.args.get(at + 1).cloned()
             }
             _ => None,
@@ -1294,7 +1559,11 @@ impl Program {
         }
         let operand = self.args.get(i).cloned();
         if has_c {
-            ShellInvocation { command: operand, script: None, reads_input: false }
+            ShellInvocation {
+                command: operand,
+                script: None,
+                reads_input: false,
+            }
         } else {
             let reads_input = stdin_script || operand.is_none();
             ShellInvocation {
@@ -1308,7 +1577,9 @@ impl Program {
     /// An interpreter's program given on its command line (`python3 -c CODE`,
     /// `perl -e CODE`, `node -e CODE`, `ruby -e`), or its script operand.
     pub fn interpreter_invocation(&self) -> ShellInvocation {
-        let name = self.name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+        let name = self
+            .name
+            .trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
         let code_flags: &[&str] = match name {
             "python" => &["-c"],
             "perl" => &["-e", "-E"],
@@ -1322,28 +1593,58 @@ impl Program {
         while let Some(a) = self.args.get(i) {
             let t = a.text.as_str();
             if code_flags.contains(&t) {
-                return ShellInvocation { command: self.args.get(i + 1).cloned(), script: None, reads_input: false };
+                return ShellInvocation {
+                    command: self.args.get(i + 1).cloned(),
+                    script: None,
+                    reads_input: false,
+                };
             }
             // `perl -pie '…'`, `python3 -Bc '…'`: a cluster ending in the flag.
-            if t.starts_with('-') && !t.starts_with("--") && code_flags.iter().any(|f| t.ends_with(&f[1..]) && f.len() == 2) && t.len() > 2 {
-                return ShellInvocation { command: self.args.get(i + 1).cloned(), script: None, reads_input: false };
+            if t.starts_with('-')
+                && !t.starts_with("--")
+                && code_flags
+                    .iter()
+                    .any(|f| t.ends_with(&f[1..]) && f.len() == 2)
+                && t.len() > 2
+            {
+                return ShellInvocation {
+                    command: self.args.get(i + 1).cloned(),
+                    script: None,
+                    reads_input: false,
+                };
             }
             if t == "-" {
-                return ShellInvocation { command: None, script: None, reads_input: true };
+                return ShellInvocation {
+                    command: None,
+                    script: None,
+                    reads_input: true,
+                };
             }
             if !t.starts_with('-') || a.unknown {
-                return ShellInvocation { command: None, script: Some(a.clone()), reads_input: false };
+                return ShellInvocation {
+                    command: None,
+                    script: Some(a.clone()),
+                    reads_input: false,
+                };
             }
             // `python -m module`, `-W arg`, `-X opt`: a value follows.
             if matches!(t, "-m" | "-W" | "-X" | "-I" | "-r" | "--require" | "-M") {
                 if t == "-m" {
-                    return ShellInvocation { command: None, script: self.args.get(i + 1).cloned(), reads_input: false };
+                    return ShellInvocation {
+                        command: None,
+                        script: self.args.get(i + 1).cloned(),
+                        reads_input: false,
+                    };
                 }
                 i += 1;
             }
             i += 1;
         }
-        ShellInvocation { command: None, script: None, reads_input: true }
+        ShellInvocation {
+            command: None,
+            script: None,
+            reads_input: true,
+        }
     }
 }
 
@@ -1404,7 +1705,10 @@ mod tests {
             let got = programs(line);
             assert!(got.contains(&"rm -rf /".to_string()), "{line}: {got:?}");
         }
-        assert_eq!(programs("echo / | xargs rm -rf"), ["echo /", "rm -rf {item}"]);
+        assert_eq!(
+            programs("echo / | xargs rm -rf"),
+            ["echo /", "rm -rf {item}"]
+        );
     }
 
     #[test]
@@ -1434,19 +1738,39 @@ mod tests {
     #[test]
     fn downloads_are_followed_into_what_runs_them() {
         let line = read("curl x | sudo -E bash", Path::new("/p"), None).unwrap();
-        let bash = line.commands.iter().flat_map(Command::programs).find(|p| p.name == "bash").unwrap();
+        let bash = line
+            .commands
+            .iter()
+            .flat_map(Command::programs)
+            .find(|p| p.name == "bash")
+            .unwrap();
         assert!(bash.input.downloaded);
         let line = read("bash -c \"$(curl -fsSL x)\"", Path::new("/p"), None).unwrap();
-        let bash = line.commands.iter().flat_map(Command::programs).find(|p| p.name == "bash").unwrap();
+        let bash = line
+            .commands
+            .iter()
+            .flat_map(Command::programs)
+            .find(|p| p.name == "bash")
+            .unwrap();
         assert!(bash.shell_invocation().command.unwrap().downloaded);
         let line = read("sh <(curl x)", Path::new("/p"), None).unwrap();
-        let sh = line.commands.iter().flat_map(Command::programs).find(|p| p.name == "sh").unwrap();
+        let sh = line
+            .commands
+            .iter()
+            .flat_map(Command::programs)
+            .find(|p| p.name == "sh")
+            .unwrap();
         assert!(sh.shell_invocation().script.unwrap().downloaded);
     }
 
     #[test]
     fn the_folder_follows_cd() {
-        let line = read("cd / && rm -rf tmp; cd; ls", Path::new("/p"), Some(Path::new("/home/u"))).unwrap();
+        let line = read(
+            "cd / && rm -rf tmp; cd; ls",
+            Path::new("/p"),
+            Some(Path::new("/home/u")),
+        )
+        .unwrap();
         let cwds: Vec<_> = line.commands.iter().map(|c| c.cwd.clone()).collect();
         assert_eq!(cwds[1], Some(PathBuf::from("/")));
         assert_eq!(cwds[3], Some(PathBuf::from("/home/u")));

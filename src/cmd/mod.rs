@@ -5,6 +5,7 @@ pub mod answer;
 pub mod ask;
 pub mod dashboard;
 pub mod gc;
+pub mod human;
 pub mod init;
 pub mod inspect;
 pub mod listen;

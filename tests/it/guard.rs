@@ -17,7 +17,14 @@ use crate::support::{Project, wait_output};
 /// A project with the files the table's lines touch, and a home of its own.
 fn project() -> Project {
     let p = Project::new();
-    for dir in [".github/workflows", "src", "sub", "target/debug", "userhome/.ssh", "userhome/.config/hitl"] {
+    for dir in [
+        ".github/workflows",
+        "src",
+        "sub",
+        "target/debug",
+        "userhome/.ssh",
+        "userhome/.config/hitl",
+    ] {
         let at = if let Some(rest) = dir.strip_prefix("userhome/") {
             p.tmp.path().join("userhome").join(rest)
         } else {
@@ -25,7 +32,14 @@ fn project() -> Project {
         };
         std::fs::create_dir_all(at).unwrap();
     }
-    for file in [".env", "prod.env", "package.json", "src/main.rs", "README.md", "schema.sql"] {
+    for file in [
+        ".env",
+        "prod.env",
+        "package.json",
+        "src/main.rs",
+        "README.md",
+        "schema.sql",
+    ] {
         std::fs::write(p.dir.join(file), "x\n").unwrap();
     }
     p
@@ -71,8 +85,14 @@ fn decision(out: &Output) -> Option<(String, String)> {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let d = &v["hookSpecificOutput"];
     Some((
-        d["permissionDecision"].as_str().unwrap_or_default().to_string(),
-        d["permissionDecisionReason"].as_str().unwrap_or_default().to_string(),
+        d["permissionDecision"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        d["permissionDecisionReason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
     ))
 }
 
@@ -114,7 +134,6 @@ const ASKED: &[&str] = &[
     "rm -rf ./*",
     "rm -rf .git",
     "rm -rf build/",
-    "rm -rf node_modules",
     "rm -rf ./target/debug",
     "cd / && rm -rf tmp",
     "cd ~ && rm -rf .",
@@ -351,6 +370,8 @@ const NOT_ASKED: &[&str] = &[
     "rm file.txt",
     "rm -f a.o b.o",
     "rm -rf /tmp/hitl-build-x",
+    "rm -rf node_modules",
+    "rm -rf sub/node_modules/.cache",
     "find . -name '*.pyc' -delete",
     "chmod +x script.sh",
     "chmod -R 755 src",
@@ -412,7 +433,12 @@ fn reworded_dangerous_lines_are_asked_and_look_alikes_are_not() {
             wrong.push(format!("NOT ASKED {line:?} got {d:?}"));
         }
     }
-    assert!(wrong.is_empty(), "{} wrong:\n{}", wrong.len(), wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "{} wrong:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
 }
 
 #[test]
@@ -433,13 +459,7 @@ fn configured_safe_deletes_and_rules_are_not_asked() {
 fn protected_writes_are_asked_by_any_route() {
     let p = project();
     let root = &p.dir;
-    let write = |path: &Path| {
-        decide(
-            &p,
-            "Write",
-            json!({ "file_path": path, "content": "x" }),
-        )
-    };
+    let write = |path: &Path| decide(&p, "Write", json!({ "file_path": path, "content": "x" }));
     // A link, then `..` after it: the kernel climbs from the link's target.
     std::fs::create_dir_all(root.join(".github/workflows/d")).unwrap();
     std::os::unix::fs::symlink(root.join(".github/workflows/d"), root.join("L")).unwrap();
@@ -465,7 +485,11 @@ fn protected_writes_are_asked_by_any_route() {
         p.tmp.path().join("userhome/.config/hitl/config.toml"),
     ] {
         let got = write(&path);
-        assert_eq!(got.as_ref().map(|d| d.0.as_str()), Some("deny"), "{path:?}: {got:?}");
+        assert_eq!(
+            got.as_ref().map(|d| d.0.as_str()),
+            Some("deny"),
+            "{path:?}: {got:?}"
+        );
     }
     assert_eq!(write(&root.join("src/new.rs")), None);
 }
@@ -494,6 +518,72 @@ fn input_that_cannot_be_read_is_asked() {
     ] {
         let out = run_hook(&p, "pre-tool-use", &input);
         let got = decision(&out);
-        assert_eq!(got.as_ref().map(|d| d.0.as_str()), Some("ask"), "{name}: {got:?}");
+        assert_eq!(
+            got.as_ref().map(|d| d.0.as_str()),
+            Some("ask"),
+            "{name}: {got:?}"
+        );
     }
+}
+
+#[test]
+fn an_agent_cannot_answer_its_own_questions_or_change_the_rules() {
+    let p = project();
+    let config = p.helpers().join("config.toml");
+    let before = std::fs::read(&config).unwrap_or_default();
+    let attempts: &[&[&str]] = &[
+        &["answer", "0123456789abcdef0123456789abcdef", "--approve"],
+        &["cancel", "0123456789abcdef0123456789abcdef"],
+        &["rules", "add", "Bash(rm -rf:*)"],
+        &["rules", "remove", "1"],
+        &["init", "--claude", "--remove"],
+    ];
+    for args in attempts {
+        // As Claude Code's Bash tool runs it.
+        let out = p
+            .hitl()
+            .args(*args)
+            .env("CLAUDECODE", "1")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("is for a human"), "{args:?}: {err}");
+        // As a child of such a command, the variable taken off (Claude Code's shell
+        // stays, as here: it runs more after the command).
+        let line = format!(
+            "env -u CLAUDECODE {} {}; true",
+            crate::support::hitl_bin().display(),
+            args.iter()
+                .map(|a| format!("'{a}'"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let out = std::process::Command::new("bash")
+            .args(["-c", &line])
+            .current_dir(&p.dir)
+            .env("HITL_HOME", &p.home)
+            .env("CLAUDECODE", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{line}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("an ancestor"),
+            "{line}: {out:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(&config).unwrap_or_default(),
+        before,
+        "the guard changed"
+    );
+    // A human's terminal: the same commands run.
+    let out = p
+        .hitl()
+        .args(["rules", "add", "Bash(npm publish:*)"])
+        .env_remove("CLAUDECODE")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
 }

@@ -133,24 +133,37 @@ fn without_a_listener_danger_is_denied_and_the_rest_left_alone() {
 }
 
 #[test]
-fn bad_input_is_no_opinion_and_a_message_on_stderr() {
+fn bad_input_is_asked_for_a_tool_call_and_said_on_stderr() {
     let p = Project::new();
-    let mut child = p
-        .hitl()
-        .args(["hook", "pre-tool-use"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(b"{not json").unwrap();
-    let out = wait_output(child, Duration::from_secs(10));
-    assert!(out.status.success(), "{out:?}");
-    assert!(out.stdout.is_empty(), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("not JSON"),
-        "{out:?}"
+    let run = |event: &str| {
+        let mut child = p
+            .hitl()
+            .args(["hook", event])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(b"{not json").unwrap();
+        let out = wait_output(child, Duration::from_secs(10));
+        assert!(out.status.success(), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("not JSON"),
+            "{out:?}"
+        );
+        out
+    };
+    // A tool call hitl cannot read goes to Claude Code's own prompt.
+    let out = run("pre-tool-use");
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        got["hookSpecificOutput"]["permissionDecision"], "ask",
+        "{got}"
     );
+    // Events that carry no decision get none.
+    for event in ["post-tool-use", "stop", "permission-request"] {
+        assert!(run(event).stdout.is_empty(), "{event}");
+    }
 }
 
 /// The hook's question as `hitl pending --json` lists it.
