@@ -181,7 +181,13 @@ impl Spool {
 
     /// Creates every folder of the layout with mode 0700, and tightens the mode of
     /// folders that already exist: questions and answers are private to their user.
+    ///
+    /// Refuses, changing nothing, a layout another user could have prepared: any
+    /// part of it (or the settings file) that is a symbolic link, or is owned by
+    /// someone else (who could swap in a settings file with the guard off, or read
+    /// the answers).
     pub fn ensure_layout(&self) -> Result<()> {
+        self.check_ownership()?;
         let mut builder = fs::DirBuilder::new();
         builder.recursive(true).mode(0o700);
         for dir in [
@@ -206,6 +212,54 @@ impl Spool {
             if mode & 0o077 != 0 {
                 fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))
                     .with_context(|| format!("setting the mode of {}", dir.display()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Spool {
+    /// Every existing part of the layout is a real folder (or file) of this user's.
+    fn check_ownership(&self) -> Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let me = crate::process::euid();
+        let parts = [
+            self.root.clone(),
+            self.questions(),
+            self.answers(),
+            self.agents(),
+            self.queue(),
+            self.tmp(),
+            self.slots(),
+            self.rejected(),
+            self.journal(),
+            self.activity(),
+            self.config_file(),
+        ];
+        for path in parts {
+            let meta = match fs::symlink_metadata(&path) {
+                Ok(m) => m,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+            };
+            if meta.file_type().is_symlink() {
+                anyhow::bail!(
+                    "{} is a symbolic link: hitl will not use or change it (someone could point \
+                     it at another user's files); remove it and run `hitl init` again",
+                    path.display()
+                );
+            }
+            if meta.uid() != me {
+                let owner = nix::unistd::User::from_uid(meta.uid().into())
+                    .ok()
+                    .flatten()
+                    .map_or_else(|| format!("uid {}", meta.uid()), |u| format!("{} (uid {})", u.name, meta.uid()));
+                anyhow::bail!(
+                    "{} belongs to {owner}, not to you: another user could change its \
+                     settings or read its answers; hitl changes nothing there (remove it, \
+                     or run hitl as that user)",
+                    path.display()
+                );
             }
         }
         Ok(())

@@ -586,3 +586,65 @@ fn an_agent_cannot_answer_its_own_questions_or_change_the_rules() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
 }
+
+#[test]
+fn init_refuses_a_helpers_folder_another_user_prepared() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this check makes files of another OS user and needs root (CI runs as root)"
+    );
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let run_init = |dir: &Path| {
+        std::process::Command::new(crate::support::hitl_bin())
+            .arg("init")
+            .arg(dir)
+            .env("HITL_HOME", tmp.path().join("home"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+
+    // Someone else's `.helpers`, open to all, its answers a link to a folder of theirs.
+    let project = tmp.path().join("a");
+    let helpers = project.join(".helpers");
+    let theirs = tmp.path().join("theirs");
+    std::fs::create_dir_all(&helpers).unwrap();
+    std::fs::create_dir_all(&theirs).unwrap();
+    std::os::unix::fs::symlink(&theirs, helpers.join("answers")).unwrap();
+    for p in [&helpers, &theirs] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).unwrap();
+        nix::unistd::chown(p.as_path(), Some(nobody.uid), Some(nobody.gid)).unwrap();
+    }
+    let out = run_init(&project);
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("belongs to nobody"), "{err}");
+    assert!(!err.contains("is ready"), "{err}");
+    // Nothing changed: modes, owners, no new folders.
+    for p in [&helpers, &theirs] {
+        let m = std::fs::metadata(p).unwrap();
+        assert_eq!(m.mode() & 0o777, 0o777, "{p:?}");
+        assert_eq!(m.uid(), nobody.uid.as_raw(), "{p:?}");
+    }
+    assert!(!helpers.join("questions").exists());
+    assert!(!helpers.join("config.toml").exists());
+
+    // One of ours, but a part of it a link: refused too.
+    let project = tmp.path().join("b");
+    std::fs::create_dir_all(project.join(".helpers")).unwrap();
+    std::os::unix::fs::symlink(&theirs, project.join(".helpers/answers")).unwrap();
+    let out = run_init(&project);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic link"), "{out:?}");
+    assert_eq!(std::fs::metadata(&theirs).unwrap().mode() & 0o777, 0o777);
+
+    // `.helpers` itself a link.
+    let project = tmp.path().join("c");
+    std::fs::create_dir_all(&project).unwrap();
+    std::os::unix::fs::symlink(&theirs, project.join(".helpers")).unwrap();
+    let out = run_init(&project);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(!theirs.join("questions").exists());
+}
