@@ -4,7 +4,7 @@
 // through the native API; the login cookie goes with both. Everything an agent wrote
 // is put on the page as text (textContent), never as markup.
 
-import { $, el, firstLine, svg } from "/ui/dom.js";
+import { $, el, firstLine, svg, text } from "/ui/dom.js";
 import { showMetrics, metricsChanged } from "/ui/metrics.js";
 
 const PRIORITY = { urgent: 0, high: 1, normal: 2 };
@@ -222,7 +222,7 @@ function showRecent(card, r) {
   list.hidden = false;
   list.replaceChildren(el("span", { class: "label", text: "Lately:" }), ...recent.map((e) =>
     el("span", { class: "recent-event", "data-type": e.hook_event_type },
-      document.createTextNode(describe(e)),
+      text(describe(e)),
       el("time", { datetime: new Date(e.timestamp).toISOString(), text: ` ${age(e.timestamp)} ago` }))));
 }
 
@@ -467,7 +467,7 @@ function inline(into, text) {
     } else if (part.startsWith("**") && part.endsWith("**") && part.length > 3) {
       into.append(el("strong", { text: part.slice(2, -2) }));
     } else if (part) {
-      into.append(document.createTextNode(part));
+      into.append(text(part));
     }
   }
   return into;

@@ -3,7 +3,7 @@
 // this draws them, again when the window or the width changes, and while the view
 // is open, a little after the queue changes.
 
-import { $, el } from "/ui/dom.js";
+import { $, el, text } from "/ui/dom.js";
 import { timeChart, barChart, stackedBars } from "/ui/charts.js";
 
 let open = false;
@@ -77,7 +77,7 @@ function draw() {
   const figure = (title, chart, legend) => el("figure", { class: "figure" },
     el("figcaption", { text: title }), chart,
     legend ? el("p", { class: "legend" }, ...legend.map(([cls, name]) =>
-      el("span", { class: "key" }, el("span", { class: `swatch ${cls}` }), document.createTextNode(name)))) : null);
+      el("span", { class: "key" }, el("span", { class: `swatch ${cls}` }), text(name)))) : null);
   $("m-charts").replaceChildren(
     figure("Asked and answered", timeChart({
       width, starts, stepMs, format: when,

@@ -6,9 +6,21 @@
 
 use std::borrow::Cow;
 
-/// Characters that reorder text on screen (Unicode bidi controls, "Trojan Source").
+/// Characters that reorder or break text on screen: Unicode bidi controls
+/// ("Trojan Source": marks, embeddings, overrides, isolates, the Arabic letter
+/// mark) and the line and paragraph separators, which some terminals and pages
+/// break lines at. The dashboard hides the same set (`web/dom.js`).
 fn reorders(c: char) -> bool {
-    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    matches!(
+        c,
+        '\u{061c}'
+            | '\u{200e}'
+            | '\u{200f}'
+            | '\u{2028}'
+            | '\u{2029}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}'
+    )
 }
 
 /// `text` with every control character but newline and tab, and every bidi control,
@@ -50,6 +62,11 @@ mod tests {
         );
         assert_eq!(visible("a\u{202e}txt.exe"), "a\\u{202e}txt.exe");
         assert_eq!(visible("\u{9b}31m"), "\\u{9b}31m", "the 8-bit CSI too");
+        assert_eq!(
+            visible("a\u{7f}b\u{85}c\u{2028}d\u{2029}e\u{61c}f\u{2067}g"),
+            "a\\u{7f}b\\u{85}c\\u{2028}d\\u{2029}e\\u{61c}f\\u{2067}g",
+            "DEL, C1, separators, the Arabic letter mark, isolates"
+        );
         assert_eq!(visible_line("two\nlines\there"), "two lines here");
     }
 }

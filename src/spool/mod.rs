@@ -253,7 +253,10 @@ impl Spool {
                 let owner = nix::unistd::User::from_uid(meta.uid().into())
                     .ok()
                     .flatten()
-                    .map_or_else(|| format!("uid {}", meta.uid()), |u| format!("{} (uid {})", u.name, meta.uid()));
+                    .map_or_else(
+                        || format!("uid {}", meta.uid()),
+                        |u| format!("{} (uid {})", u.name, meta.uid()),
+                    );
                 anyhow::bail!(
                     "{} belongs to {owner}, not to you: another user could change its \
                      settings or read its answers; hitl changes nothing there (remove it, \

@@ -12,7 +12,10 @@ use tokio::sync::{broadcast::error::RecvError, mpsc};
 
 use crate::{
     broker::{Activity, BrokerHandle, Change, PendingRequest},
-    protocol::{FormQuestion, Kind, Reply, Request, text::visible_line},
+    protocol::{
+        FormQuestion, Kind, Reply, Request,
+        text::{visible, visible_line},
+    },
 };
 
 /// Who terminal answers are from.
@@ -80,8 +83,8 @@ fn show(out: &mut impl Write, p: &PendingRequest, waiting: usize) -> std::io::Re
         writeln!(out, "  {}", visible_line(line))?;
     }
     if !r.context.is_null() {
-        // serde_json writes control characters in strings as \u escapes.
-        writeln!(out, "  context: {}", r.context)?;
+        // serde_json escapes C0 controls in strings, not DEL, C1 or bidi controls.
+        writeln!(out, "  context: {}", visible(&r.context.to_string()))?;
     }
     for (i, o) in r.options.iter().enumerate() {
         writeln!(out, "  {}) {}", i + 1, visible_line(o))?;

@@ -637,7 +637,10 @@ fn init_refuses_a_helpers_folder_another_user_prepared() {
     std::os::unix::fs::symlink(&theirs, project.join(".helpers/answers")).unwrap();
     let out = run_init(&project);
     assert!(!out.status.success(), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic link"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("symbolic link"),
+        "{out:?}"
+    );
     assert_eq!(std::fs::metadata(&theirs).unwrap().mode() & 0o777, 0o777);
 
     // `.helpers` itself a link.

@@ -377,6 +377,7 @@ fn the_terminal_shows_escape_sequences_instead_of_running_them() {
         "timestamp": "2026-01-01T00:00:00Z", "type": "select",
         "content": "Allow ls?\u{1b}[1A\u{1b}[2K\rAllow rm -rf /?\u{202e}",
         "options": ["yes\u{1b}[31m", "no"],
+        "context": { "note": "C1\u{9b}31m DEL\u{7f} sep\u{2028}\u{2029} alm\u{61c} iso\u{2066}" },
     });
     std::fs::write(p.helpers().join("questions/esc1.json"), q.to_string()).unwrap();
     listener.wait_stdout("(/cancel to decline)", Duration::from_secs(10));
@@ -385,7 +386,14 @@ fn the_terminal_shows_escape_sequences_instead_of_running_them() {
         !shown.contains('\u{1b}') && !shown.contains('\r') && !shown.contains('\u{202e}'),
         "{shown:?}"
     );
+    for raw in ['\u{9b}', '\u{7f}', '\u{2028}', '\u{2029}', '\u{61c}', '\u{2066}'] {
+        assert!(!shown.contains(raw), "{raw:?} raw in {shown:?}");
+    }
     for visible in [
+        "C1\\u{9b}31m",
+        "DEL\\u{7f}",
+        "sep\\u{2028}\\u{2029}",
+        "alm\\u{61c}",
         "\\u{1b}[1A\\u{1b}[2K\\u{d}Allow rm",
         "\\u{202e}",
         "yes\\u{1b}[31m",
