@@ -123,7 +123,8 @@ enum Command {
     },
     /// Answer a question from this terminal or a script.
     Answer {
-        /// The question's id (see `hitl pending`).
+        /// The question's id (see `hitl pending`); `spool:ID` or `http:ID` when a
+        /// spool question and a request made over HTTP share it.
         id: String,
         /// The answer: text, an option's number or text, y/n; for a questions
         /// request, one answer per question (each an option's number or label,
@@ -156,7 +157,7 @@ enum Command {
     },
     /// Cancel a question: its asker stops waiting (exit status 1).
     Cancel {
-        /// The question's id.
+        /// The question's id; `spool:ID` or `http:ID` when two share it.
         id: String,
         /// Why.
         #[arg(long)]

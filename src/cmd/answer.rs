@@ -154,8 +154,43 @@ fn find_question(spool: &Spool, id: &str) -> Option<(PathBuf, ParsedQuestion)> {
         )
 }
 
+/// Which request an id names: a spool question's and a request made over HTTP may
+/// share one (an asker names its own file), so `spool:ID` and `http:ID` say which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Which {
+    Spool,
+    Http,
+    Either,
+}
+
+/// The id without its `spool:`/`http:` prefix, and which it names.
+fn which(id: &str) -> (Which, &str) {
+    if let Some(rest) = id.strip_prefix("spool:") {
+        (Which::Spool, rest)
+    } else if let Some(rest) = id.strip_prefix("http:") {
+        (Which::Http, rest)
+    } else {
+        (Which::Either, id)
+    }
+}
+
+/// Whether the listener (or `server`) holds a pending request made another way than
+/// the spool with this id.
+async fn held_elsewhere(server: Option<&str>, id: &str) -> bool {
+    let Some(server) = server else { return false };
+    let Ok(client) = crate::client::Client::new(server) else {
+        return false;
+    };
+    match tokio::time::timeout(std::time::Duration::from_secs(3), client.pending()).await {
+        Ok(Ok(list)) => list.iter().any(|v| v.origin.is_stored() && v.id == id),
+        _ => false,
+    }
+}
+
 /// Answers (or cancels) one question.
-pub async fn run(opts: AnswerOptions) -> Result<()> {
+pub async fn run(mut opts: AnswerOptions) -> Result<()> {
+    let (target, id) = which(&opts.id);
+    opts.id = id.to_string();
     crate::protocol::validate_id(&opts.id)
         .with_context(|| format!("{:?} is not a question id", opts.id))?;
     let server_env = std::env::var("HITL_SERVER").ok().filter(|s| !s.is_empty());
@@ -173,12 +208,33 @@ pub async fn run(opts: AnswerOptions) -> Result<()> {
     let paths = Paths::from_env();
     let db_url = opts.db.clone().unwrap_or_else(|| paths.db_url());
 
-    let Some((question_path, q)) = find_question(&spool, &opts.id) else {
+    let server = server_env
+        .clone()
+        .or_else(|| crate::spool::ListenerInfo::running(&spool)?.http);
+    let found = match target {
+        Which::Http => None,
+        _ => find_question(&spool, &opts.id),
+    };
+    if found.is_some()
+        && target == Which::Either
+        && held_elsewhere(server.as_deref(), &opts.id).await
+    {
+        bail!(
+            "{id} names two pending requests: a question in the spool and a request made \
+             over HTTP; say which: `spool:{id}` or `http:{id}`",
+            id = opts.id
+        );
+    }
+    if target == Which::Spool && found.is_none() {
+        bail!(
+            "no pending question {} in the spool of {} (see `hitl pending`)",
+            opts.id,
+            spool.project().display()
+        );
+    }
+    let Some((question_path, q)) = found else {
         // Not a file in the spool: it may be a request made over HTTP, held by the
         // project's listener or by the server in HITL_SERVER.
-        let server = server_env
-            .clone()
-            .or_else(|| crate::spool::ListenerInfo::running(&spool)?.http);
         if let Some(server) = server
             && answer_remote(&server, &opts).await?.is_some()
         {

@@ -62,11 +62,13 @@ fn everything_pending(spool: &Spool) -> Vec<Listed> {
             file: Some((path, q.variant)),
         })
         .collect();
-    let files: HashSet<String> = list.iter().map(|l| l.request.id.clone()).collect();
+    // The listener's own view of the spool's questions is the files above; a
+    // request made another way is listed even when a spool question shares its id
+    // (`hitl answer spool:ID` / `http:ID` tell them apart).
     list.extend(
         held_by_listener(spool)
             .into_iter()
-            .filter(|v| v.origin.is_stored() && !files.contains(&v.request.id))
+            .filter(|v| v.origin.is_stored())
             .map(|v| Listed {
                 request: v.request,
                 origin: v.origin,

@@ -651,3 +651,62 @@ fn init_refuses_a_helpers_folder_another_user_prepared() {
     assert!(!out.status.success(), "{out:?}");
     assert!(!theirs.join("questions").exists());
 }
+
+#[test]
+fn an_id_two_requests_share_is_never_guessed() {
+    let p = project();
+    let listener = p.listen(&["--ui", "none"]);
+    let http = reqwest::blocking::Client::new();
+    let made: Value = http
+        .post(format!("{}/api/v1/requests", p.http_url()))
+        .bearer_auth(p.token())
+        .json(&json!({ "content": "Made over HTTP?", "agent_name": "web agent" }))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let id = made["id"].as_str().unwrap().to_string();
+    // A spool question that names itself the same.
+    let q = json!({
+        "version": 1, "id": id, "agent_id": "spool-agent", "agent_name": "spool agent",
+        "timestamp": "2026-01-01T00:00:00Z", "type": "text", "content": "Asked in the spool?",
+    });
+    std::fs::write(
+        p.helpers().join(format!("questions/{id}.json")),
+        q.to_string(),
+    )
+    .unwrap();
+    let listed = p.wait_pending(2, Duration::from_secs(20));
+    assert_eq!(
+        listed.iter().filter(|r| r["id"] == id.as_str()).count(),
+        2,
+        "{listed:?}"
+    );
+
+    let out = p.run(&["answer", &id, "which one?"]);
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("names two pending requests") && err.contains(&format!("http:{id}")),
+        "{err}"
+    );
+
+    let out = p.run(&["answer", &format!("http:{id}"), "the web one"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = p.run(&["answer", &format!("spool:{id}"), "the file one"]);
+    assert!(out.status.success(), "{out:?}");
+    let answer: Value = serde_json::from_slice(
+        &std::fs::read(p.helpers().join(format!("answers/{id}.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(answer["answer"], "the file one", "{answer}");
+    let got: Value = http
+        .get(format!("{}/api/v1/requests/{id}", p.http_url()))
+        .bearer_auth(p.token())
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(got["status"], "answered", "{got}");
+    drop(listener);
+}

@@ -386,7 +386,9 @@ fn the_terminal_shows_escape_sequences_instead_of_running_them() {
         !shown.contains('\u{1b}') && !shown.contains('\r') && !shown.contains('\u{202e}'),
         "{shown:?}"
     );
-    for raw in ['\u{9b}', '\u{7f}', '\u{2028}', '\u{2029}', '\u{61c}', '\u{2066}'] {
+    for raw in [
+        '\u{9b}', '\u{7f}', '\u{2028}', '\u{2029}', '\u{61c}', '\u{2066}',
+    ] {
         assert!(!shown.contains(raw), "{raw:?} raw in {shown:?}");
     }
     for visible in [
