@@ -3,8 +3,8 @@
 //! A token is made on first start (`token` in the user config folder, mode 0600);
 //! `HITL_TOKEN` overrides it. Clients send it as `Authorization: Bearer …`, as
 //! `X-Hitl-Token`, or — the dashboard — once as `?token=…` or a one-time `?code=…`
-//! (see `login.rs`), either of which sets an HttpOnly, SameSite=Strict cookie for the
-//! rest of the visit. Cookies ignore ports, so its name
+//! (see `login.rs`), either of which starts a session whose id an HttpOnly,
+//! SameSite=Strict cookie keeps (never the token). Cookies ignore ports, so its name
 //! carries the server's port (`hitl_token_4000`): two servers on one machine do not
 //! read each other's, and which pages may send it at all is the guard's to say.
 //!
@@ -244,8 +244,8 @@ fn same(a: &str, b: &str) -> bool {
 }
 
 /// The token the request presents: `Authorization: Bearer` (the scheme in any case,
-/// as RFC 9110 says), `X-Hitl-Token`, or this server's cookie.
-fn presented_token<'r>(req: &'r Request, cookie: &str) -> Option<&'r str> {
+/// as RFC 9110 says) or `X-Hitl-Token`.
+fn presented_token(req: &Request) -> Option<&str> {
     let h = req.headers();
     if let Some(v) = h.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok())
         && let Some((scheme, t)) = v.trim_start().split_once(' ')
@@ -256,7 +256,13 @@ fn presented_token<'r>(req: &'r Request, cookie: &str) -> Option<&'r str> {
     if let Some(v) = h.get("x-hitl-token").and_then(|v| v.to_str().ok()) {
         return Some(v.trim());
     }
-    h.get_all(header::COOKIE)
+    None
+}
+
+/// This server's cookie, if the request carries it: a dashboard session's id.
+pub fn cookie_value<'r>(req: &'r Request, cookie: &str) -> Option<&'r str> {
+    req.headers()
+        .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
@@ -320,8 +326,10 @@ pub async fn admit(
                 .map(|_| state.token.clone())
         });
     let cookie = cookie_name(state.local_addr.port());
+    // The cookie holds a session, never the token (see `login.rs`).
     let authenticated = from_query.is_some()
-        || presented_token(&req, &cookie).is_some_and(|t| same(t, &state.token));
+        || presented_token(&req).is_some_and(|t| same(t, &state.token))
+        || cookie_value(&req, &cookie).is_some_and(|id| state.sessions.valid(id));
     let caller = Caller {
         authenticated,
         local: state.loopback_bound && peer.addr.ip().is_loopback(),
@@ -335,9 +343,12 @@ pub async fn admit(
     }
     req.extensions_mut().insert(caller);
     let mut response = next.run(req).await;
-    if let Some(t) = from_query
-        && let Ok(v) =
-            HeaderValue::from_str(&format!("{cookie}={t}; HttpOnly; SameSite=Strict; Path=/"))
+    if from_query.is_some()
+        && let Ok(v) = HeaderValue::from_str(&format!(
+            "{cookie}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+            state.sessions.start(),
+            super::login::SESSION_TTL.as_secs()
+        ))
     {
         response.headers_mut().append(header::SET_COOKIE, v);
     }

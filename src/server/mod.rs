@@ -53,6 +53,8 @@ pub struct AppState {
     pub spools: Vec<Spool>,
     /// The dashboard's unspent one-time login codes.
     pub logins: Arc<login::LoginCodes>,
+    /// The dashboard's logged-in browsers.
+    pub sessions: login::Sessions,
     limiter: limits::RateLimiter,
     /// Which names and web pages may reach the server at all.
     guard: guard::Guard,
@@ -82,6 +84,7 @@ impl AppState {
         settings: HttpSettings,
         local_addr: SocketAddr,
         logins: Arc<login::LoginCodes>,
+        sessions: login::Sessions,
     ) -> Arc<AppState> {
         let Backends {
             broker,
@@ -99,6 +102,7 @@ impl AppState {
             local_addr,
             spools,
             logins,
+            sessions,
             limiter: limits::RateLimiter::default(),
             guard,
             deliverer,
@@ -166,7 +170,15 @@ pub async fn start(
         header_timeout: std::time::Duration::from_secs(settings.header_timeout),
     };
     let logins = Arc::new(login::LoginCodes::default());
-    let state = AppState::new(backends, token, settings.clone(), local, logins.clone());
+    let sessions = login::Sessions::load(Some(config_dir.join("sessions")));
+    let state = AppState::new(
+        backends,
+        token,
+        settings.clone(),
+        local,
+        logins.clone(),
+        sessions,
+    );
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(serve(listener, state, limits, async {
         let _ = stopped.await;

@@ -195,6 +195,13 @@ pub fn table() -> Vec<Route> {
             post(login::create),
         ),
         route(
+            M::POST,
+            "/api/v1/logout",
+            Token,
+            "Ends the dashboard session of the calling browser and clears its cookie.",
+            post(login::logout),
+        ),
+        route(
             M::GET,
             "/api/v1/stream",
             Token,

@@ -913,6 +913,21 @@ fn the_token_guards_what_it_must_and_the_dashboard_logs_in_by_cookie() {
         "{cookie}"
     );
     let pair = cookie.split(';').next().unwrap();
+    // It carries a session, not the token: a leaked cookie is not the API key.
+    assert!(!cookie.contains(&api.token), "{cookie}");
+    assert!(cookie.contains("Max-Age="), "{cookie}");
+    let session = pair.split_once('=').unwrap().1;
+    let r = api
+        .http
+        .get(api.url("/api/v1/requests"))
+        .bearer_auth(session)
+        .send()
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::UNAUTHORIZED,
+        "a session id is no token"
+    );
     let r = api
         .http
         .get(api.url("/events/recent"))
@@ -920,6 +935,27 @@ fn the_token_guards_what_it_must_and_the_dashboard_logs_in_by_cookie() {
         .send()
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+    // Logging out ends it, and says so to the browser.
+    let r = api
+        .http
+        .post(api.url("/api/v1/logout"))
+        .header("cookie", pair)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    assert!(
+        r.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+    let r = api
+        .http
+        .get(api.url("/events/recent"))
+        .header("cookie", pair)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "ended");
     // A one-time code: minted with the token only; spent by the dashboard's page
     // alone (an API route neither takes nor spends it), and only once.
     assert_eq!(
