@@ -111,6 +111,10 @@ pub fn validate(settings: &HookSettings) -> Result<()> {
         glob_matcher(g.strip_prefix("~/").unwrap_or(g))
             .with_context(|| format!("[hook] protected_paths: {g:?}"))?;
     }
+    for g in &settings.safe_deletes {
+        glob_matcher(g.strip_prefix("~/").unwrap_or(g))
+            .with_context(|| format!("[hook] safe_deletes: {g:?}"))?;
+    }
     rules::parse_all(&settings.allow)?;
     if let Some((tool, kind)) = settings.types.iter().find(|(_, k)| !k.is_approval()) {
         anyhow::bail!(
@@ -300,31 +304,32 @@ fn shell_concern(settings: &HookSettings, place: &Place, command: &str) -> Resul
         }
     };
     let project = resolve(&normalise(&place.project));
-    let safe: Vec<regex_lite::Regex> = settings
-        .safe_deletes
-        .iter()
-        .map(|g| {
-            let g = match (g.strip_prefix("~/"), &place.home) {
-                (Some(rest), Some(home)) => format!("{}/{rest}", home.display()),
-                _ => g.clone(),
-            };
-            glob_matcher(&g).with_context(|| format!("[hook] safe_deletes: {g:?}"))
-        })
-        .collect::<Result<_>>()?;
-    // Absolute globs match the path, the others its path from the project's root.
+    // Compiled only when a recursive delete is met: most lines have none, and a
+    // glob's regex costs more than reading the line. A glob that does not compile
+    // (`validate` reports it) makes nothing safe.
+    let safe: std::cell::OnceCell<Vec<(bool, regex_lite::Regex)>> = std::cell::OnceCell::new();
     let safe_delete = |p: &Path| {
-        let relative = p
-            .strip_prefix(&project)
-            .ok()
-            .map(|r| r.to_string_lossy().into_owned());
-        settings.safe_deletes.iter().zip(&safe).any(|(g, m)| {
-            match (&relative, g.starts_with('/') || g.starts_with("~/")) {
-                // Inside the project only its own globs count (a project may
-                // itself live in /tmp).
-                (Some(r), false) => m.is_match(r),
-                (None, true) => m.is_match(&p.to_string_lossy()),
-                _ => false,
-            }
+        let globs = safe.get_or_init(|| {
+            settings
+                .safe_deletes
+                .iter()
+                .filter_map(|g| {
+                    let absolute = g.starts_with('/') || g.starts_with("~/");
+                    let g = match (g.strip_prefix("~/"), &place.home) {
+                        (Some(rest), Some(home)) => format!("{}/{rest}", home.display()),
+                        _ => g.clone(),
+                    };
+                    Some((absolute, glob_matcher(&g).ok()?))
+                })
+                .collect()
+        });
+        // Absolute globs match a path outside the project; the others a path from
+        // the project's root (a project may itself live in /tmp).
+        let relative = p.strip_prefix(&project).ok().map(|r| r.to_string_lossy().into_owned());
+        globs.iter().any(|(absolute, m)| match (&relative, absolute) {
+            (Some(r), false) => m.is_match(r),
+            (None, true) => m.is_match(&p.to_string_lossy()),
+            _ => false,
         })
     };
     let scope = danger::Scope {
