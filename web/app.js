@@ -350,6 +350,14 @@ function render() {
 function card_for(p) {
   const r = p.request;
   const card = el("li", { class: `card priority-${r.priority}`, "data-id": r.id, "data-type": r.type, tabindex: "0" });
+  // Another OS user of this machine made it: said first, in words, whatever agent
+  // it names (src/protocol/request.rs, created_by).
+  const other = r.created_by && r.created_by !== "user" ? r.created_by : null;
+  if (other) {
+    card.classList.add("other-user");
+    card.append(el("p", { class: "other-user-warning", role: "note",
+      text: `Asked by another user of this machine (${other}), not by one of your agents` }));
+  }
   card.append(el("div", { class: "meta" },
     el("span", { class: "agent", text: r.agent_name }),
     el("span", { class: "origin", text: r.source || p.origin }),

@@ -325,12 +325,17 @@ fn shell_concern(settings: &HookSettings, place: &Place, command: &str) -> Resul
         });
         // Absolute globs match a path outside the project; the others a path from
         // the project's root (a project may itself live in /tmp).
-        let relative = p.strip_prefix(&project).ok().map(|r| r.to_string_lossy().into_owned());
-        globs.iter().any(|(absolute, m)| match (&relative, absolute) {
-            (Some(r), false) => m.is_match(r),
-            (None, true) => m.is_match(&p.to_string_lossy()),
-            _ => false,
-        })
+        let relative = p
+            .strip_prefix(&project)
+            .ok()
+            .map(|r| r.to_string_lossy().into_owned());
+        globs
+            .iter()
+            .any(|(absolute, m)| match (&relative, absolute) {
+                (Some(r), false) => m.is_match(r),
+                (None, true) => m.is_match(&p.to_string_lossy()),
+                _ => false,
+            })
     };
     let scope = danger::Scope {
         project: &project,

@@ -239,6 +239,24 @@ impl Request {
         self.created_by.as_deref().filter(|c| *c != CREATED_BY_USER)
     }
 
+    /// Records who created it over HTTP ([`Request::created_by`]). A request another
+    /// OS user made can never pass for one of the user's agents: its agent id and
+    /// name carry that user (`uid1001bob-claude-1a2b`, `Claude 1a2b [uid 1001 (bob)]`),
+    /// so it neither joins an agent's requests nor reads like one.
+    pub fn set_creator(&mut self, who: String) {
+        if who != CREATED_BY_USER {
+            let tag: String = who
+                .chars()
+                .filter(char::is_ascii_alphanumeric)
+                .take(40)
+                .collect();
+            let id = format!("{tag}-{}", self.agent_id);
+            self.agent_id = id.chars().take(128).collect();
+            self.agent_name = format!("{} [{who}]", self.agent_name);
+        }
+        self.created_by = Some(who);
+    }
+
     /// The origin to show for this request, which came in by `way`: what its file
     /// says asked it ([`Request::source`]), else the way itself.
     pub fn shown_origin(&self, way: Origin) -> Origin {

@@ -92,8 +92,12 @@ pub async fn create(
         return Err(ApiError::bad_request("wait must be 0 to 300 seconds"));
     }
     caller.take_create(&state)?;
+    let creator = caller.who(&state);
     let origin = match body.origin {
         None => Origin::Http,
+        // Only the user's own processes are hooks, MCP servers or tasks: another OS
+        // user's request is shown as what it is, one made over HTTP.
+        Some(_) if creator != crate::protocol::CREATED_BY_USER => Origin::Http,
         Some(Origin::Spool) => {
             return Err(ApiError::bad_request(
                 "origin \"spool\" is for question files; over HTTP say http, hook, mcp, task or mailbox",
@@ -138,11 +142,11 @@ pub async fn create(
     if let Some(k) = &body.kind {
         metadata.insert("hitl_type".into(), json!(k));
     }
-    let request = Request {
+    let mut request = Request {
         version: crate::protocol::VERSION,
         id: String::new(),
-        agent_id: agent_id.clone(),
-        agent_name: agent_name.clone(),
+        agent_id,
+        agent_name,
         working_dir: body.working_dir.clone(),
         timestamp: jiff::Timestamp::now(),
         kind,
@@ -154,9 +158,12 @@ pub async fn create(
         context: body.context.clone(),
         metadata,
         asker: None,
-        created_by: Some(caller.who(&state)),
+        created_by: None,
         source: None,
     };
+    request.set_creator(creator);
+    let agent_id = request.agent_id.clone();
+    let agent_name = request.agent_name.clone();
     if let Some(why) = request.shape_error() {
         return Err(ApiError::bad_request(why));
     }

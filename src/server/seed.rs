@@ -137,7 +137,7 @@ pub async fn create_event(
     let mut request = hitl::request_from_spec(&spec, &event.source_app, &event.session_id)
         .map_err(ApiError::bad_request)?;
     // Any caller may name any app and session: who really asked goes with it.
-    request.created_by = Some(caller.who(&state));
+    request.set_creator(caller.who(&state));
     let pending = HitlStatus::new(Status::Pending, None, None);
     let mut v = respond::new_event_json(0, &event, Some(&pending));
     let submitted = state
