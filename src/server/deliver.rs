@@ -323,11 +323,23 @@ impl Deliverer {
             self.told(p.seq, DeliveryStatus::PendingPoll, true);
             return;
         }
+        // Another OS user may create requests but never read answers (it cannot
+        // poll them either): its requests are not pushed to.
+        let Some(owner) = creator_uid(&p.request) else {
+            tracing::warn!(
+                "answer to request {} not pushed: another OS user made it ({}); answers \
+                 reach only the user's own agents",
+                p.request.id,
+                p.request.created_by.as_deref().unwrap_or("unknown")
+            );
+            self.told(p.seq, DeliveryStatus::PendingPoll, true);
+            return;
+        };
         let payload = push_payload(&f);
         let (url, me, f) = (url.to_string(), self.clone(), f.clone());
         // Each push on its own task: a slow agent must not hold up the others.
         tokio::spawn(async move {
-            let status = match push(&url, &payload).await {
+            let status = match push(&url, &payload, owner).await {
                 Ok(()) => DeliveryStatus::Delivered,
                 Err(why) => {
                     tracing::warn!(
@@ -453,10 +465,58 @@ pub fn refusal(url: &str, allowed_hosts: &[String]) -> Option<String> {
     }
 }
 
-/// Pushes `payload` to `url`. Returns whether it was delivered.
-pub async fn push(url: &str, payload: &serde_json::Value) -> Result<(), String> {
+/// The uid whose socket may receive the answer to `r`: the server's own user's,
+/// for a request the user made; `None` for another OS user's (or an unknown
+/// creator's).
+fn creator_uid(r: &crate::protocol::Request) -> Option<u32> {
+    (r.created_by.as_deref() == Some(crate::protocol::CREATED_BY_USER)).then(crate::process::euid)
+}
+
+/// Connects to `url`'s host and port; on loopback, only to a socket the OS user
+/// `owner` listens on. Another user of the machine may name any loopback port in
+/// `responseWebSocketUrl` (a socket of its own, to read the answer to a request
+/// it copied; or one of the user's services): the answer goes only to a server run
+/// by whoever asked.
+async fn connect_owned(url: &reqwest::Url, owner: u32) -> Result<tokio::net::TcpStream, String> {
+    let host = url
+        .host_str()
+        .unwrap_or_default()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let port = url.port_or_known_default().unwrap_or(80);
+    let stream = tokio::net::TcpStream::connect((host, port))
+        .await
+        .map_err(|e| format!("connecting to {url}: {e}"))?;
+    let (local, remote) = (
+        stream.local_addr().map_err(|e| e.to_string())?,
+        stream.peer_addr().map_err(|e| e.to_string())?,
+    );
+    if remote.ip().is_loopback() {
+        // The server's end of this connection: its local end is `remote`.
+        let found = tokio::task::spawn_blocking(move || super::peer::owner(remote, local))
+            .await
+            .ok()
+            .flatten();
+        match found {
+            Some(f) if f == owner => {}
+            found => {
+                return Err(format!(
+                    "{url} is served by {}, not by the user who asked; answers go only to \
+                     the asker's own server",
+                    found.map_or_else(|| "an unknown user".to_string(), |u| format!("uid {u}"))
+                ));
+            }
+        }
+    }
+    Ok(stream)
+}
+
+/// Pushes `payload` to `url`, served (on loopback) by the OS user `owner`.
+pub async fn push(url: &str, payload: &serde_json::Value, owner: u32) -> Result<(), String> {
     let attempt = async {
-        let (mut ws, _) = tokio_tungstenite::connect_async(url)
+        let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url:?}: {e}"))?;
+        let stream = connect_owned(&parsed, owner).await?;
+        let (mut ws, _) = tokio_tungstenite::client_async(url, stream)
             .await
             .map_err(|e| format!("connecting to {url}: {e}"))?;
         ws.send(Message::text(payload.to_string()))

@@ -190,7 +190,7 @@ pub async fn logout(
     if let Some(id) = super::auth::cookie_value(&req, &cookie) {
         state.sessions.end(id);
     }
-    let mut response = StatusCode::NO_CONTENT.into_response();
+    let mut response = (StatusCode::OK, Json(json!({ "logged_out": true }))).into_response();
     if let Ok(v) = axum::http::HeaderValue::from_str(&format!(
         "{cookie}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"
     )) {

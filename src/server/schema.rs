@@ -352,7 +352,7 @@ pub fn detail(method: &str, path: &str) -> Option<Detail> {
             ..d(200, None)
         },
         ("POST", "/api/v1/login-links") => d(201, None),
-        ("POST", "/api/v1/logout") => d(204, None),
+        ("POST", "/api/v1/logout") => d(200, None),
         ("GET", "/api/v1/openapi.json") => d(200, None),
         _ => return None,
     })

@@ -698,3 +698,83 @@ fn who_created_a_request_goes_with_it_whatever_app_it_names() {
     assert!(line.contains("[uid 65534"), "{table}");
     drop(listener);
 }
+
+/// A TCP server run by `nobody` that reports what it was sent: its port, and a
+/// reader of its one report (`bytes N` or `no connection`).
+fn nobodys_socket() -> (
+    String,
+    std::process::Child,
+    std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+) {
+    use std::io::BufRead;
+    let server = "import socket, sys\n\
+        s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n\
+        print(s.getsockname()[1], flush=True)\n\
+        s.settimeout(8)\n\
+        try:\n    c, _ = s.accept()\nexcept socket.timeout:\n    print('no connection', flush=True); sys.exit(0)\n\
+        c.settimeout(20); got = b''\n\
+        while True:\n    b = c.recv(65536)\n    if not b: break\n    got += b\n\
+        print('bytes', len(got), flush=True)\n";
+    let mut child = std::process::Command::new("runuser")
+        .args(["-u", "nobody", "--", "python3", "-c", server])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let port = lines.next().unwrap().unwrap();
+    (port, child, lines)
+}
+
+#[test]
+fn an_answer_is_never_pushed_to_another_users_socket() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this check runs a server as another OS user and needs root (CI runs as root)"
+    );
+    let p = Project::new();
+    let listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let base = p.http_url();
+
+    // nobody asks, naming its own socket as the way back: it may ask, never read.
+    let (port, mut child, mut lines) = nobodys_socket();
+    let script = format!(
+        "import json, urllib.request\n\
+         body = json.dumps({{'source_app': 'claude-code', 'session_id': 's', 'hook_event_type': 'PreToolUse', \
+         'humanInTheLoop': {{'type': 'question', 'question': 'Token please?', \
+         'responseWebSocketUrl': 'ws://127.0.0.1:{port}'}}}}).encode()\n\
+         req = urllib.request.Request('{base}/events', data=body, headers={{'Content-Type': 'application/json'}})\n\
+         print(urllib.request.urlopen(req).status)"
+    );
+    assert_eq!(as_other_user(&script), "201");
+    let q = p.wait_pending(1, Duration::from_secs(10)).pop().unwrap();
+    let out = p.run(&["answer", q["id"].as_str().unwrap(), "a secret"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(lines.next().unwrap().unwrap(), "no connection");
+    let _ = child.wait();
+    eventually("the listener says why", Duration::from_secs(5), || {
+        listener.log().contains("another OS user made it")
+    });
+
+    // The user's own request naming nobody's socket: the kernel says whose it is,
+    // and nothing is sent.
+    let (port, mut child, mut lines) = nobodys_socket();
+    let r = Client::new()
+        .post(format!("{base}/events"))
+        .json(&hitl_event(
+            "question",
+            "Mine?",
+            json!({ "responseWebSocketUrl": format!("ws://127.0.0.1:{port}") }),
+        ))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let q = p.wait_pending(1, Duration::from_secs(10)).pop().unwrap();
+    let out = p.run(&["answer", q["id"].as_str().unwrap(), "also secret"]);
+    assert!(out.status.success(), "{out:?}");
+    let said = lines.next().unwrap().unwrap();
+    assert!(said == "bytes 0" || said == "no connection", "{said}");
+    let _ = child.wait();
+    eventually("the listener says why", Duration::from_secs(5), || {
+        listener.log().contains("not by the user who asked")
+    });
+}
