@@ -468,8 +468,8 @@ function markdown(text) {
 }
 
 /** `code` and **bold** inside a line, as elements around text nodes. */
-function inline(into, text) {
-  for (const part of text.split(/(`[^`]+`|\*\*[^*]+\*\*)/)) {
+function inline(into, line) {
+  for (const part of line.split(/(`[^`]+`|\*\*[^*]+\*\*)/)) {
     if (part.startsWith("`") && part.endsWith("`") && part.length > 1) {
       into.append(el("code", { text: part.slice(1, -1) }));
     } else if (part.startsWith("**") && part.endsWith("**") && part.length > 3) {

@@ -182,7 +182,8 @@ async fn held_elsewhere(server: Option<&str>, id: &str) -> bool {
         return false;
     };
     match tokio::time::timeout(std::time::Duration::from_secs(3), client.pending()).await {
-        Ok(Ok(list)) => list.iter().any(|v| v.origin.is_stored() && v.id == id),
+        // A spool question (a hook's too) names its project; a stored request none.
+        Ok(Ok(list)) => list.iter().any(|v| v.project.is_none() && v.id == id),
         _ => false,
     }
 }

@@ -62,13 +62,14 @@ fn everything_pending(spool: &Spool) -> Vec<Listed> {
             file: Some((path, q.variant)),
         })
         .collect();
-    // The listener's own view of the spool's questions is the files above; a
-    // request made another way is listed even when a spool question shares its id
-    // (`hitl answer spool:ID` / `http:ID` tell them apart).
+    // The listener's own view of the spool's questions (hooks' included: they name
+    // their project) is the files above; a request made another way is listed even
+    // when a spool question shares its id (`hitl answer spool:ID` / `http:ID` tell
+    // them apart).
     list.extend(
         held_by_listener(spool)
             .into_iter()
-            .filter(|v| v.origin.is_stored())
+            .filter(|v| v.project.is_none())
             .map(|v| Listed {
                 request: v.request,
                 origin: v.origin,
