@@ -10,6 +10,7 @@ import { showMetrics, metricsChanged } from "/ui/metrics.js";
 const PRIORITY = { urgent: 0, high: 1, normal: 2 };
 
 const pending = new Map(); // request id -> pending request (as the stream gives it)
+let more = 0; // requests waiting beyond the snapshot (see src/server/stream.rs)
 let socket = null;
 let retry = 500;
 
@@ -251,6 +252,8 @@ function onChange(msg) {
     case "snapshot":
       pending.clear();
       for (const p of msg.pending) pending.set(p.request.id, p);
+      // A snapshot holds the first requests only when very many wait.
+      more = msg.more || 0;
       render();
       break;
     case "queued":
@@ -342,7 +345,7 @@ function render() {
   $("empty").hidden = n > 0;
   const hiddenByFilter = n - keep.size;
   $("count").title = hiddenByFilter ? `${hiddenByFilter} hidden by the filters` : "";
-  $("count").textContent = n ? `${n} waiting` : "";
+  $("count").textContent = n ? `${n}${more ? ` (+${more} not shown: reload after answering)` : ""} waiting` : "";
   document.title = n ? `(${n}) hitl` : "hitl";
   icon(n);
 }

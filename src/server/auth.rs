@@ -71,6 +71,13 @@ impl Peer {
         }
     }
 
+    /// The client at `addr`, owned by `owner` (as the accept loop found).
+    pub fn with_owner(addr: SocketAddr, owner: Option<u32>) -> Peer {
+        let peer = Peer::new(addr);
+        let _ = peer.owner.set(owner);
+        peer
+    }
+
     /// The OS user owning the client's end, if the kernel's table has it.
     fn owner(&self, server: SocketAddr) -> Option<u32> {
         *self

@@ -7,17 +7,26 @@
 //!   counted from when it opens or its previous response went out, so idle keep-alive
 //!   connections and slowloris clients (a header byte now and then) are closed. Long
 //!   polls and WebSockets are not idle: their request has arrived.
+//! - No other OS user (and no remote address) holds more than an eighth of them,
+//!   and all of them together no more than half: the user's own dashboard, agents
+//!   and `hitl ask --server` always find room (the kernel says who owns a loopback
+//!   client's socket, one `sock_diag` query per connection).
+//! - A request body must arrive whole within [`BODY_DEADLINE`] of its head: a body
+//!   sent a byte now and then is cut, not waited on.
 //! - When the process runs out of file descriptors, accepting pauses instead of
 //!   spinning, and [`reserve_descriptors`] keeps room for what matters more than one
 //!   more client: the spool's files, the store, inotify and answer pushes.
 
 use std::{
+    collections::HashMap,
     convert::Infallible,
-    net::SocketAddr,
+    net::IpAddr,
+    pin::Pin,
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
+    task::{Context, Poll},
     time::Duration,
 };
 
@@ -36,6 +45,60 @@ pub const RESERVED_DESCRIPTORS: u64 = 256;
 
 /// How many connections were turned away at the cap (for `/metrics`).
 pub static REFUSED_AT_CAP: AtomicU64 = AtomicU64::new(0);
+
+/// How long a request's body may take to arrive, from its head.
+pub const BODY_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Who holds a connection, for the caps: another OS user (by uid; `None` when the
+/// kernel could not say) or a remote address. The user's own connections are not
+/// counted here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Holder {
+    OtherUser(Option<u32>),
+    Remote(IpAddr),
+}
+
+/// Connections held by others than the user, by holder.
+#[derive(Debug, Default)]
+struct OthersTally {
+    by_holder: Mutex<HashMap<Holder, usize>>,
+}
+
+/// One connection counted in an [`OthersTally`], uncounted when dropped.
+struct Counted {
+    tally: Arc<OthersTally>,
+    holder: Holder,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut by = self.tally.by_holder.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = by.get_mut(&self.holder) {
+            *n -= 1;
+            if *n == 0 {
+                by.remove(&self.holder);
+            }
+        }
+    }
+}
+
+impl OthersTally {
+    /// Counts one more connection of `holder`, if it stays within its share (an
+    /// eighth of `max`, at least 4) and all others within half of `max`.
+    fn admit(self: &Arc<Self>, holder: Holder, max: usize) -> Option<Counted> {
+        let mut by = self.by_holder.lock().unwrap_or_else(|p| p.into_inner());
+        let total: usize = by.values().sum();
+        let mine = by.get(&holder).copied().unwrap_or(0);
+        if mine >= (max / 8).max(4) || total >= (max / 2).max(4) {
+            return None;
+        }
+        *by.entry(holder).or_insert(0) += 1;
+        Some(Counted {
+            tally: self.clone(),
+            holder,
+        })
+    }
+}
 
 /// The limits one server applies to its connections.
 #[derive(Debug, Clone, Copy)]
@@ -77,6 +140,9 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let others = Arc::new(OthersTally::default());
+    let server = listener.local_addr()?;
+    let me = crate::process::euid();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -98,8 +164,33 @@ pub async fn serve(
             drop(stream);
             continue;
         };
+        // Who holds it: the user's own connections are not counted.
+        let (owner, holder) = if addr.ip().is_loopback() {
+            match super::peer::owner(addr, server) {
+                Some(uid) if uid == me => (Some(uid), None),
+                found => (found, Some(Holder::OtherUser(found))),
+            }
+        } else {
+            (None, Some(Holder::Remote(addr.ip())))
+        };
+        let counted = match holder {
+            None => None,
+            Some(h) => match others.admit(h, limits.max_connections) {
+                Some(c) => Some(c),
+                None => {
+                    REFUSED_AT_CAP.fetch_add(1, Ordering::Relaxed);
+                    drop(stream);
+                    continue;
+                }
+            },
+        };
         let _ = stream.set_nodelay(true);
-        let service = per_connection(router.clone(), addr);
+        let peer = if addr.ip().is_loopback() {
+            Peer::with_owner(addr, owner)
+        } else {
+            Peer::new(addr)
+        };
+        let service = per_connection(router.clone(), peer);
         let conn = http
             .serve_connection(TokioIo::new(stream), service)
             .with_upgrades();
@@ -113,6 +204,7 @@ pub async fn serve(
                     let _ = conn.await;
                 }
             }
+            drop(counted);
             drop(slot);
         });
     }
@@ -121,21 +213,74 @@ pub async fn serve(
     Ok(())
 }
 
-/// The router as a hyper service for one connection, telling the routes who connected.
+/// The router as a hyper service for one connection, telling the routes who connected;
+/// each request's body is given [`BODY_DEADLINE`] to arrive.
 fn per_connection(
     router: Router,
-    addr: SocketAddr,
+    peer: Peer,
 ) -> impl hyper::service::Service<
     hyper::Request<Incoming>,
     Response = axum::response::Response,
     Error = Infallible,
     Future = impl Send,
 > + Clone {
-    let peer = Peer::new(addr);
     hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
         req.extensions_mut().insert(ConnectInfo(peer.clone()));
-        router.clone().oneshot(req.map(axum::body::Body::new))
+        router
+            .clone()
+            .oneshot(req.map(|b| axum::body::Body::new(DeadlineBody::new(b, BODY_DEADLINE))))
     })
+}
+
+/// A request body that fails once `deadline` has passed before its end.
+struct DeadlineBody<B> {
+    inner: B,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    within: Duration,
+}
+
+impl<B> DeadlineBody<B> {
+    fn new(inner: B, within: Duration) -> DeadlineBody<B> {
+        DeadlineBody {
+            inner,
+            deadline: Box::pin(tokio::time::sleep(within)),
+            within,
+        }
+    }
+}
+
+/// What a body that did not arrive in time says.
+pub const BODY_LATE: &str = "the request body did not arrive in time";
+
+impl<B> http_body::Body for DeadlineBody<B>
+where
+    B: http_body::Body<Data = axum::body::Bytes> + Unpin,
+    B::Error: Into<axum::BoxError>,
+{
+    type Data = axum::body::Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            let within = self.within;
+            return Poll::Ready(Some(Err(format!("{BODY_LATE} ({within:?})").into())));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// Accepting failed. Out of file descriptors (or kernel memory), trying again at once

@@ -111,6 +111,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "the body is too large (see max_body_bytes in [http])",
                 ),
+                _ if e.body_text().contains(super::conn::BODY_LATE) => ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "{} ({} s)",
+                        super::conn::BODY_LATE,
+                        super::conn::BODY_DEADLINE.as_secs()
+                    ),
+                ),
                 status => ApiError::new(status, e.body_text()),
             })?;
         decode(&bytes).map(JsonBody)

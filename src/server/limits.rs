@@ -124,3 +124,47 @@ mod tests {
         limiter.check_create("user", &s).unwrap();
     }
 }
+
+/// Pending requests another OS user may have at once.
+pub const OTHER_USER_MAX_PENDING: usize = 100;
+/// What another OS user's pending requests may weigh together (their JSON).
+pub const OTHER_USER_MAX_PENDING_BYTES: usize = 8 << 20;
+/// The longest another OS user's request waits: one it leaves (or that waits for
+/// ever) times out and becomes history that retention sweeps, instead of holding
+/// memory and the queue for good.
+pub const OTHER_USER_MAX_TIMEOUT_SECS: u64 = 24 * 3600;
+
+/// Lets `request`, made by another OS user, join the queue only within that user's
+/// share (count and bytes), its timeout held to a day. The user's own requests are
+/// not looked at here.
+pub async fn other_users_share(
+    broker: &crate::broker::BrokerHandle,
+    request: &mut crate::protocol::Request,
+) -> Result<(), ApiError> {
+    let Some(who) = request.created_by_other().map(str::to_string) else {
+        return Ok(());
+    };
+    request.timeout = Some(match request.timeout {
+        Some(t) if t > 0 => t.min(OTHER_USER_MAX_TIMEOUT_SECS),
+        _ => OTHER_USER_MAX_TIMEOUT_SECS,
+    });
+    let size = |r: &crate::protocol::Request| serde_json::to_vec(r).map_or(0, |v| v.len());
+    let (mut count, mut bytes) = (1, size(request));
+    for p in broker.pending().await {
+        if p.request.created_by.as_deref() == Some(who.as_str()) {
+            count += 1;
+            bytes += size(&p.request);
+        }
+    }
+    if count > OTHER_USER_MAX_PENDING || bytes > OTHER_USER_MAX_PENDING_BYTES {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "{who} has as many requests waiting as another user may: at most \
+                 {OTHER_USER_MAX_PENDING}, {} MiB together",
+                OTHER_USER_MAX_PENDING_BYTES >> 20
+            ),
+        ));
+    }
+    Ok(())
+}

@@ -162,6 +162,7 @@ pub async fn create(
         source: None,
     };
     request.set_creator(creator);
+    super::limits::other_users_share(&state.broker, &mut request).await?;
     let agent_id = request.agent_id.clone();
     let agent_name = request.agent_name.clone();
     if let Some(why) = request.shape_error() {

@@ -138,6 +138,7 @@ pub async fn create_event(
         .map_err(ApiError::bad_request)?;
     // Any caller may name any app and session: who really asked goes with it.
     request.set_creator(caller.who(&state));
+    super::limits::other_users_share(&state.broker, &mut request).await?;
     let pending = HitlStatus::new(Status::Pending, None, None);
     let mut v = respond::new_event_json(0, &event, Some(&pending));
     let submitted = state

@@ -75,7 +75,7 @@ pub async fn changes_stream(
     let mut changes = state.broker.subscribe();
     let pending = state.broker.pending().await;
     Ok(ws.on_upgrade(move |mut socket: WebSocket| async move {
-        let snapshot = json!({ "type": "snapshot", "pending": pending.iter().map(|p| json!(p)).collect::<Vec<_>>() });
+        let snapshot = snapshot(&pending);
         if send(&mut socket, snapshot).await.is_err() {
             return;
         }
@@ -104,6 +104,29 @@ pub async fn changes_stream(
             }
         }
     }))
+}
+
+/// The most requests, and bytes of them, a snapshot holds.
+const SNAPSHOT_MAX: usize = 1000;
+const SNAPSHOT_MAX_BYTES: usize = 8 << 20;
+
+/// The queue's first message: its first requests in answering order, at most
+/// [`SNAPSHOT_MAX`] and [`SNAPSHOT_MAX_BYTES`] (a flood of requests must not make
+/// one message a page cannot take), and how many more wait (`more`).
+fn snapshot(pending: &[Arc<crate::broker::PendingRequest>]) -> Value {
+    let mut shown = Vec::new();
+    let mut bytes = 0;
+    for p in pending {
+        let v = json!(p);
+        let size = v.to_string().len();
+        if shown.len() >= SNAPSHOT_MAX || bytes + size > SNAPSHOT_MAX_BYTES {
+            break;
+        }
+        bytes += size;
+        shown.push(v);
+    }
+    let more = pending.len() - shown.len();
+    json!({ "type": "snapshot", "pending": shown, "more": more })
 }
 
 async fn send(socket: &mut WebSocket, v: Value) -> Result<(), axum::Error> {
