@@ -290,6 +290,9 @@ pub struct HttpSettings {
     /// Seconds a connection may take to send a request head, counted from when it
     /// opens or its last response went out: idle and slow (slowloris) clients are cut.
     pub header_timeout: u64,
+    /// Seconds a request body may take to arrive after its head: a body sent a byte
+    /// now and then is cut (408).
+    pub body_timeout: u64,
 }
 
 impl Default for HttpSettings {
@@ -306,6 +309,7 @@ impl Default for HttpSettings {
             delivery_hosts: Vec::new(),
             max_connections: 512,
             header_timeout: 10,
+            body_timeout: 30,
         }
     }
 }
@@ -334,6 +338,9 @@ impl HttpSettings {
         }
         if self.header_timeout == 0 || self.header_timeout > 3600 {
             anyhow::bail!("[http] header_timeout must be 1 to 3600 seconds");
+        }
+        if self.body_timeout == 0 || self.body_timeout > 3600 {
+            anyhow::bail!("[http] body_timeout must be 1 to 3600 seconds");
         }
         for host in &self.allowed_hosts {
             let ok = !host.is_empty()
@@ -456,8 +463,11 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # delivery_hosts = []
 # HTTP connections open at once (more are closed as they come), and the seconds a
 # connection may take to send a request head before it is cut (idle or slowloris).
+# Another OS user (or a remote address) may hold an eighth of the connections, all of
+# them together half. A request body must arrive within body_timeout seconds.
 # max_connections = 512
 # header_timeout = 10
+# body_timeout = 30
 
 [history]
 # Ended requests and agent events older than this many days are deleted (0: never),

@@ -11,8 +11,8 @@
 //!   and all of them together no more than half: the user's own dashboard, agents
 //!   and `hitl ask --server` always find room (the kernel says who owns a loopback
 //!   client's socket, one `sock_diag` query per connection).
-//! - A request body must arrive whole within [`BODY_DEADLINE`] of its head: a body
-//!   sent a byte now and then is cut, not waited on.
+//! - A request body must arrive whole within `[http] body_timeout` of its head: a
+//!   body sent a byte now and then is cut, not waited on.
 //! - When the process runs out of file descriptors, accepting pauses instead of
 //!   spinning, and [`reserve_descriptors`] keeps room for what matters more than one
 //!   more client: the spool's files, the store, inotify and answer pushes.
@@ -46,9 +46,6 @@ pub const RESERVED_DESCRIPTORS: u64 = 256;
 /// How many connections were turned away at the cap (for `/metrics`).
 pub static REFUSED_AT_CAP: AtomicU64 = AtomicU64::new(0);
 
-/// How long a request's body may take to arrive, from its head.
-pub const BODY_DEADLINE: Duration = Duration::from_secs(30);
-
 /// Who holds a connection, for the caps: another OS user (by uid; `None` when the
 /// kernel could not say) or a remote address. The user's own connections are not
 /// counted here.
@@ -72,7 +69,11 @@ struct Counted {
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        let mut by = self.tally.by_holder.lock().unwrap_or_else(|p| p.into_inner());
+        let mut by = self
+            .tally
+            .by_holder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if let Some(n) = by.get_mut(&self.holder) {
             *n -= 1;
             if *n == 0 {
@@ -107,6 +108,8 @@ pub struct ConnLimits {
     pub max_connections: usize,
     /// How long a connection may take to send a request head.
     pub header_timeout: Duration,
+    /// How long a request's body may take to arrive after its head.
+    pub body_timeout: Duration,
 }
 
 /// Raises the soft limit on open files to the hard one, and caps `wanted` connections
@@ -190,7 +193,7 @@ pub async fn serve(
         } else {
             Peer::new(addr)
         };
-        let service = per_connection(router.clone(), peer);
+        let service = per_connection(router.clone(), peer, limits.body_timeout);
         let conn = http
             .serve_connection(TokioIo::new(stream), service)
             .with_upgrades();
@@ -214,10 +217,11 @@ pub async fn serve(
 }
 
 /// The router as a hyper service for one connection, telling the routes who connected;
-/// each request's body is given [`BODY_DEADLINE`] to arrive.
+/// each request's body is given `body_timeout` to arrive.
 fn per_connection(
     router: Router,
     peer: Peer,
+    body_timeout: Duration,
 ) -> impl hyper::service::Service<
     hyper::Request<Incoming>,
     Response = axum::response::Response,
@@ -228,7 +232,7 @@ fn per_connection(
         req.extensions_mut().insert(ConnectInfo(peer.clone()));
         router
             .clone()
-            .oneshot(req.map(|b| axum::body::Body::new(DeadlineBody::new(b, BODY_DEADLINE))))
+            .oneshot(req.map(|b| axum::body::Body::new(DeadlineBody::new(b, body_timeout))))
     })
 }
 

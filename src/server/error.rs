@@ -113,11 +113,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
                 ),
                 _ if e.body_text().contains(super::conn::BODY_LATE) => ApiError::new(
                     StatusCode::REQUEST_TIMEOUT,
-                    format!(
-                        "{} ({} s)",
-                        super::conn::BODY_LATE,
-                        super::conn::BODY_DEADLINE.as_secs()
-                    ),
+                    format!("{} (see body_timeout in [http])", super::conn::BODY_LATE),
                 ),
                 status => ApiError::new(status, e.body_text()),
             })?;

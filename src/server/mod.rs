@@ -168,6 +168,7 @@ pub async fn start(
     let limits = conn::ConnLimits {
         max_connections: conn::reserve_descriptors(settings.max_connections),
         header_timeout: std::time::Duration::from_secs(settings.header_timeout),
+        body_timeout: std::time::Duration::from_secs(settings.body_timeout),
     };
     let logins = Arc::new(login::LoginCodes::default());
     let sessions = login::Sessions::load(Some(config_dir.join("sessions")));

@@ -778,3 +778,130 @@ fn an_answer_is_never_pushed_to_another_users_socket() {
         listener.log().contains("not by the user who asked")
     });
 }
+
+/// The listener's resident memory, in MiB.
+fn rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    kb / 1024
+}
+
+#[test]
+fn other_users_cannot_starve_or_fill_the_owners_listener() {
+    use std::io::BufRead;
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this check runs clients as another OS user and needs root (CI runs as root)"
+    );
+    let p = Project::new();
+    p.project_config("[http]\nbody_timeout = 3\n");
+    let listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let base = p.http_url();
+    let port = base.rsplit(':').next().unwrap().to_string();
+
+    // nobody opens 600 connections, each promising a body it sends a byte a second.
+    let slow = "import socket, sys, time\n\
+        port = int(sys.argv[1]); socks = []\n\
+        for i in range(600):\n\
+        \x20   try:\n\
+        \x20       s = socket.create_connection(('127.0.0.1', port), timeout=5)\n\
+        \x20       s.sendall(b'POST /events HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nContent-Type: application/json\\r\\nContent-Length: 100000\\r\\n\\r\\n{')\n\
+        \x20       socks.append(s)\n\
+        \x20   except OSError:\n\
+        \x20       pass\n\
+        print('open', len(socks), flush=True)\n\
+        end = time.time() + 8\n\
+        while time.time() < end:\n\
+        \x20   for s in socks:\n\
+        \x20       try: s.sendall(b' ')\n\
+        \x20       except OSError: pass\n\
+        \x20   time.sleep(1)\n\
+        closed = 0\n\
+        for s in socks:\n\
+        \x20   s.setblocking(False)\n\
+        \x20   try:\n\
+        \x20       s.recv(65536); closed += 1\n\
+        \x20   except BlockingIOError: pass\n\
+        \x20   except OSError: closed += 1\n\
+        print('closed', closed, flush=True)\n";
+    let mut holder = std::process::Command::new("runuser")
+        .args(["-u", "nobody", "--", "python3", "-c", slow, &port])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = std::io::BufReader::new(holder.stdout.take().unwrap()).lines();
+    assert_eq!(said.next().unwrap().unwrap(), "open 600");
+
+    // Meanwhile the user's own clients are served.
+    let http = Client::new();
+    let r = http.get(format!("{base}/healthz")).send().unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = http
+        .get(format!("{base}/?token={}", p.token()))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "the dashboard");
+    let asker = p
+        .hitl()
+        .args(["ask", "--server", &base, "--timeout", "60", "Still there?"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let q = p.wait_pending(1, Duration::from_secs(10)).pop().unwrap();
+    let out = p.run(&[
+        "answer",
+        &format!("http:{}", q["id"].as_str().unwrap()),
+        "yes",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let out = crate::support::wait_output(asker, Duration::from_secs(20));
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "yes");
+
+    // nobody's stalled bodies are cut, every one of its connections closed.
+    assert_eq!(said.next().unwrap().unwrap(), "closed 600");
+    let _ = holder.wait();
+
+    // nobody sends 100 MB of requests that wait for ever: past its share, refused.
+    let flood = format!(
+        "import json, urllib.request, urllib.error\n\
+         body = json.dumps({{'content': 'x' * 950000, 'timeout': 0}}).encode()\n\
+         made = refused = 0\n\
+         for i in range(105):\n\
+         \x20   req = urllib.request.Request('{base}/api/v1/requests', data=body, headers={{'Content-Type': 'application/json'}})\n\
+         \x20   try:\n\
+         \x20       urllib.request.urlopen(req); made += 1\n\
+         \x20   except urllib.error.HTTPError as e:\n\
+         \x20       assert e.code == 429, e.code\n\
+         \x20       refused += 1\n\
+         print(made, refused)"
+    );
+    let counts = as_other_user(&flood);
+    let (made, refused) = counts.split_once(' ').unwrap();
+    let (made, refused): (usize, usize) = (made.parse().unwrap(), refused.parse().unwrap());
+    assert!(made <= 9 && refused >= 96, "{counts}");
+    let theirs: Vec<Value> = p
+        .pending()
+        .into_iter()
+        .filter(|r| {
+            r["created_by"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("uid 65534"))
+        })
+        .collect();
+    assert_eq!(theirs.len(), made);
+    // Each waits a day at most, not for ever.
+    assert!(
+        theirs.iter().all(|r| r["timeout"] == 86_400),
+        "{:?}",
+        theirs[0]["timeout"]
+    );
+    let rss = rss_mib(listener.pid());
+    eprintln!("listener RSS after the flood: {rss} MiB");
+    assert!(rss < 150, "the listener holds {rss} MiB");
+}
