@@ -85,46 +85,6 @@ impl RateLimiter {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_burst_beyond_twice_the_rate_is_refused_with_a_wait() {
-        let limiter = RateLimiter::default();
-        let s = HttpSettings {
-            rate_limit: 5,
-            ..HttpSettings::default()
-        };
-        let ip: IpAddr = "10.0.0.1".parse().unwrap();
-        for _ in 0..10 {
-            limiter.check(ip, false, &s).unwrap();
-        }
-        let e = limiter.check(ip, false, &s).unwrap_err();
-        assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
-        assert_eq!(e.retry_after, Some(1));
-        // Loopback is exempt unless configured, and other clients are unaffected.
-        limiter.check(ip, true, &s).unwrap();
-        limiter
-            .check("10.0.0.2".parse().unwrap(), false, &s)
-            .unwrap();
-    }
-
-    #[test]
-    fn creates_have_a_budget_per_caller() {
-        let limiter = RateLimiter::default();
-        let s = HttpSettings {
-            create_rate_limit: 2,
-            ..HttpSettings::default()
-        };
-        for _ in 0..4 {
-            limiter.check_create("uid1000", &s).unwrap();
-        }
-        assert!(limiter.check_create("uid1000", &s).is_err());
-        limiter.check_create("user", &s).unwrap();
-    }
-}
-
 /// Pending requests another OS user may have at once.
 pub const OTHER_USER_MAX_PENDING: usize = 100;
 /// What another OS user's pending requests may weigh together (their JSON).
@@ -167,4 +127,44 @@ pub async fn other_users_share(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_beyond_twice_the_rate_is_refused_with_a_wait() {
+        let limiter = RateLimiter::default();
+        let s = HttpSettings {
+            rate_limit: 5,
+            ..HttpSettings::default()
+        };
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        for _ in 0..10 {
+            limiter.check(ip, false, &s).unwrap();
+        }
+        let e = limiter.check(ip, false, &s).unwrap_err();
+        assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(e.retry_after, Some(1));
+        // Loopback is exempt unless configured, and other clients are unaffected.
+        limiter.check(ip, true, &s).unwrap();
+        limiter
+            .check("10.0.0.2".parse().unwrap(), false, &s)
+            .unwrap();
+    }
+
+    #[test]
+    fn creates_have_a_budget_per_caller() {
+        let limiter = RateLimiter::default();
+        let s = HttpSettings {
+            create_rate_limit: 2,
+            ..HttpSettings::default()
+        };
+        for _ in 0..4 {
+            limiter.check_create("uid1000", &s).unwrap();
+        }
+        assert!(limiter.check_create("uid1000", &s).is_err());
+        limiter.check_create("user", &s).unwrap();
+    }
 }
