@@ -19,7 +19,10 @@ mod variant;
 pub use form::{FormOption, FormQuestion};
 pub use id::{IdError, id_from, is_valid_id, validate_id};
 pub use origin::Origin;
-pub use request::{Answer, AnswerStatus, Asker, CREATED_BY_USER, Kind, Priority, Reply, Request};
+pub use request::{
+    Answer, AnswerStatus, Asker, CREATED_BY_USER, Kind, OTHER_USER_MAX_TIMEOUT_SECS, Priority,
+    Reply, Request,
+};
 pub use status::Status;
 pub use time::{now, parse_timestamp};
 pub(crate) use variant::type_name as json_type_name;

@@ -231,6 +231,11 @@ pub struct Request {
 /// [`Request::created_by`] for the user's own callers.
 pub const CREATED_BY_USER: &str = "user";
 
+/// The longest another OS user's request waits: one it leaves (or that waits for
+/// ever) times out and becomes history that retention sweeps, instead of holding
+/// memory and the queue for good.
+pub const OTHER_USER_MAX_TIMEOUT_SECS: u64 = 24 * 3600;
+
 impl Request {
     /// Who else than the user created it, if someone did: shown beside it in every
     /// view, so a request another OS user made in an agent's name is not mistaken for
@@ -302,7 +307,13 @@ impl Request {
 
     /// When the broker gives up on it, if it has a timeout.
     pub fn deadline(&self) -> Option<Timestamp> {
-        let secs = self.timeout.filter(|&t| t > 0)?;
+        // Another OS user's request never waits for ever: one it left behind (from
+        // before its share was enforced too) times out, and retention sweeps it.
+        let secs = match (self.timeout.filter(|&t| t > 0), self.created_by_other()) {
+            (Some(t), Some(_)) => t.min(OTHER_USER_MAX_TIMEOUT_SECS),
+            (None, Some(_)) => OTHER_USER_MAX_TIMEOUT_SECS,
+            (t, None) => t?,
+        };
         self.timestamp
             .checked_add(jiff::SignedDuration::from_secs(
                 secs.min(i64::MAX as u64) as i64
@@ -797,6 +808,29 @@ mod tests {
         assert!(
             text.lines()
                 .any(|l| l.trim() == r#""content": "line1\nline2 true","#)
+        );
+    }
+
+    #[test]
+    fn another_users_request_never_waits_for_ever() {
+        let mut r = req(Kind::Text, &[]);
+        r.timeout = None;
+        assert_eq!(r.deadline(), None, "the user's own may wait for ever");
+        r.set_creator("uid 65534 (nobody)".into());
+        let day = jiff::SignedDuration::from_secs(OTHER_USER_MAX_TIMEOUT_SECS as i64);
+        assert_eq!(r.deadline(), r.timestamp.checked_add(day).ok());
+        r.timeout = Some(7 * 86_400);
+        assert_eq!(r.deadline(), r.timestamp.checked_add(day).ok());
+        r.timeout = Some(60);
+        assert_eq!(
+            r.deadline(),
+            r.timestamp
+                .checked_add(jiff::SignedDuration::from_secs(60))
+                .ok()
+        );
+        assert!(
+            r.agent_id.starts_with("uid65534nobody-")
+                && r.agent_name.ends_with("[uid 65534 (nobody)]")
         );
     }
 }

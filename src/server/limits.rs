@@ -10,7 +10,7 @@ use std::{collections::HashMap, net::IpAddr, sync::Mutex, time::Instant};
 use axum::http::StatusCode;
 
 use super::error::ApiError;
-use crate::config::HttpSettings;
+use crate::{config::HttpSettings, protocol::OTHER_USER_MAX_TIMEOUT_SECS};
 
 /// Buckets are forgotten after this long unused, so the map cannot grow for ever.
 const FORGET_AFTER_SECS: f64 = 600.0;
@@ -89,10 +89,6 @@ impl RateLimiter {
 pub const OTHER_USER_MAX_PENDING: usize = 100;
 /// What another OS user's pending requests may weigh together (their JSON).
 pub const OTHER_USER_MAX_PENDING_BYTES: usize = 8 << 20;
-/// The longest another OS user's request waits: one it leaves (or that waits for
-/// ever) times out and becomes history that retention sweeps, instead of holding
-/// memory and the queue for good.
-pub const OTHER_USER_MAX_TIMEOUT_SECS: u64 = 24 * 3600;
 
 /// Lets `request`, made by another OS user, join the queue only within that user's
 /// share (count and bytes), its timeout held to a day. The user's own requests are
