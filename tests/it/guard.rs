@@ -572,6 +572,23 @@ fn an_agent_cannot_answer_its_own_questions_or_change_the_rules() {
             "{line}: {out:?}"
         );
     }
+    // Below a process named claude (Claude Code itself), nothing in the environment.
+    let claude = p.tmp.path().join("claude");
+    std::fs::copy("/bin/bash", &claude).unwrap();
+    let line = format!(
+        "{} rules add 'Bash(rm -rf:*)'; true",
+        crate::support::hitl_bin().display()
+    );
+    let out = std::process::Command::new(&claude)
+        .args(["-c", &line])
+        .current_dir(&p.dir)
+        .env("HITL_HOME", &p.home)
+        .env_remove("CLAUDECODE")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is Claude Code"), "{out:?}");
     assert_eq!(
         std::fs::read(&config).unwrap_or_default(),
         before,
