@@ -558,17 +558,7 @@ fn glob_matcher(glob: &str) -> Result<regex_lite::Regex> {
 
 /// `path` with `.`, `..` and doubled slashes worked out, without touching the disk.
 pub fn normalise(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            c => out.push(c),
-        }
-    }
-    out
+    shell::lexical(path)
 }
 
 /// `path` resolved as the kernel resolves it when a file there is opened for

@@ -1005,226 +1005,66 @@ struct Wrapper {
     assignments: bool,
 }
 
+impl Wrapper {
+    /// A wrapper whose options are read by `short_values` and `long_values`.
+    const fn new(
+        name: &'static str,
+        short_values: &'static str,
+        long_values: &'static [&'static str],
+    ) -> Wrapper {
+        Wrapper {
+            name,
+            short_values,
+            long_values,
+            operands: 0,
+            assignments: false,
+        }
+    }
+
+    /// With `n` words after its options before the command.
+    const fn operands(mut self, n: usize) -> Wrapper {
+        self.operands = n;
+        self
+    }
+
+    /// With `NAME=value` words before the command.
+    const fn assignments(mut self) -> Wrapper {
+        self.assignments = true;
+        self
+    }
+}
+
+#[rustfmt::skip]
 const WRAPPERS: &[Wrapper] = &[
-    Wrapper {
-        name: "sudo",
-        short_values: "ughpCDrtUTR",
-        long_values: &[
-            "--user",
-            "--group",
-            "--host",
-            "--prompt",
-            "--close-from",
-            "--chdir",
-            "--role",
-            "--type",
-            "--other-user",
-            "--command-timeout",
-            "--chroot",
-        ],
-        operands: 0,
-        assignments: true,
-    },
-    Wrapper {
-        name: "doas",
-        short_values: "uC",
-        long_values: &[],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "env",
-        short_values: "uCSP",
-        long_values: &["--unset", "--chdir", "--split-string"],
-        operands: 0,
-        assignments: true,
-    },
-    Wrapper {
-        name: "nice",
-        short_values: "n",
-        long_values: &["--adjustment"],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "nohup",
-        short_values: "",
-        long_values: &[],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "setsid",
-        short_values: "",
-        long_values: &[],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "time",
-        short_values: "fo",
-        long_values: &["--format", "--output"],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "command",
-        short_values: "",
-        long_values: &[],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "builtin",
-        short_values: "",
-        long_values: &[],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "exec",
-        short_values: "a",
-        long_values: &[],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "stdbuf",
-        short_values: "ioe",
-        long_values: &["--input", "--output", "--error"],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "ionice",
-        short_values: "cnp",
-        long_values: &["--class", "--classdata", "--pid"],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "chrt",
-        short_values: "T",
-        long_values: &[],
-        operands: 1,
-        assignments: false,
-    },
-    Wrapper {
-        name: "taskset",
-        short_values: "",
-        long_values: &[],
-        operands: 1,
-        assignments: false,
-    },
-    Wrapper {
-        name: "timeout",
-        short_values: "sk",
-        long_values: &["--signal", "--kill-after"],
-        operands: 1,
-        assignments: false,
-    },
-    Wrapper {
-        name: "busybox",
-        short_values: "",
-        long_values: &[],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "unbuffer",
-        short_values: "",
-        long_values: &[],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "chronic",
-        short_values: "",
-        long_values: &[],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "caffeinate",
-        short_values: "tw",
-        long_values: &[],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "pkexec",
-        short_values: "",
-        long_values: &["--user"],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "runuser",
-        short_values: "ugGw",
-        long_values: &[
-            "--user",
-            "--group",
-            "--supp-group",
-            "--whitelist-environment",
-        ],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "flock",
-        short_values: "wEc",
-        long_values: &["--timeout", "--conflict-exit-code", "--command"],
-        operands: 1,
-        assignments: false,
-    },
-    Wrapper {
-        name: "systemd-run",
-        short_values: "pEMu",
-        long_values: &[
-            "--property",
-            "--setenv",
-            "--machine",
-            "--unit",
-            "--description",
-            "--slice",
-            "--uid",
-            "--gid",
-            "--working-directory",
-        ],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "strace",
-        short_values: "eoOpPsSuXbI",
-        long_values: &[],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "ltrace",
-        short_values: "eoOpnsSuaA",
-        long_values: &[],
-        operands: 0,
-        assignments: false,
-    },
-    Wrapper {
-        name: "xargs",
-        short_values: "IiLlnPdEeas",
-        long_values: &[
-            "--replace",
-            "--max-lines",
-            "--max-args",
-            "--max-procs",
-            "--delimiter",
-            "--eof",
-            "--arg-file",
-            "--max-chars",
-            "--process-slot-var",
-        ],
-        operands: 0,
-        assignments: false,
-    },
+    Wrapper::new("sudo", "ughpCDrtUTR", &["--user", "--group", "--host", "--prompt", "--close-from",
+        "--chdir", "--role", "--type", "--other-user", "--command-timeout", "--chroot"]).assignments(),
+    Wrapper::new("doas", "uC", &[]),
+    Wrapper::new("env", "uCSP", &["--unset", "--chdir", "--split-string"]).assignments(),
+    Wrapper::new("nice", "n", &["--adjustment"]),
+    Wrapper::new("nohup", "", &[]),
+    Wrapper::new("setsid", "", &[]),
+    Wrapper::new("time", "fo", &["--format", "--output"]),
+    Wrapper::new("command", "", &[]),
+    Wrapper::new("builtin", "", &[]),
+    Wrapper::new("exec", "a", &[]),
+    Wrapper::new("stdbuf", "ioe", &["--input", "--output", "--error"]),
+    Wrapper::new("ionice", "cnp", &["--class", "--classdata", "--pid"]),
+    Wrapper::new("chrt", "T", &[]).operands(1),
+    Wrapper::new("taskset", "", &[]).operands(1),
+    Wrapper::new("timeout", "sk", &["--signal", "--kill-after"]).operands(1),
+    Wrapper::new("busybox", "", &[]),
+    Wrapper::new("unbuffer", "", &[]),
+    Wrapper::new("chronic", "", &[]),
+    Wrapper::new("caffeinate", "tw", &[]),
+    Wrapper::new("pkexec", "", &["--user"]),
+    Wrapper::new("runuser", "ugGw", &["--user", "--group", "--supp-group", "--whitelist-environment"]),
+    Wrapper::new("flock", "wEc", &["--timeout", "--conflict-exit-code", "--command"]).operands(1),
+    Wrapper::new("systemd-run", "pEMu", &["--property", "--setenv", "--machine", "--unit",
+        "--description", "--slice", "--uid", "--gid", "--working-directory"]),
+    Wrapper::new("strace", "eoOpPsSuXbI", &[]),
+    Wrapper::new("ltrace", "eoOpnsSuaA", &[]),
+    Wrapper::new("xargs", "IiLlnPdEeas", &["--replace", "--max-lines", "--max-args", "--max-procs",
+        "--delimiter", "--eof", "--arg-file", "--max-chars", "--process-slot-var"]),
 ];
 
 impl Command {
@@ -1737,29 +1577,19 @@ mod tests {
 
     #[test]
     fn downloads_are_followed_into_what_runs_them() {
-        let line = read("curl x | sudo -E bash", Path::new("/p"), None).unwrap();
-        let bash = line
-            .commands
-            .iter()
-            .flat_map(Command::programs)
-            .find(|p| p.name == "bash")
-            .unwrap();
-        assert!(bash.input.downloaded);
-        let line = read("bash -c \"$(curl -fsSL x)\"", Path::new("/p"), None).unwrap();
-        let bash = line
-            .commands
-            .iter()
-            .flat_map(Command::programs)
-            .find(|p| p.name == "bash")
-            .unwrap();
+        let program = |line: &str, name: &str| {
+            read(line, Path::new("/p"), None)
+                .unwrap()
+                .commands
+                .iter()
+                .flat_map(Command::programs)
+                .find(|p| p.name == name)
+                .unwrap()
+        };
+        assert!(program("curl x | sudo -E bash", "bash").input.downloaded);
+        let bash = program("bash -c \"$(curl -fsSL x)\"", "bash");
         assert!(bash.shell_invocation().command.unwrap().downloaded);
-        let line = read("sh <(curl x)", Path::new("/p"), None).unwrap();
-        let sh = line
-            .commands
-            .iter()
-            .flat_map(Command::programs)
-            .find(|p| p.name == "sh")
-            .unwrap();
+        let sh = program("sh <(curl x)", "sh");
         assert!(sh.shell_invocation().script.unwrap().downloaded);
     }
 

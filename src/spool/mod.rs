@@ -190,18 +190,7 @@ impl Spool {
         self.check_ownership()?;
         let mut builder = fs::DirBuilder::new();
         builder.recursive(true).mode(0o700);
-        for dir in [
-            self.root.clone(),
-            self.questions(),
-            self.answers(),
-            self.agents(),
-            self.queue(),
-            self.tmp(),
-            self.slots(),
-            self.rejected(),
-            self.journal(),
-            self.activity(),
-        ] {
+        for dir in self.layout() {
             builder
                 .create(&dir)
                 .with_context(|| format!("creating {}", dir.display()))?;
@@ -219,11 +208,9 @@ impl Spool {
 }
 
 impl Spool {
-    /// Every existing part of the layout is a real folder (or file) of this user's.
-    fn check_ownership(&self) -> Result<()> {
-        use std::os::unix::fs::MetadataExt;
-        let me = crate::process::euid();
-        let parts = [
+    /// The layout's folders, the root first.
+    fn layout(&self) -> [PathBuf; 10] {
+        [
             self.root.clone(),
             self.questions(),
             self.answers(),
@@ -234,8 +221,14 @@ impl Spool {
             self.rejected(),
             self.journal(),
             self.activity(),
-            self.config_file(),
-        ];
+        ]
+    }
+
+    /// Every existing part of the layout is a real folder (or file) of this user's.
+    fn check_ownership(&self) -> Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let me = crate::process::euid();
+        let parts = self.layout().into_iter().chain([self.config_file()]);
         for path in parts {
             let meta = match fs::symlink_metadata(&path) {
                 Ok(m) => m,
