@@ -195,6 +195,14 @@ enum Command {
     },
     /// Delete old history now, as the [history] settings say (the broker does it hourly).
     Gc(hitl::cmd::gc::GcOptions),
+    /// Print the API token (for `Authorization: Bearer`), or with --asker the
+    /// ask-only token: it creates requests and reads their answers, nothing else
+    /// (for agents run as another OS user).
+    Token {
+        /// The ask-only token.
+        #[arg(long)]
+        asker: bool,
+    },
     /// Print a one-time login link for the dashboard of the project's listener
     /// (the link printed at its start is spent once opened).
     Dashboard {
@@ -345,6 +353,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => runtime()?.block_on(hitl::cmd::inspect::history(db, id, limit, json))?,
         Command::Status { dir, json } => hitl::cmd::inspect::status(dir.as_ref(), json)?,
         Command::Gc(opts) => runtime()?.block_on(hitl::cmd::gc::run(opts))?,
+        Command::Token { asker } => hitl::cmd::token::run(asker)?,
         Command::Dashboard {
             dir,
             server,

@@ -11,3 +11,4 @@ pub mod inspect;
 pub mod listen;
 pub mod rules;
 pub mod serve;
+pub mod token;

@@ -99,6 +99,8 @@ enum Identity {
 pub struct Caller {
     /// It presented the right token.
     pub authenticated: bool,
+    /// It presented the ask-only token: it may create and poll.
+    pub asker: bool,
     /// It connects from loopback to a server bound to loopback.
     pub local: bool,
     /// Its connection.
@@ -110,9 +112,12 @@ impl Caller {
     pub fn require(&self, access: Access, state: &AppState) -> Result<(), ApiError> {
         let ok = match access {
             Access::Public => true,
-            Access::Agent => self.authenticated || (self.local && state.settings.open_loopback),
+            Access::Agent => {
+                self.authenticated || self.asker || (self.local && state.settings.open_loopback)
+            }
             Access::Poll => {
                 self.authenticated
+                    || self.asker
                     || (self.local
                         && state.settings.open_loopback
                         && self.peer.owner(state.local_addr) == Some(crate::process::euid()))
@@ -202,7 +207,20 @@ pub fn load_or_create_token(config_dir: &Path) -> Result<String> {
     {
         return Ok(t.trim().to_string());
     }
-    let path = config_dir.join("token");
+    load_or_create_secret(config_dir, "token")
+}
+
+/// The ask-only token (`asker-token` in `config_dir`, made 0600 if absent): it may
+/// create requests and read their answers, and nothing else. For agents run as
+/// another OS user, who must ask and hear back but never answer or change
+/// anything (README, security model).
+pub fn load_or_create_asker_token(config_dir: &Path) -> Result<String> {
+    load_or_create_secret(config_dir, "asker-token")
+}
+
+/// A random secret kept in `config_dir/name`, made (0600) if absent.
+fn load_or_create_secret(config_dir: &Path, name: &str) -> Result<String> {
+    let path = config_dir.join(name);
     match std::fs::read_to_string(&path) {
         Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
         Ok(_) => {}
@@ -220,7 +238,7 @@ pub fn load_or_create_token(config_dir: &Path) -> Result<String> {
         uuid::Uuid::new_v4().simple(),
         uuid::Uuid::new_v4().simple()
     );
-    let tmp = config_dir.join(format!(".token.{}", std::process::id()));
+    let tmp = config_dir.join(format!(".{name}.{}", std::process::id()));
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -337,8 +355,11 @@ pub async fn admit(
     let authenticated = from_query.is_some()
         || presented_token(&req).is_some_and(|t| same(t, &state.token))
         || cookie_value(&req, &cookie).is_some_and(|id| state.sessions.valid(id));
+    let asker =
+        !authenticated && presented_token(&req).is_some_and(|t| same(t, &state.asker_token));
     let caller = Caller {
         authenticated,
+        asker,
         local: state.loopback_bound && peer.addr.ip().is_loopback(),
         peer,
     };

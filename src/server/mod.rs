@@ -30,7 +30,7 @@ use std::{net::SocketAddr, sync::Arc, time::Instant};
 use anyhow::{Context, Result};
 use tokio::net::TcpListener;
 
-pub use auth::load_or_create_token;
+pub use auth::{load_or_create_asker_token, load_or_create_token};
 pub use deliver::{Deliverer, DeliveryStatus};
 
 use crate::{broker::BrokerHandle, config::HttpSettings, spool::Spool, store::Store};
@@ -43,6 +43,8 @@ pub struct AppState {
     pub store: Store,
     /// The token callers present.
     pub token: String,
+    /// The ask-only token: create and poll, nothing else.
+    pub asker_token: String,
     /// `[http]` settings.
     pub settings: HttpSettings,
     /// The server listens on loopback only (else every route needs the token).
@@ -80,12 +82,13 @@ impl AppState {
     /// The shared state of one server.
     pub fn new(
         backends: Backends,
-        token: String,
+        tokens: (String, String),
         settings: HttpSettings,
         local_addr: SocketAddr,
         logins: Arc<login::LoginCodes>,
         sessions: login::Sessions,
     ) -> Arc<AppState> {
+        let (token, asker_token) = tokens;
         let Backends {
             broker,
             store,
@@ -97,6 +100,7 @@ impl AppState {
             broker,
             store,
             token,
+            asker_token,
             settings,
             loopback_bound: local_addr.ip().is_loopback(),
             local_addr,
@@ -164,6 +168,8 @@ pub async fn start(
     let listener = bind(addr, fallback).await?;
     let local = listener.local_addr()?;
     let token = load_or_create_token(config_dir).context("making the API token")?;
+    let asker_token =
+        load_or_create_asker_token(config_dir).context("making the ask-only token")?;
     // Worked out (and any warning given) before the caller says it is ready.
     let limits = conn::ConnLimits {
         max_connections: conn::reserve_descriptors(settings.max_connections),
@@ -174,7 +180,7 @@ pub async fn start(
     let sessions = login::Sessions::load(Some(config_dir.join("sessions")));
     let state = AppState::new(
         backends,
-        token,
+        (token, asker_token),
         settings.clone(),
         local,
         logins.clone(),

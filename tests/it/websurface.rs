@@ -905,3 +905,65 @@ fn other_users_cannot_starve_or_fill_the_owners_listener() {
     eprintln!("listener RSS after the flood: {rss} MiB");
     assert!(rss < 150, "the listener holds {rss} MiB");
 }
+
+#[test]
+fn an_agent_run_as_another_user_asks_and_hears_back_with_the_ask_only_token() {
+    use std::io::BufRead;
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this check runs an agent as another OS user and needs root (CI runs as root)"
+    );
+    let p = Project::new();
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let base = p.http_url();
+    let out = p.run(&["token", "--asker"]);
+    assert!(out.status.success(), "{out:?}");
+    let asker = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert_eq!(asker.len(), 64);
+    assert_ne!(asker, p.token());
+    // The agent, as nobody: asks, tries to answer itself and to list, then waits.
+    let agent = format!(
+        "import json, urllib.request, urllib.error\n\
+         h = {{'Content-Type': 'application/json', 'Authorization': 'Bearer {asker}'}}\n\
+         def call(method, path, body=None):\n\
+         \x20   req = urllib.request.Request('{base}' + path, method=method, headers=h,\n\
+         \x20       data=None if body is None else json.dumps(body).encode())\n\
+         \x20   try:\n\
+         \x20       with urllib.request.urlopen(req) as r: return r.status, json.load(r)\n\
+         \x20   except urllib.error.HTTPError as e: return e.code, None\n\
+         s, made = call('POST', '/api/v1/requests', {{'content': 'Deploy?', 'type': 'approval'}})\n\
+         print(s, made['id'], flush=True)\n\
+         print('respond', call('POST', '/api/v1/requests/' + made['id'] + '/respond', {{'approved': True}})[0], flush=True)\n\
+         print('list', call('GET', '/api/v1/requests')[0], flush=True)\n\
+         s, got = call('GET', '/api/v1/requests/' + made['id'] + '/wait?timeout=30')\n\
+         print('wait', s, got['status'], flush=True)\n"
+    );
+    let mut child = std::process::Command::new("runuser")
+        .args(["-u", "nobody", "--", "python3", "-c", &agent])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = said.next().unwrap().unwrap();
+    let (status, id) = first.split_once(' ').unwrap();
+    assert_eq!(status, "201", "{first}");
+    assert_eq!(
+        said.next().unwrap().unwrap(),
+        "respond 401",
+        "it cannot answer"
+    );
+    assert_eq!(said.next().unwrap().unwrap(), "list 401", "nor list");
+    // The human answers; the agent hears it.
+    let out = p.run(&["answer", &format!("http:{id}"), "--approve"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(said.next().unwrap().unwrap(), "wait 200 answered");
+    let _ = child.wait();
+    // The master token is not for an agent's shell.
+    let out = p
+        .hitl()
+        .args(["token"])
+        .env("CLAUDECODE", "1")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+}
