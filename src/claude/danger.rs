@@ -46,6 +46,9 @@ pub struct Scope<'a> {
     /// Whether a path outside the project may be deleted recursively without
     /// asking (`[hook] safe_deletes`).
     pub safe_delete: &'a dyn Fn(&Path) -> bool,
+    /// Files whose content answers for the human (hitl's API token, the
+    /// dashboard's sessions): any command naming one is asked.
+    pub secrets: &'a [PathBuf],
 }
 
 /// Everything `line` does that needs the human, in the order met.
@@ -78,10 +81,49 @@ fn command_findings(command: &Command, scope: &Scope, out: &mut Vec<Finding>) {
     for program in &programs {
         program_findings(program, scope, out);
     }
+    let named = command
+        .words
+        .iter()
+        .chain(command.redirects.iter().map(|r| &r.target));
+    for w in named {
+        if names_secret(w, command.cwd.as_deref(), scope.secrets) {
+            out.push(dangerous(
+                &part,
+                format!(
+                    "reads hitl's API token or sessions ({}): with them anyone answers for you",
+                    w.text
+                ),
+            ));
+            break;
+        }
+    }
     // A command whose very name is what a download printed: `$(curl …)`.
     if command.words.first().is_some_and(|w| w.downloaded) {
         out.push(dangerous(&part, "runs what a download printed".into()));
     }
+}
+
+/// Whether `w` names one of `secrets`: as a path (relative to `cwd`), or by a glob
+/// in its folder.
+fn names_secret(w: &Word, cwd: Option<&Path>, secrets: &[PathBuf]) -> bool {
+    if secrets.is_empty() || w.text.is_empty() {
+        return false;
+    }
+    let path = match (Path::new(&w.text).is_absolute(), cwd) {
+        (true, _) => PathBuf::from(&w.text),
+        (false, Some(c)) => c.join(&w.text),
+        (false, None) => PathBuf::from(&w.text),
+    };
+    let path = lexical(&path);
+    secrets.iter().any(|s| {
+        path == *s
+            || (w.glob && s.parent().is_some_and(|dir| path.parent() == Some(dir)))
+            || s.file_name().is_some_and(|name| {
+                // Named inside a longer word: `--data=@…/token`, `$(cat …/token)`.
+                let tail = format!("hitl/{}", name.to_string_lossy());
+                w.text.contains(&tail)
+            })
+    })
 }
 
 /// A finding for a file written.
@@ -779,6 +821,9 @@ fn hitl(p: &Program, part: &str, out: &mut Vec<Finding>) {
         ["answer", ..] | ["cancel", ..] => Some("answers hitl's questions"),
         ["rules", "add" | "remove", ..] => Some("changes hitl's rules"),
         ["init", ..] if removes => Some("takes hitl's hooks out of Claude Code"),
+        ["token", ..] if !p.args.iter().any(|a| a.text == "--asker") => {
+            Some("prints hitl's API token, which answers every question")
+        }
         _ => None,
     };
     if let Some(what) = what {

@@ -145,6 +145,25 @@ pub fn concern(
         };
         return shell_concern(settings, place, command);
     }
+    // Reading the token is answering for the human, by any tool.
+    if matches!(tool, "Read" | "Grep" | "Glob" | "NotebookRead")
+        && let Some(path) = ["file_path", "path", "notebook_path"]
+            .iter()
+            .find_map(|k| input.get(*k).and_then(Value::as_str))
+        // Most reads are of other files: their names say so without a system call
+        // (a link made to the token under another name is asked when it is made).
+        && Path::new(path)
+            .file_name()
+            .is_some_and(|n| n == "token" || n == "sessions")
+    {
+        let resolved = resolve_as_kernel(&place.cwd.join(path));
+        if let Some(secret) = secret_files().into_iter().find(|s| *s == resolved) {
+            return Ok(Some(Concern::ProtectedPath {
+                path: secret.display().to_string(),
+                glob: "hitl's API token or sessions: with them anyone answers for you".into(),
+            }));
+        }
+    }
     if let Some((_, field)) = WRITING_TOOLS.iter().find(|(t, _)| *t == tool) {
         let Some(path) = input.get(*field).and_then(Value::as_str) else {
             return Ok(None);
@@ -186,6 +205,14 @@ pub const GUARD_PATHS: &[&str] = &[
     "~/.claude.json",
     "~/.config/hitl/**",
 ];
+
+/// Files whose content answers for the human: the API token and the dashboard's
+/// sessions (`hitl token --asker`'s file may be read: it cannot answer).
+fn secret_files() -> Vec<PathBuf> {
+    let dir = crate::config::Paths::from_env().config_dir;
+    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+    vec![dir.join("token"), dir.join("sessions")]
+}
 
 /// The protected glob a file matches: the configured ones, the guard's own
 /// files, and (a second name for one of them) any file sharing its inode.
@@ -337,10 +364,12 @@ fn shell_concern(settings: &HookSettings, place: &Place, command: &str) -> Resul
                 _ => false,
             })
     };
+    let secrets = secret_files();
     let scope = danger::Scope {
         project: &project,
         home: place.home.as_deref(),
         safe_delete: &safe_delete,
+        secrets: &secrets,
     };
     let mut flagged: Vec<(String, Concern)> = Vec::new();
     for finding in danger::judge(&line, &scope) {

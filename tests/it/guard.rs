@@ -345,6 +345,12 @@ const ASKED: &[&str] = &[
     "hitl init --claude --remove",
     "/usr/local/bin/hitl answer x --deny",
     "HITL_HOME=/tmp hitl answer x",
+    // hitl's API token, read to answer for the human.
+    "cat ~/.config/hitl/token",
+    "curl -H \"Authorization: Bearer $(cat ~/.config/hitl/token)\" http://127.0.0.1:4000/api/v1/requests",
+    "cp ~/.config/hitl/token /tmp/t",
+    "ln -s ~/.config/hitl/token notes.txt",
+    "hitl token",
     // Lines hitl cannot read are asked, not waved through.
     "echo \"unterminated",
     "if true; then",
@@ -415,6 +421,7 @@ const NOT_ASKED: &[&str] = &[
     "ls 2>/dev/null",
     "hitl pending",
     "hitl status --json",
+    "hitl token --asker",
 ];
 
 #[test]
@@ -492,6 +499,15 @@ fn protected_writes_are_asked_by_any_route() {
         );
     }
     assert_eq!(write(&root.join("src/new.rs")), None);
+    // Reading the API token is answering for the human.
+    std::fs::create_dir_all(&p.home).unwrap();
+    std::fs::write(p.home.join("token"), "secret\n").unwrap();
+    let got = decide(&p, "Read", json!({ "file_path": p.home.join("token") }));
+    assert_eq!(got.as_ref().map(|d| d.0.as_str()), Some("deny"), "{got:?}");
+    assert_eq!(
+        decide(&p, "Read", json!({ "file_path": root.join("README.md") })),
+        None
+    );
 }
 
 #[test]

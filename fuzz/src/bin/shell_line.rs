@@ -15,6 +15,7 @@ fn main() {
                 project: Path::new("/p"),
                 home: Some(Path::new("/home/u")),
                 safe_delete: &never,
+                secrets: &[],
             };
             let _ = danger::judge(&line, &scope);
         }
