@@ -244,10 +244,16 @@ impl Walker {
                 "commands are nested more than {MAX_DEPTH} deep"
             )));
         }
-        let program =
-            brush_parser::Parser::new(std::io::Cursor::new(text.as_bytes()), &self.options)
+        // Said at once, not after the parser's backtracking (see `unclosed`).
+        if unclosed_parentheses(text) > 3 {
+            return Err(unclosed());
+        }
+        let options = &self.options;
+        let program = unpanicked(|| {
+            brush_parser::Parser::new(std::io::Cursor::new(text.as_bytes()), options)
                 .parse_program()
-                .map_err(|e| Unreadable(format!("bash would not read it the same way: {e}")))?;
+        })?
+        .map_err(|e| Unreadable(format!("bash would not read it the same way: {e}")))?;
         for list in &program.complete_commands {
             self.compound_list(list)?;
         }
@@ -663,7 +669,17 @@ impl Walker {
     }
 
     fn heredoc(&mut self, raw: &str) -> Result<Word, Unreadable> {
-        let pieces = word::parse_heredoc(raw, &self.options)
+        // Quotes are text in a here-document: every parenthesis counts.
+        if raw
+            .matches('(')
+            .count()
+            .saturating_sub(raw.matches(')').count())
+            > 3
+        {
+            return Err(unclosed());
+        }
+        let options = &self.options;
+        let pieces = unpanicked(|| word::parse_heredoc(raw, options))?
             .map_err(|e| Unreadable(format!("a here-document does not read: {e}")))?;
         let mut out = Word::default();
         self.pieces(&pieces, raw, true, &mut out)?;
@@ -672,7 +688,11 @@ impl Walker {
 
     /// One word, as the command will receive it.
     fn word(&mut self, raw: &str) -> Result<Word, Unreadable> {
-        let pieces = word::parse(raw, &self.options)
+        if unclosed_parentheses(raw) > 3 {
+            return Err(unclosed());
+        }
+        let options = &self.options;
+        let pieces = unpanicked(|| word::parse(raw, options))?
             .map_err(|e| Unreadable(format!("the word {raw:?} does not read: {e}")))?;
         let mut out = Word::default();
         self.pieces(&pieces, raw, false, &mut out)?;
@@ -838,6 +858,65 @@ impl Walker {
             _ => None,
         };
     }
+}
+
+/// Why a text with parentheses opened and never closed is not read: a syntax error,
+/// through which the parser would backtrack every way of reading each one (22 of
+/// them took 0.15 s; 30 would take minutes).
+fn unclosed() -> Unreadable {
+    Unreadable("bash would not read it: parentheses are opened and never closed".into())
+}
+
+/// Runs the parser, a panic in it (an fd number past `i32`, `9999999999>`) taken
+/// as a line it cannot read: the guard asks instead of dying without an answer.
+fn unpanicked<T>(parse: impl FnOnce() -> T) -> Result<T, Unreadable> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(parse))
+        .map_err(|_| Unreadable("the shell parser gave up on it".into()))
+}
+
+/// How many `(` of `text` are never closed, outside quotes, escapes and comments
+/// (a here-document's text is counted too: a line with one may be asked).
+fn unclosed_parentheses(text: &str) -> usize {
+    let mut depth = 0usize;
+    let mut chars = text.chars().peekable();
+    let mut at_word_start = true;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '\'' => {
+                for d in chars.by_ref() {
+                    if d == '\'' {
+                        break;
+                    }
+                }
+            }
+            '"' => {
+                while let Some(d) = chars.next() {
+                    match d {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+            }
+            '#' if at_word_start => {
+                for d in chars.by_ref() {
+                    if d == '\n' {
+                        break;
+                    }
+                }
+            }
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        at_word_start = c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(');
+    }
+    depth
 }
 
 /// Marks `out` unknown, showing `shown` where its value would be.
@@ -1620,6 +1699,31 @@ mod tests {
     fn unreadable_lines_are_errors() {
         assert!(read("echo \"unterminated", Path::new("/p"), None).is_err());
         assert!(read("if true; then", Path::new("/p"), None).is_err());
+        // What the fuzzer found: an fd number the parser cannot hold (it panicked),
+        // and unclosed parentheses (it backtracked for ever).
+        assert!(read("echo 5555555555555555555555> .env", Path::new("/p"), None).is_err());
+        let started = std::time::Instant::now();
+        assert!(
+            read(
+                &format!("f(){}exec rm", "(".repeat(40)),
+                Path::new("/p"),
+                None
+            )
+            .is_err()
+        );
+        let heredoc = format!("psql <<EOF\necho $({}cu; f\nEOF\n", "(".repeat(30));
+        assert!(read(&heredoc, Path::new("/p"), None).is_err());
+        let word = format!("echo \"$({}x\"", "(".repeat(30));
+        assert!(read(&word, Path::new("/p"), None).is_err());
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert!(
+            read(
+                "echo '(((((' \"(((((\" \\(\\(\\(\\( # ((((",
+                Path::new("/p"),
+                None
+            )
+            .is_ok()
+        );
         let deep = format!("{}ls{}", "$(".repeat(40), ")".repeat(40));
         assert!(read(&deep, Path::new("/p"), None).is_err());
     }
