@@ -248,6 +248,9 @@ impl Walker {
         if unclosed_parentheses(text) > 3 {
             return Err(unclosed());
         }
+        if let Some(why) = lines_the_parser_loops_on(text) {
+            return Err(why);
+        }
         let options = &self.options;
         let program = unpanicked(|| {
             brush_parser::Parser::new(std::io::Cursor::new(text.as_bytes()), options)
@@ -865,6 +868,39 @@ impl Walker {
 /// them took 0.15 s; 30 would take minutes).
 fn unclosed() -> Unreadable {
     Unreadable("bash would not read it: parentheses are opened and never closed".into())
+}
+
+/// Text bash itself refuses that sends the parser round for ever (the fuzzer's
+/// finds): control characters other than tab and line breaks (a form feed after
+/// `<<`), and `<<` with no delimiter word after it (`$(cat << && x #)`). Shell
+/// written by an agent has neither.
+fn lines_the_parser_loops_on(text: &str) -> Option<Unreadable> {
+    if text
+        .chars()
+        .any(|c| (c.is_control() && !matches!(c, '\t' | '\n' | '\r')) || c == '\u{7f}')
+    {
+        return Some(Unreadable(
+            "it holds control characters a command line does not".into(),
+        ));
+    }
+    let mut rest = text;
+    while let Some(at) = rest.find("<<") {
+        let after = &rest[at + 2..];
+        if let Some(more) = after.strip_prefix('<') {
+            rest = more;
+            continue;
+        }
+        let word = after
+            .trim_start_matches('-')
+            .trim_start_matches([' ', '\t']);
+        if word.is_empty() || word.starts_with(['&', '|', ';', '<', '>', '(', ')', '\n', '#']) {
+            return Some(Unreadable(
+                "a here-document (<<) has no delimiter word".into(),
+            ));
+        }
+        rest = after;
+    }
+    None
 }
 
 /// Runs the parser, a panic in it (an fd number past `i32`, `9999999999>`) taken
@@ -1711,6 +1747,10 @@ mod tests {
             )
             .is_err()
         );
+        for hang in ["x $(cat <<\t && y #)z", "p <<\u{c}() { f "] {
+            assert!(read(hang, Path::new("/p"), None).is_err(), "{hang:?}");
+        }
+        assert!(read("cat <<-EOF\n\tx\nEOF\necho a<<<b", Path::new("/p"), None).is_ok());
         let heredoc = format!("psql <<EOF\necho $({}cu; f\nEOF\n", "(".repeat(30));
         assert!(read(&heredoc, Path::new("/p"), None).is_err());
         let word = format!("echo \"$({}x\"", "(".repeat(30));
