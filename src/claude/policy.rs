@@ -157,7 +157,10 @@ pub fn concern(
             .is_some_and(|n| n == "token" || n == "sessions")
     {
         let resolved = resolve_as_kernel(&place.cwd.join(path));
-        if let Some(secret) = secret_files().into_iter().find(|s| *s == resolved) {
+        if let Some(secret) = secret_files()
+            .into_iter()
+            .find(|s| resolve_as_kernel(s) == resolved)
+        {
             return Ok(Some(Concern::ProtectedPath {
                 path: secret.display().to_string(),
                 glob: "hitl's API token or sessions: with them anyone answers for you".into(),
@@ -209,8 +212,7 @@ pub const GUARD_PATHS: &[&str] = &[
 /// Files whose content answers for the human: the API token and the dashboard's
 /// sessions (`hitl token --asker`'s file may be read: it cannot answer).
 fn secret_files() -> Vec<PathBuf> {
-    let dir = crate::config::Paths::from_env().config_dir;
-    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+    let dir = shell::lexical(&crate::config::Paths::from_env().config_dir);
     vec![dir.join("token"), dir.join("sessions")]
 }
 

@@ -309,13 +309,7 @@ impl Walker {
         // Said at once, not after the parser's backtracking (see `unclosed`).
         // Counted with quotes (which may hide them) and without (which may be
         // unbalanced and hide the rest).
-        if unclosed_parentheses(text) > 3
-            || text
-                .matches('(')
-                .count()
-                .saturating_sub(text.matches(')').count())
-                > 12
-        {
+        if unclosed_parentheses(text) > 3 || plainly_unclosed(text) > 12 {
             return Err(unclosed());
         }
         if let Some(why) = lines_the_parser_loops_on(text) {
@@ -743,12 +737,7 @@ impl Walker {
 
     fn heredoc(&mut self, raw: &str) -> Result<Word, Unreadable> {
         // Quotes are text in a here-document: every parenthesis counts.
-        if raw
-            .matches('(')
-            .count()
-            .saturating_sub(raw.matches(')').count())
-            > 3
-        {
+        if plainly_unclosed(raw) > 3 {
             return Err(unclosed());
         }
         let options = &self.options;
@@ -971,6 +960,13 @@ fn lines_the_parser_loops_on(text: &str) -> Option<Unreadable> {
         rest = after;
     }
     None
+}
+
+/// How many more `(` than `)` `text` has, quotes or not.
+fn plainly_unclosed(text: &str) -> usize {
+    text.matches('(')
+        .count()
+        .saturating_sub(text.matches(')').count())
 }
 
 /// Runs the parser, a panic in it (an fd number past `i32`, `9999999999>`) taken
