@@ -385,7 +385,7 @@ fn ask_once(spool: &Spool, id: &str) -> f64 {
     wait.wait(
         Some(Instant::now() + Duration::from_secs(30)),
         Duration::from_secs(60),
-        || {},
+        || std::ops::ControlFlow::Continue(()),
     )
     .unwrap();
     let answer = fs::read(spool.answers().join(&name)).unwrap();

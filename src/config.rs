@@ -114,9 +114,11 @@ pub struct HookSettings {
     /// (the default for a tool call) or `permission`. AskUserQuestion is always asked
     /// as its questions, and a PermissionRequest as a permission.
     pub types: std::collections::BTreeMap<String, crate::protocol::Kind>,
-    /// When no human answers in time, or no listener runs, for a protected file or a
-    /// dangerous command: "deny", "ask" (Claude Code's own prompt) or "none" (no
-    /// opinion).
+    /// When no human answers (no listener runs, nobody is at any of its UIs, the
+    /// listener stopped or the last person left while the hook waited, or no answer
+    /// in time), for a protected file or a dangerous command: "ask" (Claude Code's
+    /// own prompt, the default), "deny" (for unattended runs, where nobody would see
+    /// that prompt) or "none" (no opinion).
     pub unanswered_dangerous: Unanswered,
     /// The same for everything else asked (decision tools, permission requests).
     pub unanswered_other: Unanswered,
@@ -205,7 +207,7 @@ impl Default for HookSettings {
             .into_iter()
             .collect(),
             types: Default::default(),
-            unanswered_dangerous: Unanswered::Deny,
+            unanswered_dangerous: Unanswered::Ask,
             unanswered_other: Unanswered::None,
             allow: Vec::new(),
         }
@@ -508,9 +510,11 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # timeouts = { AskUserQuestion = 300, EnterPlanMode = 60 }
 # The request type per tool: "approval" (the default) or "permission".
 # types = { Bash = "permission" }
-# Unanswered in time, or no listener: "deny", "ask" (Claude Code's own prompt) or
-# "none" (no opinion); for protected files and dangerous commands, and for the rest.
-# unanswered_dangerous = "deny"
+# When no human answers (no listener, nobody at its prompt or dashboard, no answer
+# in time): "ask" (Claude Code's own prompt), "deny" (for unattended runs such as
+# bypassPermissions or CI, where nobody sees that prompt) or "none" (no opinion);
+# for protected files and dangerous commands, and for the rest.
+# unanswered_dangerous = "ask"
 # unanswered_other = "none"
 # "Always allow this here": calls these rules cover are allowed without asking.
 # Added when you approve with "always", or by `hitl rules add`; `hitl rules` lists

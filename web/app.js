@@ -233,7 +233,9 @@ function setLink(text) {
 
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
-  socket = new WebSocket(`${scheme}://${location.host}/api/v1/stream`);
+  // attend=dashboard: while this page is connected a human counts as present, so
+  // hooks wait for answers here instead of leaving calls to Claude Code.
+  socket = new WebSocket(`${scheme}://${location.host}/api/v1/stream?attend=dashboard`);
   socket.addEventListener("open", () => {
     retry = 500;
     setLink("live");

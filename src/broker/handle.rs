@@ -9,7 +9,10 @@ use std::sync::Arc;
 
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use super::{AskError, BrokerStats, Change, PendingRequest, RespondError};
+use super::{
+    AskError, BrokerStats, Change, PendingRequest, RespondError,
+    presence::{Attendance, Presence},
+};
 use crate::{
     protocol::{Answer, Origin, Reply, Request, Status},
     store::{NewEvent, Outcome, StoreMsg, StoreOp, StoreSender},
@@ -70,6 +73,7 @@ pub struct BrokerHandle {
     commands: mpsc::UnboundedSender<Command>,
     changes: broadcast::Sender<Change>,
     store: StoreSender,
+    presence: Presence,
 }
 
 impl BrokerHandle {
@@ -82,7 +86,19 @@ impl BrokerHandle {
             commands,
             changes,
             store,
+            presence: Presence::new(),
         }
+    }
+
+    /// Marks a UI of `kind` (`terminal`, `dashboard`, …) as putting questions in
+    /// front of a person until the guard is dropped (see [`super::presence`]).
+    pub fn attend(&self, kind: &str) -> Attendance {
+        self.presence.attend(kind)
+    }
+
+    /// Who is present to answer.
+    pub fn presence(&self) -> &Presence {
+        &self.presence
     }
 
     /// Sends a command that answers on a oneshot, and waits for it.

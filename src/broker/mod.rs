@@ -22,6 +22,7 @@
 
 mod activity;
 mod handle;
+pub mod presence;
 mod queue;
 mod snapshot;
 mod spool;

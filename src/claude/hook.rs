@@ -11,6 +11,7 @@
 
 use std::{
     io::{Read, Write},
+    ops::ControlFlow,
     path::{Path, PathBuf},
 };
 
@@ -31,8 +32,11 @@ use crate::{
     spool::{self, ListenerInfo, Spool, ask::Asked},
 };
 
-/// How often the hook's wait wakes with nothing to do (it has no chores).
-const ASK_TICK: std::time::Duration = std::time::Duration::from_secs(3600);
+/// How often a waiting hook looks at whether anyone will still answer (the listener
+/// runs, a human is present): a hook whose listener stopped, or whose last human
+/// left, hands the call back to Claude Code within about this (plus the
+/// listener's `ABSENCE_GRACE` for a departure).
+const ASK_TICK: std::time::Duration = std::time::Duration::from_millis(150);
 
 /// The largest hook input read (a Write's content can be big; past this a tool
 /// call is left to Claude Code's own prompt rather than read without bound).
@@ -288,12 +292,8 @@ pub(crate) fn prepare(
             "no hitl project here (run `hitl init`)",
         ));
     };
-    if ListenerInfo::running(&spool).is_none() {
-        return decided(when_unanswered(
-            unanswered,
-            &concern,
-            "no hitl listener runs for this project",
-        ));
+    if let Err(why) = someone_answers(&spool) {
+        return decided(when_unanswered(unanswered, &concern, why));
     }
     // Only now: working out who asks walks the process tree.
     let mut request =
@@ -551,12 +551,22 @@ impl Question {
             pid: me.pid,
             start_time: Some(me.start_time),
         });
-        let asked = spool::ask::ask(&self.spool, &request, self.fsync, ASK_TICK, |_| {});
+        let mut gone = "";
+        let asked = spool::ask::ask(&self.spool, &request, self.fsync, ASK_TICK, |_| {
+            match someone_answers(&self.spool) {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(why) => {
+                    gone = why;
+                    ControlFlow::Break(())
+                }
+            }
+        });
         match asked {
             Ok(Asked::Answered(answer)) => self.conclude(Ok(Some(*answer))),
             Ok(Asked::TimedOut) => {
                 when_unanswered(self.unanswered, &self.concern, "no answer in time")
             }
+            Ok(Asked::GaveUp) => when_unanswered(self.unanswered, &self.concern, gone),
             Ok(Asked::Interrupted(_)) => self.conclude(Ok(None)),
             Err(e) => self.conclude(Err(e)),
         }
@@ -671,6 +681,19 @@ impl Question {
                 (format!("; the rule {rule} could not be kept: {e:#}"), None)
             }
         }
+    }
+}
+
+/// Whether a question asked in `spool` now would be answered by a person: its
+/// listener runs and someone is at one of its UIs. If not, why not, in words for
+/// the user.
+fn someone_answers(spool: &Spool) -> Result<(), &'static str> {
+    match ListenerInfo::running(spool) {
+        None => Err("no hitl listener runs for this project"),
+        Some(info) if info.present.is_empty() => Err(
+            "nobody is at hitl to answer (no prompt, dashboard or other UI attached to its listener)",
+        ),
+        Some(_) => Ok(()),
     }
 }
 

@@ -192,6 +192,7 @@ pub fn run(opts: AskOptions) -> Result<u8> {
         if tick.is_multiple_of(HEARTBEAT_TICKS) {
             let _ = agents::record_heartbeat(&spool, &who);
         }
+        std::ops::ControlFlow::Continue(())
     })?;
     match asked {
         Asked::Answered(answer) => {
@@ -206,7 +207,7 @@ pub fn run(opts: AskOptions) -> Result<u8> {
             );
             Ok(EXIT_TIMEOUT)
         }
-        Asked::Interrupted(_) => {
+        Asked::Interrupted(_) | Asked::GaveUp => {
             eprintln!("hitl: interrupted; question {} withdrawn", request.id);
             Ok(EXIT_INTERRUPTED)
         }

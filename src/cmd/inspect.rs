@@ -384,6 +384,15 @@ pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
         }
         None => println!("listener: not running (start one with `hitl listen`)"),
     }
+    if let Some(info) = &listener {
+        match info.present.as_slice() {
+            [] => println!(
+                "present:  nobody (hooks leave calls to Claude Code's own prompts; \
+                 `hitl dashboard --open` or a terminal prompt takes them)"
+            ),
+            present => println!("present:  {}", crate::broker::presence::describe(present)),
+        }
+    }
     let origins: Vec<String> = by_origin.iter().map(|(o, n)| format!("{n} {o}")).collect();
     match origins.len() {
         0 | 1 => println!("pending:  {}", pending.len()),

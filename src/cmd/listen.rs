@@ -54,6 +54,11 @@ pub struct ListenOptions {
     /// approved). For demos, tests and benchmarks only.
     #[arg(long, value_name = "TEXT")]
     pub auto_answer: Option<String>,
+    /// Count a human as present even with no prompt or dashboard attached, so hooks
+    /// wait for an answer instead of leaving the call to Claude Code (for when you
+    /// answer with `hitl answer` or a script).
+    #[arg(long)]
+    pub attended: bool,
 }
 
 /// Holds a project's `.listener.pid` lock; removes the pid files when dropped.
@@ -172,30 +177,51 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
                 "hitl: WARNING: --auto-answer is on: every question is answered {text:?} \
                  (yes/no: yes, select: first option, approvals: approved) without a human"
             );
-            // The broker's own rule (see `BrokerOptions::auto_answer`): no responder.
-            Box::new(|_| tokio::spawn(std::future::pending::<()>()))
+            // The broker's own rule (see `BrokerOptions::auto_answer`), which answers
+            // at once: present for as long as it runs.
+            attending("auto-answer")
         }
         (None, UiKind::Terminal) => Box::new(|h| tokio::spawn(ui::terminal::run(h))),
         (None, UiKind::None) => Box::new(|_| tokio::spawn(std::future::pending::<()>())),
     };
+    let mut responders = vec![responder];
+    if opts.attended {
+        responders.push(attending("attended"));
+    }
     let mut daemon = daemon::start(DaemonOptions {
         spools: spools.clone(),
         db_url: db_url.clone(),
         settings,
         http,
         config_dir: paths.config_dir.clone(),
-        responders: vec![responder],
+        responders,
         auto_answer: opts.auto_answer.clone(),
     })
     .await?;
     let http_url = daemon.http_addr.map(|a| format!("http://{a}"));
 
     let projects: Vec<PathBuf> = spools.iter().map(|s| s.project().to_path_buf()).collect();
+    let mut presence = daemon.handle.presence().watch();
+    let mut info = ListenerInfo::new(&projects, http_url.as_deref());
+    info.present = presence.borrow_and_update().clone();
     for s in &spools {
-        ListenerInfo::new(&projects, http_url.as_deref())
-            .write(s)
+        info.write(s)
             .with_context(|| format!("writing {}", s.listener_info_file().display()))?;
     }
+    // Hooks read who is present from the file: kept true as UIs come and go.
+    let presence_task = tokio::spawn({
+        let spools = spools.clone();
+        async move {
+            while presence.changed().await.is_ok() {
+                info.present = presence.borrow_and_update().clone();
+                for s in &spools {
+                    if let Err(e) = info.write(s) {
+                        tracing::warn!("writing {}: {e}", s.listener_info_file().display());
+                    }
+                }
+            }
+        }
+    });
     let names: Vec<String> = projects.iter().map(|p| p.display().to_string()).collect();
     eprintln!(
         "hitl: listening on {} (history: {})",
@@ -220,9 +246,24 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
         r = daemon.crashed() => return r,
     }
     eprintln!("hitl: stopping; pending questions stay queued for the next start");
+    // Hooks waiting on us step aside at once rather than notice we are gone.
+    presence_task.abort();
+    for s in &spools {
+        let _ = std::fs::remove_file(s.listener_info_file());
+    }
     daemon.stop().await;
     drop(locks);
     Ok(())
+}
+
+/// A responder that only marks a human as present while the listener runs.
+fn attending(kind: &'static str) -> daemon::Responder {
+    Box::new(move |h| {
+        tokio::spawn(async move {
+            let _attendance = h.attend(kind);
+            std::future::pending::<()>().await
+        })
+    })
 }
 
 /// The signals that stop the listener, caught from the moment this is made.

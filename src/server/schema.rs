@@ -276,8 +276,16 @@ pub fn detail(method: &str, path: &str) -> Option<Detail> {
             also_ok: &[202],
             ..d(200, None)
         },
-        ("GET", "/stream") | ("GET", "/api/v1/stream") => Detail {
+        ("GET", "/stream") => Detail {
             errors: &[400, 405, 426],
+            ..d(101, None)
+        },
+        ("GET", "/api/v1/stream") => Detail {
+            errors: &[400, 405, 426],
+            query: &[(
+                "attend",
+                r#"{"type": "string", "pattern": "^[a-z][a-z0-9-]{0,31}$", "description": "This connection is a UI a person answers in (the dashboard says attend=dashboard): while it is open a human counts as present, and hooks wait for answers instead of leaving calls to Claude Code."}"#,
+            )],
             ..d(101, None)
         },
         ("POST", "/api/v1/requests") => Detail {

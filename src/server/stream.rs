@@ -6,11 +6,13 @@ use std::sync::Arc;
 
 use axum::{
     extract::{
-        State,
+        Query, State,
+        rejection::QueryRejection,
         ws::{Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection},
     },
     response::Response,
 };
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
@@ -66,15 +68,44 @@ pub async fn seed_stream(
     }))
 }
 
+/// `GET /api/v1/stream`'s query.
+#[derive(Debug, Deserialize)]
+pub struct StreamQuery {
+    /// The kind of UI a person answers in over this connection (`dashboard`): a
+    /// human is present while it stays open (`broker::presence`).
+    attend: Option<String>,
+}
+
+/// Whether `kind` names a kind of UI: short, lower case, no spaces.
+fn is_kind_name(kind: &str) -> bool {
+    kind.len() <= 32
+        && kind.starts_with(|c: char| c.is_ascii_lowercase())
+        && kind
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
 /// `GET /api/v1/stream`.
 pub async fn changes_stream(
     State(state): State<Arc<AppState>>,
+    query: Result<Query<StreamQuery>, QueryRejection>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    if let Some(kind) = &query.attend
+        && !is_kind_name(kind)
+    {
+        return Err(ApiError::bad_request(format!(
+            "attend={kind:?} is not a kind of UI (lower-case letters, digits and -, up to 32)"
+        )));
+    }
     let ws = upgrade(ws)?;
     let mut changes = state.broker.subscribe();
     let pending = state.broker.pending().await;
+    let broker = state.broker.clone();
     Ok(ws.on_upgrade(move |mut socket: WebSocket| async move {
+        // Held for as long as the page is connected.
+        let _attendance = query.attend.as_deref().map(|kind| broker.attend(kind));
         let snapshot = snapshot(&pending);
         if send(&mut socket, snapshot).await.is_err() {
             return;

@@ -5,6 +5,7 @@
 //! more than a question from a script and outlives a restarted listener the same way.
 
 use std::{
+    ops::ControlFlow,
     path::Path,
     time::{Duration, Instant},
 };
@@ -29,18 +30,21 @@ pub enum Asked {
     TimedOut,
     /// A signal (SIGINT, SIGTERM, SIGHUP) stopped the wait; the question was withdrawn.
     Interrupted(Signal),
+    /// The asker's tick said to stop; the question was withdrawn.
+    GaveUp,
 }
 
 /// Asks `request` in `spool` and waits for its end. The wait gives up at the
 /// request's own timeout (the broker times it out at the same moment, a little
-/// later). `on_tick(n)` runs every `tick` while waiting, `n` counting from 1.
+/// later). `on_tick(n)` runs every `tick` while waiting, `n` counting from 1, and
+/// may give up the wait.
 /// Errors: the question could not be written, or its answer file could not be read.
 pub fn ask(
     spool: &Spool,
     request: &Request,
     fsync: bool,
     tick: Duration,
-    mut on_tick: impl FnMut(u64),
+    mut on_tick: impl FnMut(u64) -> ControlFlow<()>,
 ) -> Result<Asked> {
     let name = format!("{}.json", request.id);
     let question = spool.questions().join(&name);
@@ -70,6 +74,7 @@ pub fn ask(
         WaitOutcome::Appeared => None,
         WaitOutcome::TimedOut => Some(Asked::TimedOut),
         WaitOutcome::Interrupted(sig) => Some(Asked::Interrupted(sig)),
+        WaitOutcome::Stopped => Some(Asked::GaveUp),
     };
     if withdrawn.is_some() {
         // Withdraw first, then look once more: an answer written in the meantime wins.

@@ -25,6 +25,10 @@ pub struct ListenerInfo {
     pub http: Option<String>,
     /// Reserved for a local socket.
     pub socket: Option<String>,
+    /// Who is at a UI to answer now (`[["terminal", 1], ["dashboard", 2]]`); empty:
+    /// nobody, and hooks leave their calls to Claude Code (see `broker::presence`).
+    #[serde(default)]
+    pub present: Vec<(String, usize)>,
 }
 
 impl ListenerInfo {
@@ -39,6 +43,7 @@ impl ListenerInfo {
             projects: projects.to_vec(),
             http: http.map(str::to_string),
             socket: None,
+            present: Vec::new(),
         }
     }
 

@@ -24,6 +24,7 @@
 
 use std::{
     io,
+    ops::ControlFlow,
     os::fd::AsFd,
     path::{Path, PathBuf},
     time::{Duration, Instant},
@@ -48,6 +49,8 @@ pub enum WaitOutcome {
     TimedOut,
     /// SIGINT, SIGTERM or SIGHUP arrived.
     Interrupted(Signal),
+    /// The tick said to stop waiting.
+    Stopped,
 }
 
 /// How long the wait relies on being nudged before it sets up inotify.
@@ -161,12 +164,13 @@ impl AnswerWait {
     }
 
     /// Waits until the file exists, the deadline passes or a signal arrives. `on_tick`
-    /// runs every `tick` while waiting (the agent's heartbeat).
+    /// runs every `tick` while waiting (the agent's heartbeat, a look at whether
+    /// anyone will answer) and may end the wait.
     pub fn wait(
         &mut self,
         deadline: Option<Instant>,
         tick: Duration,
-        mut on_tick: impl FnMut(),
+        mut on_tick: impl FnMut() -> ControlFlow<()>,
     ) -> io::Result<WaitOutcome> {
         let mut next_tick = Instant::now() + tick;
         let mut poll_interval = Duration::from_millis(2);
@@ -181,7 +185,9 @@ impl AnswerWait {
                 return Ok(WaitOutcome::TimedOut);
             }
             if now >= next_tick {
-                on_tick();
+                if on_tick().is_break() {
+                    return Ok(WaitOutcome::Stopped);
+                }
                 next_tick = now + tick;
             }
             if let Watch::Nudge(until) = self.watch

@@ -11,7 +11,7 @@ use std::io::{BufRead, Write};
 use tokio::sync::{broadcast::error::RecvError, mpsc};
 
 use crate::{
-    broker::{Activity, BrokerHandle, Change, PendingRequest},
+    broker::{Activity, BrokerHandle, Change, PendingRequest, presence::Attendance},
     protocol::{
         FormQuestion, Kind, Reply, Request,
         text::{visible, visible_line},
@@ -23,11 +23,15 @@ pub const RESPONDER: &str = "terminal";
 
 const RULE: &str = "============================================================";
 
-fn stdin_lines() -> mpsc::UnboundedReceiver<String> {
+/// Lines typed, read on a thread of their own. The prompt counts as a human present
+/// for as long as its input is open (`attendance` goes with the thread): a listener
+/// started with its input closed, as a service is, has nobody at its prompt.
+fn stdin_lines(attendance: Attendance) -> mpsc::UnboundedReceiver<String> {
     let (tx, rx) = mpsc::unbounded_channel();
     std::thread::Builder::new()
         .name("stdin".into())
         .spawn(move || {
+            let _attendance = attendance;
             let stdin = std::io::stdin();
             let mut lock = stdin.lock();
             let mut buf = Vec::new();
@@ -203,7 +207,7 @@ fn read_line(line: &str, r: &Request, form: &mut Vec<String>) -> Result<Option<R
 
 /// Runs the prompt until the broker stops.
 pub async fn run(handle: BrokerHandle) {
-    let mut lines = stdin_lines();
+    let mut lines = stdin_lines(handle.attend("terminal"));
     let mut changes = handle.subscribe();
     let mut out = std::io::stdout();
     let mut stdin_open = true;

@@ -1,5 +1,5 @@
 //! The guard as an attacker meets it: the real `hitl hook pre-tool-use`, run as
-//! Claude Code runs it, with no listener (so a flagged call is denied), on command
+//! Claude Code runs it, with no listener (so a flagged call gets `ask`: Claude Code's own prompt), on command
 //! lines reworded every way the shell allows, on writes around the protected list,
 //! and on input that does not read.
 
@@ -100,7 +100,7 @@ fn bash(p: &Project, command: &str) -> Option<(String, String)> {
     decide(p, "Bash", json!({ "command": command }))
 }
 
-/// Lines that must be asked (denied here, with no listener to ask).
+/// Lines that must be asked (with no listener to ask, left to Claude Code's own prompt).
 const ASKED: &[&str] = &[
     // rm, reworded every way the shell allows.
     r"\rm -rf /",
@@ -431,7 +431,7 @@ fn reworded_dangerous_lines_are_asked_and_look_alikes_are_not() {
     let mut wrong = Vec::new();
     for line in ASKED {
         match bash(&p, line) {
-            Some((d, _)) if d == "deny" => {}
+            Some((d, _)) if d == "ask" => {}
             other => wrong.push(format!("ASKED {line:?} got {other:?}")),
         }
     }
@@ -458,8 +458,8 @@ fn configured_safe_deletes_and_rules_are_not_asked() {
     let (d, reason) = bash(&p, "git push --force-with-lease origin main").unwrap();
     assert_eq!(d, "allow", "{reason}");
     // The rule covers only what it names.
-    assert_eq!(bash(&p, "git push --force origin main").unwrap().0, "deny");
-    assert_eq!(bash(&p, "rm -rf ./src").unwrap().0, "deny");
+    assert_eq!(bash(&p, "git push --force origin main").unwrap().0, "ask");
+    assert_eq!(bash(&p, "rm -rf ./src").unwrap().0, "ask");
 }
 
 #[test]
@@ -471,7 +471,7 @@ fn protected_writes_are_asked_by_any_route() {
     std::fs::create_dir_all(root.join(".github/workflows/d")).unwrap();
     std::os::unix::fs::symlink(root.join(".github/workflows/d"), root.join("L")).unwrap();
     let got = write(&root.join("L/../deploy.yml"));
-    assert_eq!(got.as_ref().map(|d| d.0.as_str()), Some("deny"), "{got:?}");
+    assert_eq!(got.as_ref().map(|d| d.0.as_str()), Some("ask"), "{got:?}");
     // A second name of a protected file.
     std::fs::hard_link(root.join(".env"), root.join("notes.txt")).unwrap();
     let got = decide(
@@ -479,7 +479,7 @@ fn protected_writes_are_asked_by_any_route() {
         "Edit",
         json!({ "file_path": root.join("notes.txt"), "old_string": "x", "new_string": "y" }),
     );
-    assert_eq!(got.as_ref().map(|d| d.0.as_str()), Some("deny"), "{got:?}");
+    assert_eq!(got.as_ref().map(|d| d.0.as_str()), Some("ask"), "{got:?}");
     assert!(got.unwrap().1.contains(".env"));
     // The guard's own files, whatever protected_paths says.
     p.project_config("[hook]\nprotected_paths = []\n");
@@ -494,7 +494,7 @@ fn protected_writes_are_asked_by_any_route() {
         let got = write(&path);
         assert_eq!(
             got.as_ref().map(|d| d.0.as_str()),
-            Some("deny"),
+            Some("ask"),
             "{path:?}: {got:?}"
         );
     }
@@ -503,7 +503,7 @@ fn protected_writes_are_asked_by_any_route() {
     std::fs::create_dir_all(&p.home).unwrap();
     std::fs::write(p.home.join("token"), "secret\n").unwrap();
     let got = decide(&p, "Read", json!({ "file_path": p.home.join("token") }));
-    assert_eq!(got.as_ref().map(|d| d.0.as_str()), Some("deny"), "{got:?}");
+    assert_eq!(got.as_ref().map(|d| d.0.as_str()), Some("ask"), "{got:?}");
     assert_eq!(
         decide(&p, "Read", json!({ "file_path": root.join("README.md") })),
         None

@@ -113,7 +113,7 @@ fn a_call_no_rule_names_gets_no_opinion() {
 }
 
 #[test]
-fn without_a_listener_danger_is_denied_and_the_rest_left_alone() {
+fn without_a_listener_danger_goes_to_claude_codes_prompt_and_the_rest_is_left_alone() {
     let p = Project::new();
     let out = hook(
         &p,
@@ -122,7 +122,7 @@ fn without_a_listener_danger_is_denied_and_the_rest_left_alone() {
     )
     .expect("a dangerous command gets a decision");
     let (verdict, reason) = decision(&out);
-    assert_eq!(verdict, "deny");
+    assert_eq!(verdict, "ask");
     assert!(
         reason.contains("rm -rf /") && reason.contains("no hitl listener"),
         "{reason}"
@@ -185,7 +185,7 @@ fn answer_and_read(p: &Project, child: Child, q: &Value, args: &[&str]) -> Value
 #[test]
 fn a_protected_write_is_asked_and_a_denial_comes_back_with_its_comment() {
     let p = Project::new();
-    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let _listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
     let path = p.dir.join("sub/../.env");
     let child = spawn_hook(
         &p,
@@ -213,7 +213,7 @@ fn a_protected_write_is_asked_and_a_denial_comes_back_with_its_comment() {
 #[test]
 fn a_dangerous_command_approved_elsewhere_is_allowed() {
     let p = Project::new();
-    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let _listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
     let child = spawn_hook(
         &p,
         "pre-tool-use",
@@ -262,7 +262,7 @@ fn a_dangerous_command_approved_elsewhere_is_allowed() {
 #[test]
 fn a_hook_asks_through_the_spool_so_a_listener_without_http_answers_it() {
     let p = Project::new();
-    let _listener = p.listen(&["--no-http"]);
+    let _listener = p.listen(&["--attended", "--no-http"]);
     let child = spawn_hook(
         &p,
         "pre-tool-use",
@@ -289,7 +289,7 @@ fn a_hook_asks_through_the_spool_so_a_listener_without_http_answers_it() {
 #[test]
 fn a_hook_stopped_by_claude_code_withdraws_its_question() {
     let p = Project::new();
-    let _listener = p.listen(&["--no-http"]);
+    let _listener = p.listen(&["--attended", "--no-http"]);
     let child = spawn_hook(
         &p,
         "pre-tool-use",
@@ -304,7 +304,7 @@ fn a_hook_stopped_by_claude_code_withdraws_its_question() {
     .unwrap();
     let got = finish(wait_output(child, Duration::from_secs(30))).expect("a decision");
     let (verdict, reason) = decision(&got);
-    assert_eq!(verdict, "deny", "dangerous, unanswered: {got}");
+    assert_eq!(verdict, "ask", "dangerous, unanswered: {got}");
     assert!(reason.contains("withdrawn"), "{reason}");
     p.wait_pending(0, Duration::from_secs(10));
     crate::support::eventually("history says withdrawn", Duration::from_secs(5), || {
@@ -317,7 +317,7 @@ fn a_hook_stopped_by_claude_code_withdraws_its_question() {
 #[test]
 fn a_permission_request_is_answered_in_its_own_format() {
     let p = Project::new();
-    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let _listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
     let mut input = permission_request(&p, "npm install left-pad");
     input["permission_suggestions"] = json!([{ "type": "addRules",
         "rules": [{ "toolName": "Bash", "ruleContent": "npm install left-pad" }],
@@ -348,8 +348,8 @@ fn a_permission_request_is_answered_in_its_own_format() {
 #[test]
 fn unanswered_in_time_follows_the_policy() {
     let p = Project::new();
-    p.project_config("[hook]\ntimeout = 1\nunanswered_dangerous = \"ask\"\n");
-    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    p.project_config("[hook]\ntimeout = 1\nunanswered_dangerous = \"deny\"\n");
+    let _listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
     let got = hook(
         &p,
         "pre-tool-use",
@@ -361,7 +361,7 @@ fn unanswered_in_time_follows_the_policy() {
     )
     .unwrap();
     let (verdict, reason) = decision(&got);
-    assert_eq!(verdict, "ask", "{got}");
+    assert_eq!(verdict, "deny", "{got}");
     assert!(reason.contains("no answer in time"), "{reason}");
 }
 
@@ -439,7 +439,7 @@ fn init_claude_merges_the_hooks_that_then_run_and_remove_takes_them_out() {
         .write_all(input.to_string().as_bytes())
         .unwrap();
     let got = finish(wait_output(child, Duration::from_secs(30))).unwrap();
-    assert_eq!(decision(&got).0, "deny", "no listener: danger denied");
+    assert_eq!(decision(&got).0, "ask", "no listener: Claude Code's own prompt");
 
     let out = p.run(&["init", "--claude", "--remove"]);
     assert!(out.status.success(), "{out:?}");
@@ -501,29 +501,29 @@ fn broken_settings_leave_the_call_to_claude_codes_own_prompt() {
 }
 
 #[test]
-fn a_hook_question_outlives_its_listener_killed_and_restarted_elsewhere() {
+fn a_hook_whose_listener_is_killed_hands_the_call_back_and_withdraws_its_question() {
     let p = Project::new();
-    let listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
     let child = spawn_hook(
         &p,
         "pre-tool-use",
         &pre_tool_use(&p, "Bash", json!({ "command": "git reset --hard HEAD~1" })),
     );
-    let first = hook_question(&p);
+    hook_question(&p);
     listener.signal(nix::sys::signal::Signal::SIGKILL);
-    // Another port: the question file waits in the spool for whichever listener is next.
-    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
-    let again = hook_question(&p);
-    assert_eq!(again["id"], first["id"], "the same question, queued again");
-    assert_eq!(again["origin"], "hook");
-    let got = answer_and_read(&p, child, &again, &["--approve"]);
-    assert_eq!(decision(&got).0, "allow", "{got}");
+    let got = finish(wait_output(child, Duration::from_secs(10))).unwrap();
+    let (verdict, reason) = decision(&got);
+    assert_eq!(verdict, "ask", "{got}");
+    assert!(reason.contains("no hitl listener"), "{reason}");
+    // Withdrawn: the next listener finds nothing to ask.
+    let _listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
+    assert_eq!(p.pending().len(), 0);
 }
 
 #[test]
 fn a_plan_is_shown_for_approval_and_a_denial_carries_the_comment_back() {
     let p = Project::new();
-    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let _listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
     let plan = "# Plan\n\n1. Rename the module\n2. Update the callers\n";
     let input = pre_tool_use(
         &p,
@@ -584,7 +584,7 @@ fn answered_with(input: &Value, answers: Value) -> Value {
 #[test]
 fn ask_user_question_is_answered_from_the_cli_with_multi_select_and_own_text() {
     let p = Project::new();
-    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let _listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
     let input = ask_user_question(&p);
     let child = spawn_hook(&p, "pre-tool-use", &input);
     let q = hook_question(&p);
@@ -622,7 +622,7 @@ fn ask_user_question_is_answered_from_the_cli_with_multi_select_and_own_text() {
 #[test]
 fn ask_user_question_is_answered_over_http_by_question_text() {
     let p = Project::new();
-    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let _listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
     let input = ask_user_question(&p);
     let child = spawn_hook(&p, "pre-tool-use", &input);
     let q = hook_question(&p);
@@ -698,7 +698,7 @@ fn ask_user_question_is_answered_at_the_terminal_prompt_one_line_per_question() 
 #[test]
 fn always_allow_adds_a_rule_the_next_matching_call_uses_without_asking() {
     let p = Project::new();
-    let listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
     let push = pre_tool_use(
         &p,
         "Bash",
@@ -745,14 +745,14 @@ fn always_allow_adds_a_rule_the_next_matching_call_uses_without_asking() {
             &pre_tool_use(&p, "Bash", json!({ "command": other })),
         )
         .expect("a decision");
-        assert_eq!(decision(&got).0, "deny", "{other}: {got}");
+        assert_eq!(decision(&got).0, "ask", "{other}: {got}");
     }
 
     // `hitl rules remove` takes it out; the call is asked again.
     let out = p.run(&["rules", "remove", "1"]);
     assert!(out.status.success(), "{out:?}");
     let got = hook(&p, "pre-tool-use", &push).expect("a decision");
-    assert_eq!(decision(&got).0, "deny", "{got}");
+    assert_eq!(decision(&got).0, "ask", "{got}");
 }
 
 #[test]
@@ -827,7 +827,7 @@ fn always_allow_is_offered_for_files_and_taken_over_http_and_at_the_prompt() {
 #[test]
 fn always_allow_on_a_permission_request_hands_claude_codes_own_suggestion_back() {
     let p = Project::new();
-    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let _listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
     let suggestion = json!([{ "type": "addRules",
         "rules": [{ "toolName": "Bash", "ruleContent": "npm test:*" }],
         "behavior": "allow", "destination": "localSettings" }]);
@@ -1033,7 +1033,7 @@ fn an_mcp_servers_elicitation_is_answered_as_a_form_from_any_ui() {
     );
     assert_eq!(hook(&p, "elicitation", &form), None);
 
-    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let _listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
     let child = spawn_hook(&p, "elicitation", &form);
     let q = hook_question(&p);
     assert_eq!(q["type"], "questions", "{q:#}");
@@ -1083,7 +1083,7 @@ fn an_mcp_servers_elicitation_is_answered_as_a_form_from_any_ui() {
 #[test]
 fn a_protected_edit_blocks_until_a_human_approves_over_http() {
     let p = Project::new();
-    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let _listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
     let edit = pre_tool_use(
         &p,
         "Edit",
@@ -1122,7 +1122,7 @@ fn a_protected_edit_blocks_until_a_human_approves_over_http() {
 fn the_request_type_and_timeout_are_chosen_per_tool() {
     let p = Project::new();
     p.project_config("[hook]\ntypes = { Bash = \"permission\" }\ntimeouts = { Bash = 45 }\n");
-    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let _listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
     let child = spawn_hook(
         &p,
         "pre-tool-use",

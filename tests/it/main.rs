@@ -14,6 +14,7 @@ mod hook;
 mod http;
 mod layering;
 mod mcp;
+mod presence;
 mod replicas;
 mod roundtrip;
 mod seeds;
