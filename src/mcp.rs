@@ -311,7 +311,9 @@ impl McpServer {
                 "behavior": "allow",
                 "updatedInput": updated_input.unwrap_or(input),
             }),
-            Decision::Deny { reason } | Decision::Ask { reason } => {
+            Decision::Deny { reason }
+            | Decision::Ask { reason }
+            | Decision::Notice { message: reason } => {
                 json!({ "behavior": "deny", "message": reason })
             }
             // (An elicitation's answer is not a tool call's: never made here.)

@@ -80,6 +80,7 @@ pub fn note(
     let (decision, reason) = match decision {
         None => (None, None),
         Some(Decision::NoOpinion) => (Some("none"), None),
+        Some(Decision::Notice { message }) => (Some("none"), Some(message.clone())),
         Some(Decision::Allow { reason, .. }) => (Some("allow"), Some(reason.clone())),
         Some(Decision::Deny { reason }) => (Some("deny"), Some(reason.clone())),
         Some(Decision::Ask { reason }) => (Some("ask"), Some(reason.clone())),

@@ -72,6 +72,11 @@ pub enum HookEvent {
 pub enum Decision {
     /// No opinion: empty stdout. Claude Code's own permissions decide.
     NoOpinion,
+    /// No opinion, with a message shown to the user (`systemMessage`).
+    Notice {
+        /// What the user should know.
+        message: String,
+    },
     /// Let the call run, with why (and, for decision tools, the input to run with).
     Allow {
         /// Who approved, and their comment.
@@ -216,12 +221,20 @@ pub(crate) fn prepare(
         place.project = project.to_path_buf();
     }
     let spool = Spool::find(&place.project).or_else(|| Spool::find(&place.cwd));
-    // A policy that cannot be read must not let everything through unannounced:
-    // Claude Code's own prompt decides, and the user sees why.
+    // Settings that cannot be read: hitl steps aside (Claude Code's own permissions
+    // decide every call, as without hitl) and says so to the user once a session,
+    // rather than prompting on every call, even a Read.
     let broken = |e: anyhow::Error| {
         eprintln!("hitl hook: {e:#}");
-        Step::Decided(Decision::Ask {
-            reason: format!("hitl's [hook] settings are broken ({e:#}); asking here instead"),
+        let message = format!(
+            "hitl: its settings are broken, so its hooks leave every call to Claude Code's \
+             own permissions until they are fixed (`hitl status` shows the error): {e:#}"
+        );
+        let session = input.get("session_id").and_then(Value::as_str).unwrap_or("");
+        Step::Decided(if first_time_said(session, &message) {
+            Decision::Notice { message }
+        } else {
+            Decision::NoOpinion
         })
     };
     let (settings, fsync) = match config::load(
@@ -684,6 +697,36 @@ impl Question {
     }
 }
 
+/// Whether `message` is new to this Claude Code `session`, so worth showing: true
+/// once per session and message (a mark is left in the user's data folder; marks
+/// older than a week are cleared). True when no mark can be kept.
+fn first_time_said(session: &str, message: &str) -> bool {
+    use std::hash::{Hash, Hasher};
+    let dir = Paths::from_env().data_dir.join("said");
+    let mut hash = std::hash::DefaultHasher::new();
+    (session, message).hash(&mut hash);
+    let mark = dir.join(format!("{:016x}", hash.finish()));
+    if mark.exists() {
+        return false;
+    }
+    if std::fs::create_dir_all(&dir).is_ok()
+        && let Ok(old) = std::fs::read_dir(&dir)
+    {
+        let week = std::time::Duration::from_secs(7 * 24 * 3600);
+        for entry in old.flatten() {
+            let stale = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > week));
+            if stale {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    let _ = std::fs::write(&mark, b"");
+    true
+}
+
 /// Whether a question asked in `spool` now would be answered by a person: its
 /// listener runs and someone is at one of its UIs. If not, why not, in words for
 /// the user.
@@ -713,6 +756,7 @@ fn when_unanswered(unanswered: Unanswered, concern: &Concern, why: &str) -> Deci
 pub fn output(event: HookEvent, decision: &Decision) -> Option<Value> {
     match (event, decision) {
         (_, Decision::NoOpinion) => None,
+        (_, Decision::Notice { message }) => Some(json!({ "systemMessage": message })),
         // An elicitation is accepted or declined; anything else leaves it to Claude
         // Code's own dialog.
         (HookEvent::Elicitation, Decision::Elicit { action, content }) => {
@@ -759,7 +803,9 @@ pub fn output(event: HookEvent, decision: &Decision) -> Option<Value> {
                 } => ("allow", reason, updated_input.clone()),
                 Decision::Deny { reason } => ("deny", reason, None),
                 Decision::Ask { reason } => ("ask", reason, None),
-                Decision::NoOpinion | Decision::Elicit { .. } => unreachable!("handled above"),
+                Decision::NoOpinion | Decision::Notice { .. } | Decision::Elicit { .. } => {
+                    unreachable!("handled above")
+                }
             };
             let mut out = json!({ "hookSpecificOutput": {
                 "hookEventName": "PreToolUse",

@@ -357,11 +357,26 @@ pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
             .entry(l.request.shown_origin(l.origin).as_str())
             .or_default() += 1;
     }
-    let db = crate::store::redact_url(&Paths::from_env().db_url());
+    let paths = Paths::from_env();
+    let db = crate::store::redact_url(&paths.db_url());
+    // Settings every hook and `hitl ask` read: broken ones are said here, and make
+    // the status fail, since hooks step aside until they are fixed.
+    let config_error = crate::config::load(&paths, Some(&spool.config_file()))
+        .and_then(|s| crate::claude::policy::validate(&s.hook))
+        .err()
+        .map(|e| format!("{e:#}"));
+    let broken = || match &config_error {
+        Some(_) => Err(anyhow::anyhow!(
+            "the settings are broken (said above); hooks leave every call to Claude Code \
+             until they are fixed"
+        )),
+        None => Ok(()),
+    };
     if as_json {
         let v = json!({
             "version": crate::protocol::VERSION,
             "project": spool.project(),
+            "config_error": config_error,
             "listener": listener,
             "pending": pending.len(),
             "pending_by_origin": by_origin,
@@ -369,9 +384,12 @@ pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
             "history": db,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
+        return broken();
     }
     println!("project:  {}", spool.project().display());
+    if let Some(e) = &config_error {
+        println!("config:   BROKEN: {e}");
+    }
     match &listener {
         Some(info) => match &info.http {
             Some(url) => println!("listener: running (pid {}), HTTP API on {url}", info.pid),
@@ -408,5 +426,5 @@ pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
             + remote.len()
     );
     println!("history:  {db}");
-    Ok(())
+    broken()
 }

@@ -471,19 +471,39 @@ fn init_claude_refuses_a_settings_file_that_is_not_json() {
 }
 
 #[test]
-fn broken_settings_leave_the_call_to_claude_codes_own_prompt() {
+fn broken_settings_are_said_once_a_session_and_every_call_left_to_claude_code() {
     let p = Project::new();
     p.project_config("[hook]\ndangerous_commands = [\"(\"]\n");
-    let got = hook(
+    let notice = |got: Option<Value>| -> String {
+        let got = got.expect("a notice the first time");
+        assert!(got.get("hookSpecificOutput").is_none(), "no decision: {got}");
+        got["systemMessage"].as_str().unwrap().to_string()
+    };
+    let said = notice(hook(
         &p,
         "pre-tool-use",
-        &pre_tool_use(&p, "Bash", json!({ "command": "ls" })),
-    )
-    .expect("a decision, not silence");
-    let (verdict, reason) = decision(&got);
-    assert_eq!(verdict, "ask");
-    assert!(reason.contains("dangerous_commands"), "{reason}");
-    // Installing the hooks says so and installs nothing.
+        &pre_tool_use(&p, "Bash", json!({ "command": "rm -rf /" })),
+    ));
+    assert!(said.contains("dangerous_commands"), "{said}");
+    // Said once a session: the next calls, dangerous or not, are simply Claude Code's.
+    for command in ["rm -rf /", "ls"] {
+        let got = hook(
+            &p,
+            "pre-tool-use",
+            &pre_tool_use(&p, "Bash", json!({ "command": command })),
+        );
+        assert_eq!(got, None, "{command}");
+    }
+    // `hitl status` says it and fails; so does installing the hooks, which installs
+    // nothing.
+    let out = p.run(&["status"]);
+    assert!(!out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("config:   BROKEN") && text.contains("dangerous_commands"), "{text}");
+    let out = p.run(&["status", "--json"]);
+    assert!(!out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["config_error"].as_str().unwrap().contains("dangerous_commands"), "{v}");
     let out = p.run(&["init", "--claude"]);
     assert!(!out.status.success(), "{out:?}");
     assert!(
@@ -491,13 +511,19 @@ fn broken_settings_leave_the_call_to_claude_codes_own_prompt() {
         "{out:?}"
     );
     assert!(!p.dir.join(".claude/settings.json").exists());
-    // A misspelt key too.
-    p.project_config("[hook]\ntimout = 3\n");
-    let got = hook(&p, "pre-tool-use", &pre_tool_use(&p, "Read", json!({}))).unwrap();
-    assert_eq!(decision(&got).0, "ask");
-    // The permission dialog shows anyway: nothing to say there.
-    let permission = permission_request(&p, "ls");
-    assert_eq!(hook(&p, "permission-request", &permission), None);
+    // A header written twice: the listener refuses to start and says where; the
+    // hook says it again, since the message changed.
+    p.project_config("[hook]\ntimeout = 3\n[hook]\ntimeout = 4\n");
+    let out = p.run(&["listen", "--ui", "none", "--no-http"]);
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("config.toml") && err.contains("line 3"), "{err}");
+    let said = notice(hook(&p, "pre-tool-use", &pre_tool_use(&p, "Read", json!({}))));
+    assert!(said.contains("line 3"), "{said}");
+    assert_eq!(hook(&p, "pre-tool-use", &pre_tool_use(&p, "Read", json!({}))), None);
+    // Fixed: `hitl status` is content again.
+    p.project_config("[hook]\ntimeout = 3\n");
+    assert!(p.run(&["status"]).status.success());
 }
 
 #[test]
