@@ -230,7 +230,10 @@ pub(crate) fn prepare(
             "hitl: its settings are broken, so its hooks leave every call to Claude Code's \
              own permissions until they are fixed (`hitl status` shows the error): {e:#}"
         );
-        let session = input.get("session_id").and_then(Value::as_str).unwrap_or("");
+        let session = input
+            .get("session_id")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         Step::Decided(if first_time_said(session, &message) {
             Decision::Notice { message }
         } else {
@@ -565,15 +568,20 @@ impl Question {
             start_time: Some(me.start_time),
         });
         let mut gone = "";
-        let asked = spool::ask::ask(&self.spool, &request, self.fsync, ASK_TICK, |_| {
-            match someone_answers(&self.spool) {
-                Ok(()) => ControlFlow::Continue(()),
-                Err(why) => {
-                    gone = why;
-                    ControlFlow::Break(())
-                }
-            }
-        });
+        let asked =
+            spool::ask::ask(
+                &self.spool,
+                &request,
+                self.fsync,
+                ASK_TICK,
+                |_| match someone_answers(&self.spool) {
+                    Ok(()) => ControlFlow::Continue(()),
+                    Err(why) => {
+                        gone = why;
+                        ControlFlow::Break(())
+                    }
+                },
+            );
         match asked {
             Ok(Asked::Answered(answer)) => self.conclude(Ok(Some(*answer))),
             Ok(Asked::TimedOut) => {

@@ -439,7 +439,11 @@ fn init_claude_merges_the_hooks_that_then_run_and_remove_takes_them_out() {
         .write_all(input.to_string().as_bytes())
         .unwrap();
     let got = finish(wait_output(child, Duration::from_secs(30))).unwrap();
-    assert_eq!(decision(&got).0, "ask", "no listener: Claude Code's own prompt");
+    assert_eq!(
+        decision(&got).0,
+        "ask",
+        "no listener: Claude Code's own prompt"
+    );
 
     let out = p.run(&["init", "--claude", "--remove"]);
     assert!(out.status.success(), "{out:?}");
@@ -476,7 +480,10 @@ fn broken_settings_are_said_once_a_session_and_every_call_left_to_claude_code() 
     p.project_config("[hook]\ndangerous_commands = [\"(\"]\n");
     let notice = |got: Option<Value>| -> String {
         let got = got.expect("a notice the first time");
-        assert!(got.get("hookSpecificOutput").is_none(), "no decision: {got}");
+        assert!(
+            got.get("hookSpecificOutput").is_none(),
+            "no decision: {got}"
+        );
         got["systemMessage"].as_str().unwrap().to_string()
     };
     let said = notice(hook(
@@ -499,11 +506,20 @@ fn broken_settings_are_said_once_a_session_and_every_call_left_to_claude_code() 
     let out = p.run(&["status"]);
     assert!(!out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("config:   BROKEN") && text.contains("dangerous_commands"), "{text}");
+    assert!(
+        text.contains("config:   BROKEN") && text.contains("dangerous_commands"),
+        "{text}"
+    );
     let out = p.run(&["status", "--json"]);
     assert!(!out.status.success(), "{out:?}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(v["config_error"].as_str().unwrap().contains("dangerous_commands"), "{v}");
+    assert!(
+        v["config_error"]
+            .as_str()
+            .unwrap()
+            .contains("dangerous_commands"),
+        "{v}"
+    );
     let out = p.run(&["init", "--claude"]);
     assert!(!out.status.success(), "{out:?}");
     assert!(
@@ -517,10 +533,20 @@ fn broken_settings_are_said_once_a_session_and_every_call_left_to_claude_code() 
     let out = p.run(&["listen", "--ui", "none", "--no-http"]);
     assert!(!out.status.success(), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("config.toml") && err.contains("line 3"), "{err}");
-    let said = notice(hook(&p, "pre-tool-use", &pre_tool_use(&p, "Read", json!({}))));
+    assert!(
+        err.contains("config.toml") && err.contains("line 3"),
+        "{err}"
+    );
+    let said = notice(hook(
+        &p,
+        "pre-tool-use",
+        &pre_tool_use(&p, "Read", json!({})),
+    ));
     assert!(said.contains("line 3"), "{said}");
-    assert_eq!(hook(&p, "pre-tool-use", &pre_tool_use(&p, "Read", json!({}))), None);
+    assert_eq!(
+        hook(&p, "pre-tool-use", &pre_tool_use(&p, "Read", json!({}))),
+        None
+    );
     // Fixed: `hitl status` is content again.
     p.project_config("[hook]\ntimeout = 3\n");
     assert!(p.run(&["status"]).status.success());

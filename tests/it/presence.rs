@@ -41,7 +41,12 @@ fn calls(p: &Project) -> Vec<(usize, &'static str, &'static str, Value)> {
                 json!({ "file_path": p.dir.join(".env"), "content": "X=1" }),
             ),
         ),
-        (2, "AskUserQuestion", "pre-tool-use", pre("AskUserQuestion", question)),
+        (
+            2,
+            "AskUserQuestion",
+            "pre-tool-use",
+            pre("AskUserQuestion", question),
+        ),
         (
             2,
             "ExitPlanMode",
@@ -61,7 +66,12 @@ fn calls(p: &Project) -> Vec<(usize, &'static str, &'static str, Value)> {
             "pre-tool-use",
             pre("Read", json!({ "file_path": p.dir.join("README.md") })),
         ),
-        (3, "harmless Bash", "pre-tool-use", pre("Bash", json!({ "command": "ls -la" }))),
+        (
+            3,
+            "harmless Bash",
+            "pre-tool-use",
+            pre("Bash", json!({ "command": "ls -la" })),
+        ),
     ]
 }
 
@@ -258,12 +268,20 @@ fn run_row(row: &str) -> Vec<(usize, &'static str, String, Duration)> {
             wait_present(&p, true);
             let child = spawn_hook(&p, calls(&p)[0].2, &calls(&p)[0].3);
             let q = p.wait_pending(1, Duration::from_secs(20)).remove(0);
-            assert!(p.run(&["answer", q["id"].as_str().unwrap(), "--approve"]).status.success());
+            assert!(
+                p.run(&["answer", q["id"].as_str().unwrap(), "--approve"])
+                    .status
+                    .success()
+            );
             let out = wait_output(child, Duration::from_secs(30));
             assert_eq!(verdict(&out), "allow", "answered with a dashboard open");
             got.into_iter()
                 .map(|(col, name, v, t)| {
-                    let v = if v == "allow" { "asked in hitl".into() } else { v };
+                    let v = if v == "allow" {
+                        "asked in hitl".into()
+                    } else {
+                        v
+                    };
                     (col, name, v, t)
                 })
                 .collect()
@@ -319,18 +337,21 @@ fn the_readme_decision_table_holds_row_by_row() {
         for (col, name, got, took) in run_row(situation) {
             let want = expected(&row[col]);
             if got != want {
-                wrong.push(format!("{situation}: {name} got {got}, the README says {want}"));
+                wrong.push(format!(
+                    "{situation}: {name} got {got}, the README says {want}"
+                ));
             }
             // "At once" and "within a second": timed from the moment the hook was
             // started (or the listener stopped, or the page closed).
-            let bound = if row[col].contains("within a second") || situation.starts_with("asked")
-            {
+            let bound = if row[col].contains("within a second") || situation.starts_with("asked") {
                 Duration::from_secs(if situation.contains("timeout") { 3 } else { 1 })
             } else {
                 Duration::from_secs(1)
             };
             if want != "asked in hitl" && took > bound {
-                wrong.push(format!("{situation}: {name} took {took:?} (over {bound:?})"));
+                wrong.push(format!(
+                    "{situation}: {name} took {took:?} (over {bound:?})"
+                ));
             }
             eprintln!("{situation}: {name}: {got} after {took:?}");
         }
