@@ -56,12 +56,21 @@ enum Command {
         /// Replace files that were edited since they were generated.
         #[arg(long)]
         force: bool,
-        /// Also merge hitl's hooks (PreToolUse, PermissionRequest) into
-        /// .claude/settings.json and its MCP server (`hitl mcp`) into .mcp.json,
-        /// keeping everything already there.
+        /// Also wire hitl into Claude Code: its hooks (every event) and MCP server
+        /// (`hitl mcp`), keeping everything already there. For you only, by default:
+        /// .claude/settings.local.json and this project's entry in ~/.claude.json.
         #[arg(long)]
         claude: bool,
-        /// With --claude: take hitl's hooks and MCP server out again, and change
+        /// With --claude: into the files a team commits (.claude/settings.json and
+        /// .mcp.json); the hooks do nothing where hitl is not installed.
+        #[arg(long, requires = "claude", conflicts_with = "user")]
+        shared: bool,
+        /// With --claude: into your settings for every project
+        /// (~/.claude/settings.json and ~/.claude.json).
+        #[arg(long, requires = "claude")]
+        user: bool,
+        /// With --claude: take hitl's hooks and MCP server out again (of the same
+        /// files: add --shared or --user as when they were put in), and change
         /// nothing else (a file hitl changed and nothing else did is put back byte
         /// for byte).
         #[arg(long, requires = "claude")]
@@ -255,15 +264,23 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dir,
             force,
             claude,
+            shared,
+            user,
             remove,
         } => {
+            use hitl::cmd::init::{Claude, Scope};
             if claude && remove {
                 hitl::cmd::human::only_a_human("taking hitl's hooks out of Claude Code")?;
             }
+            let scope = match (shared, user) {
+                (true, _) => Scope::Shared,
+                (_, true) => Scope::User,
+                _ => Scope::Local,
+            };
             let claude = match (claude, remove) {
-                (false, _) => hitl::cmd::init::Claude::No,
-                (true, false) => hitl::cmd::init::Claude::Install,
-                (true, true) => hitl::cmd::init::Claude::Remove,
+                (false, _) => Claude::No,
+                (true, false) => Claude::Install(scope),
+                (true, true) => Claude::Remove(scope),
             };
             hitl::cmd::init::run(dir, force, claude)?
         }

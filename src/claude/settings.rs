@@ -51,13 +51,27 @@ fn is_hitl(program: &str) -> bool {
     program.rsplit('/').next().unwrap_or(program) == "hitl"
 }
 
-/// Whether `handler` is one of hitl's.
+/// Whether `handler` is one of hitl's: its command runs `hitl hook …` (alone, or
+/// behind the check [`hook_command`] puts first).
 fn is_ours(handler: &Value) -> bool {
     let Some(command) = handler.get("command").and_then(Value::as_str) else {
         return false;
     };
-    let mut words = command.split_whitespace();
-    is_hitl(words.next().unwrap_or("")) && words.next() == Some("hook")
+    let words: Vec<&str> = command.split_whitespace().collect();
+    words.windows(2).any(|w| is_hitl(w[0]) && w[1] == "hook")
+}
+
+/// The command Claude Code runs for `hitl hook ARG`: only when hitl is there, so a
+/// teammate without it (the settings shared in a repository, hitl uninstalled)
+/// gets no hook error on every event, just Claude Code as it is without hitl.
+/// `hitl hook` itself always exits 0.
+pub fn hook_command(program: &str, arg: &str) -> String {
+    if program == "hitl" {
+        format!("command -v hitl >/dev/null 2>&1 && hitl hook {arg} || true")
+    } else {
+        let quoted = format!("'{}'", program.replace('\'', r"'\''"));
+        format!("test -x {quoted} && {quoted} hook {arg} || true")
+    }
 }
 
 /// Whether `server` (an `mcpServers` entry) is hitl's.
@@ -69,6 +83,48 @@ fn is_our_mcp_server(server: &Value) -> bool {
         .and_then(|a| a.first())
         .and_then(Value::as_str);
     is_hitl(program) && first_arg == Some("mcp")
+}
+
+/// Where hitl's MCP server is kept in `file`: its root's `mcpServers` (`.mcp.json`,
+/// a user's `~/.claude.json`), or a project's entry in `~/.claude.json` (Claude
+/// Code's "local" scope: this user, this project).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpPlace {
+    /// The file's own `mcpServers`.
+    Root,
+    /// `projects.<folder>.mcpServers`.
+    Project(String),
+}
+
+/// [`install_mcp`] or [`remove_mcp`] at `place` in `config`. True if anything
+/// changed.
+pub fn change_mcp(config: &mut Value, place: &McpPlace, program: Option<&str>) -> Result<bool> {
+    let McpPlace::Project(folder) = place else {
+        return match program {
+            Some(p) => install_mcp(config, p),
+            None => Ok(remove_mcp(config)),
+        };
+    };
+    let Some(root) = config.as_object_mut() else {
+        bail!("the file is not a JSON object");
+    };
+    let projects = root.entry("projects").or_insert_with(|| json!({}));
+    let Some(projects) = projects.as_object_mut() else {
+        bail!("\"projects\" is not a JSON object");
+    };
+    let entry = projects.entry(folder.clone()).or_insert_with(|| json!({}));
+    let changed = match program {
+        Some(p) => install_mcp(entry, p)?,
+        None => remove_mcp(entry),
+    };
+    // Nothing of ours left behind: an entry, or `projects`, only hitl made.
+    if entry.as_object().is_some_and(Map::is_empty) {
+        projects.remove(folder);
+    }
+    if projects.is_empty() {
+        root.remove("projects");
+    }
+    Ok(changed)
 }
 
 /// Adds (or brings up to date) hitl's MCP server in `.mcp.json`'s `mcpServers`:
@@ -142,7 +198,7 @@ pub fn install(settings: &mut Value, program: &str, timeout: u64) -> Result<bool
     for ((event, arg), timeout) in every {
         let handler = json!({
             "type": "command",
-            "command": format!("{program} hook {arg}"),
+            "command": hook_command(program, arg),
             "timeout": timeout,
         });
         let groups = hooks.entry(*event).or_insert_with(|| json!([]));
@@ -326,12 +382,18 @@ mod tests {
         assert_eq!(pre[0], theirs()["hooks"]["PreToolUse"][0]);
         assert_eq!(
             pre[1]["hooks"][0],
-            json!({ "type": "command", "command": "hitl hook pre-tool-use", "timeout": 360 })
+            json!({ "type": "command", "timeout": 360,
+                "command": "command -v hitl >/dev/null 2>&1 && hitl hook pre-tool-use || true" })
         );
         assert_eq!(
             s["hooks"]["PermissionRequest"][0]["hooks"][0]["command"],
-            "hitl hook permission-request"
+            "command -v hitl >/dev/null 2>&1 && hitl hook permission-request || true"
         );
+        // An older hitl's plain command is taken as hitl's and brought up to date.
+        let mut old = json!({ "hooks": { "Stop": [ { "hooks": [
+            { "type": "command", "command": "hitl hook stop", "timeout": 10 } ] } ] } });
+        install(&mut old, "hitl", 360).unwrap();
+        assert_eq!(old["hooks"]["Stop"].as_array().unwrap().len(), 1, "{old}");
         // A new timeout updates hitl's handlers in place.
         assert!(install(&mut s, "/opt/bin/hitl", 700).unwrap());
         let pre = s["hooks"]["PreToolUse"].as_array().unwrap();

@@ -48,11 +48,81 @@ fn place(path: &Path, content: &str, mode: u32, force: bool) -> Result<Outcome> 
 pub enum Claude {
     /// Nothing for Claude Code.
     No,
-    /// Merge hitl's hooks into `.claude/settings.json`.
-    Install,
+    /// Merge hitl's hooks and MCP server into Claude Code's settings of this scope.
+    Install(Scope),
     /// Take them out again (and nothing else).
-    Remove,
+    Remove(Scope),
 }
+
+/// Whose Claude Code settings hitl is wired into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// This user in this project (the default): hooks in
+    /// `.claude/settings.local.json`, which is not committed, and the MCP server in
+    /// this project's entry of `~/.claude.json`.
+    Local,
+    /// Everyone working in this project: `.claude/settings.json` and `.mcp.json`,
+    /// the files a team commits.
+    Shared,
+    /// This user in every project: `~/.claude/settings.json` and `~/.claude.json`.
+    User,
+}
+
+/// The files of one [`Scope`], and where their bytes from before hitl are kept.
+struct Wiring {
+    hooks: PathBuf,
+    hooks_kept: PathBuf,
+    mcp: PathBuf,
+    mcp_kept: PathBuf,
+    mcp_place: crate::claude::settings::McpPlace,
+}
+
+impl Wiring {
+    fn of(scope: Scope, dir: &Path) -> Result<Wiring> {
+        use crate::claude::settings::McpPlace;
+        let kept = Spool::new(dir).root().join("claude");
+        let home = || {
+            std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from)
+                .context("HOME is not set: cannot find Claude Code's user settings")
+        };
+        Ok(match scope {
+            Scope::Local => Wiring {
+                hooks: dir.join(".claude/settings.local.json"),
+                hooks_kept: kept.join("settings.local.json"),
+                mcp: home()?.join(".claude.json"),
+                mcp_kept: kept.join("claude.json"),
+                mcp_place: McpPlace::Project(dir.display().to_string()),
+            },
+            Scope::Shared => Wiring {
+                hooks: dir.join(".claude/settings.json"),
+                hooks_kept: kept.join("settings.json"),
+                mcp: dir.join(".mcp.json"),
+                mcp_kept: kept.join("mcp.json"),
+                mcp_place: McpPlace::Root,
+            },
+            Scope::User => {
+                let kept = crate::config::Paths::from_env().config_dir.join("claude");
+                Wiring {
+                    hooks: home()?.join(".claude/settings.json"),
+                    hooks_kept: kept.join("settings.json"),
+                    mcp: home()?.join(".claude.json"),
+                    mcp_kept: kept.join("claude.json"),
+                    mcp_place: McpPlace::Root,
+                }
+            }
+        })
+    }
+}
+
+/// `.helpers/.gitignore`: everything in `.helpers/` is this machine's (pid files,
+/// questions, answers, agents) except the settings, which a team may share.
+const HELPERS_GITIGNORE: &str = "# Written by `hitl init`: what hitl keeps here is this machine's (questions,\n\
+# answers, agents, pid files); only the settings are meant to be shared.\n\
+*\n\
+!.gitignore\n\
+!config.toml\n";
 
 /// Initialises the project at `dir` (default: the current folder).
 pub fn run(dir: Option<PathBuf>, force: bool, claude: Claude) -> Result<()> {
@@ -60,8 +130,9 @@ pub fn run(dir: Option<PathBuf>, force: bool, claude: Claude) -> Result<()> {
         Some(d) => d,
         None => std::env::current_dir().context("reading the current folder")?,
     };
-    if claude == Claude::Remove {
-        return claude_hooks(&dir, false);
+    if let Claude::Remove(scope) = claude {
+        let dir = fs::canonicalize(&dir).unwrap_or(dir);
+        return claude_hooks(&dir, scope, false);
     }
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let dir = fs::canonicalize(&dir).with_context(|| format!("resolving {}", dir.display()))?;
@@ -69,6 +140,7 @@ pub fn run(dir: Option<PathBuf>, force: bool, claude: Claude) -> Result<()> {
     spool.ensure_layout()?;
     let files = [
         (spool.config_file(), PROJECT_CONFIG_TEMPLATE, 0o600),
+        (spool.root().join(".gitignore"), HELPERS_GITIGNORE, 0o600),
         (dir.join("scripts/ask-human.sh"), ASK_HUMAN_SCRIPT, 0o755),
     ];
     for (path, content, mode) in files {
@@ -86,8 +158,8 @@ pub fn run(dir: Option<PathBuf>, force: bool, claude: Claude) -> Result<()> {
             }
         }
     }
-    if claude == Claude::Install {
-        claude_hooks(&dir, true)?;
+    if let Claude::Install(scope) = claude {
+        claude_hooks(&dir, scope, true)?;
     }
     eprintln!(
         "hitl: {} is ready. Start the broker with `hitl listen`; agents ask with \
@@ -97,14 +169,23 @@ pub fn run(dir: Option<PathBuf>, force: bool, claude: Claude) -> Result<()> {
     Ok(())
 }
 
-/// Merges hitl's hooks into `dir/.claude/settings.json` and its MCP server into
-/// `dir/.mcp.json` (or takes them out), keeping everything else there. Claude Code
-/// waits for the hooks longer than hitl waits for the human: a hook it times out
-/// lets the call through.
-fn claude_hooks(dir: &Path, install: bool) -> Result<()> {
+/// Merges hitl's hooks and MCP server into the Claude Code settings of `scope` (or
+/// takes them out), keeping everything else there. Claude Code waits for the hooks
+/// longer than hitl waits for the human: a hook it times out lets the call through.
+fn claude_hooks(dir: &Path, scope: Scope, install: bool) -> Result<()> {
     use crate::claude::settings;
-    let kept = Spool::new(dir).root().join("claude");
-    let path = dir.join(".claude/settings.json");
+    let wiring = Wiring::of(scope, dir)?;
+    let path = &wiring.hooks;
+    let shown = |p: &Path| -> String {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        if let Ok(rest) = p.strip_prefix(dir) {
+            rest.display().to_string()
+        } else if let Some(rest) = home.as_deref().and_then(|h| p.strip_prefix(h).ok()) {
+            format!("~/{}", rest.display())
+        } else {
+            p.display().to_string()
+        }
+    };
     let timeout = if install {
         let hook = crate::config::load(
             &crate::config::Paths::from_env(),
@@ -120,7 +201,7 @@ fn claude_hooks(dir: &Path, install: bool) -> Result<()> {
         0
     };
     let program = hitl_program();
-    let changed = settings::change_file(&path, &kept.join("settings.json"), install, |s| {
+    let changed = settings::change_file(path, &wiring.hooks_kept, install, |s| {
         if install {
             settings::install(s, &program, timeout)
                 .with_context(|| format!("merging hitl's hooks into {}", path.display()))
@@ -128,30 +209,76 @@ fn claude_hooks(dir: &Path, install: bool) -> Result<()> {
             Ok(settings::remove(s))
         }
     })?;
-    let events: Vec<&str> = settings::HOOKED_EVENTS.iter().map(|(e, _)| *e).collect();
+    let file = shown(path);
+    let events = settings::HOOKED_EVENTS.len() + settings::OBSERVED_EVENTS.len();
     match (install, changed) {
-        (true, true) => eprintln!("hooked   .claude/settings.json ({})", events.join(", ")),
-        (true, false) => eprintln!("ok       .claude/settings.json (hooks in place)"),
-        (false, true) => eprintln!("removed  hitl's hooks from .claude/settings.json"),
-        (false, false) => eprintln!("ok       .claude/settings.json (no hooks of hitl's)"),
+        (true, true) => eprintln!("hooked   {file} ({events} events)"),
+        (true, false) => eprintln!("ok       {file} (hooks in place)"),
+        (false, true) => eprintln!("removed  hitl's hooks from {file}"),
+        (false, false) => eprintln!("ok       {file} (no hooks of hitl's)"),
     }
-    let mcp = dir.join(".mcp.json");
-    let changed = settings::change_file(&mcp, &kept.join("mcp.json"), install, |c| {
-        if install {
-            settings::install_mcp(c, &program)
-                .with_context(|| format!("adding hitl's MCP server to {}", mcp.display()))
-        } else {
-            Ok(settings::remove_mcp(c))
+    if !install {
+        // A `.claude/` hitl's hooks alone made is not left behind empty.
+        if let Some(parent) = path.parent()
+            && parent.starts_with(dir)
+        {
+            let _ = fs::remove_dir(parent);
         }
+    } else if scope == Scope::Local {
+        keep_out_of_git(dir, ".claude/settings.local.json");
+    }
+    let mcp = &wiring.mcp;
+    let changed = settings::change_file(mcp, &wiring.mcp_kept, install, |c| {
+        settings::change_mcp(c, &wiring.mcp_place, install.then_some(program.as_str()))
+            .with_context(|| format!("changing hitl's MCP server in {}", mcp.display()))
     })?;
     let name = settings::MCP_SERVER_NAME;
+    let file = match &wiring.mcp_place {
+        settings::McpPlace::Root => shown(mcp),
+        settings::McpPlace::Project(_) => format!("{} (this project's entry)", shown(mcp)),
+    };
     match (install, changed) {
-        (true, true) => eprintln!("added    .mcp.json (MCP server \"{name}\": `hitl mcp`)"),
-        (true, false) => eprintln!("ok       .mcp.json (MCP server \"{name}\" in place)"),
-        (false, true) => eprintln!("removed  hitl's MCP server from .mcp.json"),
-        (false, false) => eprintln!("ok       .mcp.json (no MCP server of hitl's)"),
+        (true, true) => eprintln!("added    {file}: MCP server \"{name}\" (`hitl mcp`)"),
+        (true, false) => eprintln!("ok       {file}: MCP server \"{name}\" in place"),
+        (false, true) => eprintln!("removed  hitl's MCP server from {file}"),
+        (false, false) => eprintln!("ok       {file}: no MCP server of hitl's"),
+    }
+    if install && scope != Scope::Shared {
+        eprintln!(
+            "hitl: wired for you only; `hitl init --claude --shared` writes the files a \
+             team commits (.claude/settings.json, .mcp.json)"
+        );
     }
     Ok(())
+}
+
+/// Adds `entry` to the repository's own ignore list (`.git/info/exclude`, never
+/// the committed `.gitignore`) when `dir` is a repository's root and git does not
+/// ignore it already there. Best effort: a folder that is not a repository is left
+/// alone.
+fn keep_out_of_git(dir: &Path, entry: &str) {
+    let git = dir.join(".git");
+    if !git.is_dir() {
+        return;
+    }
+    let exclude = git.join("info/exclude");
+    let listed = |p: &Path| {
+        fs::read_to_string(p).is_ok_and(|t| {
+            t.lines()
+                .any(|l| l.trim() == entry || l.trim() == format!("/{entry}"))
+        })
+    };
+    if listed(&exclude) || listed(&dir.join(".gitignore")) {
+        return;
+    }
+    let mut text = fs::read_to_string(&exclude).unwrap_or_default();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&format!(
+        "# hitl: this user's Claude Code wiring\n/{entry}\n"
+    ));
+    let _ = fs::create_dir_all(git.join("info")).and_then(|()| fs::write(&exclude, text));
 }
 
 /// How the hooks name hitl: `hitl` when that is this binary on the PATH (a settings

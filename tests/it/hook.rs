@@ -382,7 +382,7 @@ fn init_claude_merges_the_hooks_that_then_run_and_remove_takes_them_out() {
     let their_mcp = "{\n    \"mcpServers\": {\"db\": {\"command\": \"pg-mcp\"}}\n}\n";
     std::fs::write(&mcp, their_mcp).unwrap();
     for _ in 0..2 {
-        let out = p.run(&["init", "--claude"]);
+        let out = p.run(&["init", "--claude", "--shared"]);
         assert!(out.status.success(), "{out:?}");
     }
     let servers: Value = serde_json::from_str(&std::fs::read_to_string(&mcp).unwrap()).unwrap();
@@ -413,7 +413,7 @@ fn init_claude_merges_the_hooks_that_then_run_and_remove_takes_them_out() {
             h["command"]
                 .as_str()
                 .unwrap()
-                .ends_with(&format!(" hook {arg}")),
+                .ends_with(&format!(" hook {arg} || true")),
             "{h}"
         );
         assert_eq!(h["timeout"], 10, "{h}");
@@ -445,7 +445,7 @@ fn init_claude_merges_the_hooks_that_then_run_and_remove_takes_them_out() {
         "no listener: Claude Code's own prompt"
     );
 
-    let out = p.run(&["init", "--claude", "--remove"]);
+    let out = p.run(&["init", "--claude", "--shared", "--remove"]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(std::fs::read_to_string(&settings).unwrap(), their_text);
     assert_eq!(std::fs::read_to_string(&mcp).unwrap(), their_mcp);
@@ -453,10 +453,112 @@ fn init_claude_merges_the_hooks_that_then_run_and_remove_takes_them_out() {
     // A project that had no settings file has none again.
     std::fs::remove_file(&settings).unwrap();
     std::fs::remove_file(&mcp).unwrap();
-    assert!(p.run(&["init", "--claude"]).status.success());
+    assert!(p.run(&["init", "--claude", "--shared"]).status.success());
     assert!(settings.exists() && mcp.exists());
-    assert!(p.run(&["init", "--claude", "--remove"]).status.success());
+    assert!(
+        p.run(&["init", "--claude", "--shared", "--remove"])
+            .status
+            .success()
+    );
     assert!(!settings.exists() && !mcp.exists());
+}
+
+#[test]
+fn init_claude_wires_only_this_user_by_default_and_its_hooks_do_nothing_without_hitl() {
+    let p = Project::new();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(&p.dir)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert!(git(&["init", "-q"]).status.success());
+    let home = p.tmp.path().join("user-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let claude_json = home.join(".claude.json");
+    let theirs = "{\n  \"numStartups\": 3,\n  \"projects\": {\n    \"/elsewhere\": {\n      \"mcpServers\": {}\n    }\n  }\n}\n";
+    std::fs::write(&claude_json, theirs).unwrap();
+    // `hitl` on the PATH the hooks see, as after an install.
+    let bin = p.tmp.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(crate::support::hitl_bin(), bin.join("hitl")).unwrap();
+    let with_hitl = format!("{}:/usr/bin:/bin", bin.display());
+    let run = |args: &[&str]| {
+        p.hitl()
+            .args(args)
+            .env("HOME", &home)
+            .env("PATH", &with_hitl)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["init", "--claude"]);
+    assert!(out.status.success(), "{out:?}");
+    let local = p.dir.join(".claude/settings.local.json");
+    assert!(local.exists(), "{out:?}");
+    assert!(!p.dir.join(".claude/settings.json").exists());
+    assert!(!p.dir.join(".mcp.json").exists());
+    let user: Value = serde_json::from_slice(&std::fs::read(&claude_json).unwrap()).unwrap();
+    let folder = std::fs::canonicalize(&p.dir).unwrap();
+    let entry = &user["projects"][folder.to_str().unwrap()];
+    assert_eq!(
+        entry["mcpServers"]["hitl"]["args"],
+        json!(["mcp"]),
+        "{user:#}"
+    );
+    assert_eq!(user["numStartups"], 3);
+    // Git sees neither this user's wiring nor hitl's runtime files; the settings it
+    // may share.
+    let ignored = |path: &str| {
+        git(&["check-ignore", "-q", "--no-index", path])
+            .status
+            .success()
+    };
+    assert!(ignored(".claude/settings.local.json"));
+    assert!(ignored(".helpers/questions/x.json"));
+    assert!(ignored(".helpers/.listener.json"));
+    assert!(!ignored(".helpers/config.toml"));
+    assert!(!ignored("scripts/ask-human.sh"));
+
+    // The hook command as Claude Code runs it, on a machine with hitl and without.
+    let settings: Value = serde_json::from_slice(&std::fs::read(&local).unwrap()).unwrap();
+    let command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let input = pre_tool_use(&p, "Bash", json!({ "command": "rm -rf ~" }));
+    let run_hook = |path: &str| {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", &command])
+            .current_dir(&p.dir)
+            .env("PATH", path)
+            .env("HITL_HOME", &p.home)
+            .env("CLAUDE_PROJECT_DIR", &p.dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let _ = stdin.write_all(input.to_string().as_bytes());
+        drop(stdin);
+        wait_output(child, Duration::from_secs(30))
+    };
+    let got = finish(run_hook(&with_hitl)).expect("hitl decides");
+    assert_eq!(decision(&got).0, "ask");
+    let without = run_hook("/usr/bin:/bin");
+    assert!(without.status.success(), "{without:?}");
+    assert!(
+        without.stdout.is_empty() && without.stderr.is_empty(),
+        "{without:?}"
+    );
+
+    // Taken out: no `.claude/` left, and the user's file as it was, byte for byte.
+    let out = run(&["init", "--claude", "--remove"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!p.dir.join(".claude").exists());
+    assert_eq!(std::fs::read_to_string(&claude_json).unwrap(), theirs);
 }
 
 #[test]
@@ -465,7 +567,7 @@ fn init_claude_refuses_a_settings_file_that_is_not_json() {
     let settings = p.dir.join(".claude/settings.json");
     std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
     std::fs::write(&settings, "{ \"hooks\": ").unwrap();
-    let out = p.run(&["init", "--claude"]);
+    let out = p.run(&["init", "--claude", "--shared"]);
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("not valid JSON"),
