@@ -228,6 +228,22 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print a shell's completions for hitl: `source <(hitl completions bash)`, or
+    /// save them where the shell looks (bash: ~/.local/share/bash-completion/completions/hitl,
+    /// zsh: a folder on $fpath as _hitl, fish: ~/.config/fish/completions/hitl.fish).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print hitl's manual pages (roff: hitl(1), then one per command):
+    /// `hitl man | man -l -`; or write them as hitl.1, hitl-ask.1, … into a folder
+    /// of $MANPATH (like ~/.local/share/man/man1).
+    Man {
+        /// Write the pages into this folder instead.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Is a listener running, how many questions wait, where history lives.
     Status {
         /// The project folder.
@@ -371,6 +387,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status { dir, json } => hitl::cmd::inspect::status(dir.as_ref(), json)?,
         Command::Gc(opts) => runtime()?.block_on(hitl::cmd::gc::run(opts))?,
         Command::Token { asker } => hitl::cmd::token::run(asker)?,
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "hitl", &mut text);
+            print_all(&text)?;
+        }
+        Command::Man { dir } => man_pages(dir)?,
         Command::Dashboard {
             dir,
             server,
@@ -384,6 +407,46 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         ))?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `bytes` to stdout; a reader that stopped early (`| head`) is no error.
+fn print_all(bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(bytes) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
+}
+
+/// `hitl man`: hitl(1) and a page per command (hitl-ask(1), …), printed one after
+/// the other or written into `dir`.
+fn man_pages(dir: Option<PathBuf>) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use clap::CommandFactory;
+    let mut top = Cli::command();
+    top.build();
+    let mut pages = vec![("hitl".to_string(), top.clone())];
+    for sub in top.get_subcommands().filter(|s| s.get_name() != "help") {
+        // clap names commands with `&'static str`; this runs once, then exits.
+        let name: &'static str = format!("hitl-{}", sub.get_name()).leak();
+        pages.push((name.to_string(), sub.clone().name(name)));
+    }
+    let mut all = Vec::new();
+    for (name, cmd) in pages {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut page)?;
+        match &dir {
+            Some(dir) => {
+                let path = dir.join(format!("{name}.1"));
+                std::fs::create_dir_all(dir)
+                    .and_then(|()| std::fs::write(&path, &page))
+                    .with_context(|| format!("writing {}", path.display()))?;
+                eprintln!("wrote    {}", path.display());
+            }
+            None => all.extend(page),
+        }
+    }
+    print_all(&all)
 }
 
 /// The event of `hitl hook EVENT` when those are the whole command line, read

@@ -43,7 +43,8 @@ pub struct ListenOptions {
     /// History database: sqlite://PATH (default: the user data folder's hitl.db).
     #[arg(long, env = "HITL_DB")]
     pub db: Option<String>,
-    /// Serve the HTTP API here, or "off" for nowhere (default: the [http] listen_addr
+    /// Serve the HTTP API here: a port (4001), localhost:PORT or IP:PORT; or "off"
+    /// for nowhere (default: the [http] listen_addr
     /// setting, 127.0.0.1:4000, or a free port if that one is taken).
     #[arg(long, value_name = "ADDR", conflicts_with = "no_http")]
     pub http: Option<String>,

@@ -115,12 +115,38 @@ impl AppState {
     }
 }
 
+/// Reads an address to serve on as people write it: `4001` and `localhost:4001`
+/// (loopback), `127.0.0.1:4001`, `0.0.0.0:4001`, `[::1]:4001`. No other names:
+/// they would need a DNS lookup to mean anything.
+pub fn listen_address(addr: &str) -> Result<SocketAddr> {
+    let addr = addr.trim();
+    let loopback = |port: &str| -> Result<SocketAddr> {
+        let port: u16 = port
+            .parse()
+            .with_context(|| format!("{port:?} is not a port number (0 to 65535)"))?;
+        Ok(SocketAddr::from(([127, 0, 0, 1], port)))
+    };
+    if addr.bytes().all(|b| b.is_ascii_digit()) && !addr.is_empty() {
+        return loopback(addr);
+    }
+    if let Some(port) = addr
+        .strip_prefix("localhost:")
+        .or_else(|| addr.strip_prefix(':'))
+    {
+        return loopback(port);
+    }
+    addr.parse().with_context(|| {
+        format!(
+            "{addr:?} is not an address to serve on: write a port (4000), localhost:PORT, \
+             or IP:PORT (127.0.0.1:4000, 0.0.0.0:4000, [::1]:4000)"
+        )
+    })
+}
+
 /// Binds `addr`. With `fallback`, a taken port gives way to a free one on the same
 /// address (a second `hitl listen` on the machine still serves).
 pub async fn bind(addr: &str, fallback: bool) -> Result<TcpListener> {
-    let parsed: SocketAddr = addr
-        .parse()
-        .with_context(|| format!("{addr:?} is not an address (like 127.0.0.1:4000)"))?;
+    let parsed = listen_address(addr)?;
     match TcpListener::bind(parsed).await {
         Ok(l) => Ok(l),
         Err(e) if fallback && e.kind() == std::io::ErrorKind::AddrInUse => {
@@ -211,5 +237,23 @@ impl Running {
         let _ = stop.send(());
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), &mut task).await;
         task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_read_as_people_write_them() {
+        let ok = |a: &str| listen_address(a).unwrap().to_string();
+        assert_eq!(ok("4001"), "127.0.0.1:4001");
+        assert_eq!(ok("localhost:4001"), "127.0.0.1:4001");
+        assert_eq!(ok(":0"), "127.0.0.1:0");
+        assert_eq!(ok("0.0.0.0:4000"), "0.0.0.0:4000");
+        assert_eq!(ok("[::1]:4000"), "[::1]:4000");
+        for bad in ["", "70000", "example.com:4000", "localhost", "127.0.0.1"] {
+            assert!(listen_address(bad).is_err(), "{bad:?}");
+        }
     }
 }

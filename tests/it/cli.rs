@@ -632,3 +632,57 @@ fn rules_are_listed_added_and_removed_with_clear_errors() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["removed"], true);
 }
+
+#[test]
+fn completions_load_in_bash_and_the_manual_has_a_page_per_command() {
+    let p = Project::new();
+    let out = p.run(&["completions", "bash"]);
+    assert!(out.status.success(), "{out:?}");
+    let script = p.tmp.path().join("hitl.bash");
+    std::fs::write(&script, &out.stdout).unwrap();
+    let bash = std::process::Command::new("bash")
+        .args(["--norc", "--noprofile", "-c"])
+        .arg(format!("source {} && complete -p hitl", script.display()))
+        .output()
+        .unwrap();
+    assert!(bash.status.success(), "{bash:?}");
+    assert!(
+        String::from_utf8_lossy(&bash.stdout).contains("-F _hitl hitl"),
+        "{bash:?}"
+    );
+    for shell in ["zsh", "fish"] {
+        let out = p.run(&["completions", shell]);
+        assert!(out.status.success() && !out.stdout.is_empty(), "{out:?}");
+    }
+    let out = p.run(&["man"]);
+    assert!(out.status.success(), "{out:?}");
+    let roff = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        roff.starts_with(".ie") && roff.contains(".TH hitl-ask 1"),
+        "{roff:.300}"
+    );
+    let dir = p.tmp.path().join("man1");
+    assert!(
+        p.run(&["man", "--dir", dir.to_str().unwrap()])
+            .status
+            .success()
+    );
+    assert!(dir.join("hitl.1").exists() && dir.join("hitl-listen.1").exists());
+}
+
+#[test]
+fn http_takes_a_port_or_localhost_and_port() {
+    let p = Project::new();
+    for addr in ["0", "localhost:0"] {
+        let listener = p.listen(&["--ui", "none", "--http", addr]);
+        let url = p.http_url();
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        drop(listener);
+    }
+    let out = p.run(&["listen", "--ui", "none", "--http", "example.com:4000"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("localhost:PORT"),
+        "{out:?}"
+    );
+}
