@@ -15,6 +15,7 @@ fn main() {
     let order = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/hot-symbols.txt");
     let default_lld = std::env::var("TARGET").is_ok_and(|t| t == "x86_64-unknown-linux-gnu");
     let own_linker = std::env::var("CARGO_ENCODED_RUSTFLAGS").is_ok_and(|f| f.contains("link"));
+    println!("cargo:rustc-link-arg-bin=hitl=-no-pie");
     if default_lld && !own_linker && order.exists() {
         println!(
             "cargo:rustc-link-arg-bin=hitl=-Wl,--symbol-ordering-file={}",

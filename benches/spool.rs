@@ -90,6 +90,34 @@ fn main() {
         println!();
     }
 
+    if run("start") {
+        let n = if quick { 300 } else { 1000 };
+        for _ in 0..20 {
+            bare_start();
+            hello_start();
+        }
+        let (mut bare, mut hello) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for _ in 0..n {
+            bare.push(bare_start());
+            hello.push(hello_start());
+        }
+        let (bare, hello) = (stats(&bare), stats(&hello));
+        let ratio = bare.p50 / hello.p50;
+        let size = fs::metadata(HITL).unwrap().len() as f64 / (1 << 20) as f64;
+        println!("start-up, {n} of each alternating:");
+        row("  baseline: a hello-world binary (rustc -O)", &hello, "");
+        row(
+            "  hitl --version (a bare start)",
+            &bare,
+            &format!("p50 {ratio:.2}× hello world, target ≤ 1.3× {}", met(ratio <= 1.3)),
+        );
+        println!(
+            "  the hitl binary: {size:.1} MiB ({}), target < 30 MiB {}",
+            HITL,
+            met(size < 30.0)
+        );
+        println!();
+    }
     if run("ask") {
         let n = if quick { 150 } else { 500 };
         for (fs_name, parent) in [
@@ -99,18 +127,28 @@ fn main() {
             // Alternating with the same binary doing nothing: what starting a process
             // costs on the machine at this moment, which moves from day to day more
             // than `hitl ask` does. The project and the history store are on `parent`.
-            let (asks, bare, creates) = ask_processes(&parent, n);
-            let (asks, bare, creates) = (stats(&asks), stats(&bare), stats(&creates));
+            let (asks, bare, creates, hello) = ask_processes(&parent, n);
+            let (asks, bare, creates, hello) =
+                (stats(&asks), stats(&bare), stats(&creates), stats(&hello));
             println!(
                 "whole `hitl ask` process on {fs_name} ({}), spawn to exit, {n} of each alternating:",
                 fs_type(&parent)
             );
-            row("  baseline: hitl --version", &bare, "");
+            row("  baseline: a hello-world binary", &hello, "");
+            row(
+                "  baseline: hitl --version",
+                &bare,
+                &format!("p50 {:.2}× hello world", bare.p50 / hello.p50),
+            );
             let ratio = asks.p50 / bare.p50;
             row(
                 "  hitl ask",
                 &asks,
-                &format!("p50 {ratio:.2}× bare, target ≤ 1.3× {}", met(ratio <= 1.3)),
+                &format!(
+                    "p50 {ratio:.2}× bare ({:.2}× hello world), target ≤ 1.3× bare {}",
+                    asks.p50 / hello.p50,
+                    met(ratio <= 1.3)
+                ),
             );
             row("  file system: create a question file now", &creates, "");
             println!();
@@ -147,19 +185,24 @@ fn main() {
                 "tool_name": tool, "tool_input": input, "tool_use_id": "toolu_bench",
             })
             .to_string();
-            let (mut hooks, mut bare) = (Vec::with_capacity(n), Vec::with_capacity(n));
+            let (mut hooks, mut bare, mut hello) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..n {
                 hooks.push(hook_call(spool.project(), &home, &body));
                 bare.push(bare_start());
+                hello.push(hello_start());
             }
-            let (hooks, bare) = (stats(&hooks), stats(&bare));
+            let (hooks, bare, hello) = (stats(&hooks), stats(&bare), stats(&hello));
             let ratio = hooks.p50 / bare.p50;
             row(
                 &format!("  {name}"),
                 &hooks,
-                &format!("p50 {ratio:.2}× bare, target ≤ 1.2× {}", met(ratio <= 1.2)),
+                &format!(
+                    "p50 {ratio:.2}× bare ({:.2}× hello world), target ≤ 1.2× bare {}",
+                    hooks.p50 / hello.p50,
+                    met(ratio <= 1.2)
+                ),
             );
-            bare_all.push(bare);
+            bare_all.push((bare, hello));
         }
         // With a listener running every call also drops its event for the activity
         // feed (a small file, no fsync); the listener takes it on its own time.
@@ -171,24 +214,49 @@ fn main() {
                 "tool_use_id": "toolu_bench",
             })
             .to_string();
-            let (mut hooks, mut bare) = (Vec::with_capacity(n), Vec::with_capacity(n));
+            let (mut hooks, mut bare, mut hello) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..n {
                 hooks.push(hook_call(spool.project(), &home, &body));
                 bare.push(bare_start());
+                hello.push(hello_start());
             }
+            // A call that would be asked, with nobody at the listener: straight back to
+            // Claude Code's own prompt.
+            let dangerous = serde_json::json!({
+                "session_id": "bench", "cwd": spool.project(), "hook_event_name": "PreToolUse",
+                "tool_name": "Bash", "tool_input": { "command": "git push --force origin main" },
+                "tool_use_id": "toolu_bench",
+            })
+            .to_string();
+            let stepped_aside: Vec<f64> = (0..n)
+                .map(|_| hook_call_expecting(spool.project(), &home, &dangerous, "\"ask\""))
+                .collect();
             stop(listener);
-            let (hooks, bare) = (stats(&hooks), stats(&bare));
+            let (hooks, bare, hello) = (stats(&hooks), stats(&bare), stats(&hello));
             let ratio = hooks.p50 / bare.p50;
             row(
                 "  Read, a listener running (event noted)",
                 &hooks,
-                &format!("p50 {ratio:.2}× bare, target ≤ 1.2× {}", met(ratio <= 1.2)),
+                &format!(
+                    "p50 {ratio:.2}× bare ({:.2}× hello world), target ≤ 1.2× bare {}",
+                    hooks.p50 / hello.p50,
+                    met(ratio <= 1.2)
+                ),
+            );
+            let stepped_aside = stats(&stepped_aside);
+            row(
+                "  dangerous Bash, nobody at the listener",
+                &stepped_aside,
+                &format!(
+                    "Claude Code's prompt; p99 target ≤ 50 ms {}",
+                    met(stepped_aside.p99 <= 50.0)
+                ),
             );
             let left = std::fs::read_dir(spool.activity())
                 .map(|d| d.count())
                 .unwrap_or(0);
             assert_eq!(left, 0, "the listener took every event");
-            bare_all.push(bare);
+            bare_all.push((bare, hello));
         }
         // A call that asks: answered at once by `--auto-answer`, beside a `hitl ask`
         // answered the same way, in the same run. Both ask through the spool.
@@ -239,10 +307,12 @@ fn main() {
                 ),
             );
         }
+        let (bare, hello) = &bare_all[bare_all.len() - 1];
+        row("  baseline: a hello-world binary (last set)", hello, "");
         row(
             "  baseline: hitl --version (last set)",
-            &bare_all[bare_all.len() - 1],
-            "",
+            bare,
+            &format!("p50 {:.2}× hello world", bare.p50 / hello.p50),
         );
         println!();
     }
@@ -531,7 +601,7 @@ fn stop(mut child: Child) {
     }
 }
 
-fn ask_processes(parent: &Path, n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+fn ask_processes(parent: &Path, n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
     let (tmp, spool) = temp_project(parent);
     let home = tmp.path().join("home");
     let (listener, _) = start_listener(
@@ -555,15 +625,17 @@ fn ask_processes(parent: &Path, n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     for _ in 0..10 {
         ask();
         bare_start();
+        hello_start();
     }
-    let (mut asks, mut bare) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut asks, mut bare, mut hello) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..n {
         asks.push(ask());
         bare.push(bare_start());
+        hello.push(hello_start());
     }
     stop(listener);
     let creates = file_creates(&spool.tmp(), 50);
-    (asks, bare, creates)
+    (asks, bare, creates, hello)
 }
 
 /// Creating, writing and closing a question-sized file in `dir`, `n` times, each
@@ -623,6 +695,41 @@ fn hook_call_expecting(project: &Path, home: &Path, body: &str, expected: &str) 
     };
     assert!(out.status.success() && fits, "{out:?}");
     elapsed
+}
+
+/// A hello-world binary built by the same toolchain (the `rustc` cargo runs), the
+/// floor under every start: a `hitl` process is measured against it as well as
+/// against `hitl --version`, so no figure is read against a moving baseline.
+fn hello_world() -> &'static Path {
+    static HELLO: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    HELLO.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("hitl-bench-hello-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let source = dir.join("hello.rs");
+        fs::write(&source, "fn main() {\n    println!(\"hello\");\n}\n").unwrap();
+        let binary = dir.join("hello");
+        let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+        // As `[profile.release]` builds hitl: optimised, stripped.
+        let out = Command::new(rustc)
+            .args(["-C", "opt-level=3", "-C", "strip=symbols", "-o"])
+            .arg(&binary)
+            .arg(&source)
+            .output()
+            .expect("rustc builds the hello-world baseline");
+        assert!(out.status.success(), "building hello world: {out:?}");
+        binary
+    })
+}
+
+/// One run of the hello-world binary, spawn to exit.
+fn hello_start() -> f64 {
+    let start = Instant::now();
+    let out = Command::new(hello_world())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    start.elapsed().as_secs_f64() * 1000.0
 }
 
 /// One run of `hitl --version`, spawn to exit.

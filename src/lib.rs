@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod agents;
+pub mod allocator;
 pub mod api;
 pub mod broker;
 pub mod claude;
@@ -15,6 +16,7 @@ pub mod client;
 pub mod cmd;
 pub mod config;
 pub mod daemon;
+pub mod logging;
 pub mod mcp;
 pub mod process;
 pub mod protocol;

@@ -5,14 +5,14 @@
 //! 3 cannot ask (bad arguments, not initialised), 130 interrupted (question withdrawn).
 //! Every other command: 0 success, 1 failure, 2 bad arguments.
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{io::Write, path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};
 
-/// mimalloc, not glibc's malloc: under HTTP load the server spent a sixth of its CPU
-/// in glibc's allocator (consolidating and splitting chunks freed on other threads).
+/// mimalloc for the daemons, glibc's malloc for the short-lived rest (see
+/// `hitl::allocator`).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: hitl::allocator::ByRole = hitl::allocator::ByRole;
 use hitl::claude::hook::HookEvent;
 use hitl::cmd::{
     answer::{AnswerOptions, AnswerWith},
@@ -472,15 +472,18 @@ fn run_hook(event: HookEvent) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        // Colour codes only for a terminal: logs piped to a file or a supervisor stay text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("HITL_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    // `hitl --version` alone: the same line clap prints, without building clap's
+    // model of every command first (a start's floor, and what benchmarks compare
+    // every other start with).
+    let mut args = std::env::args_os().skip(1);
+    let (first, second) = (args.next(), args.next());
+    if second.is_none() && first.as_deref().is_some_and(|a| a == "--version" || a == "-V") {
+        return match writeln!(std::io::stdout(), "hitl {}", env!("CARGO_PKG_VERSION")) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::FAILURE,
+        };
+    }
+    hitl::logging::init(first.as_deref());
     if let Some(event) = hook_event(std::env::args_os()) {
         return run_hook(event);
     }
