@@ -2,6 +2,7 @@
 //!
 //! * Rebuilds when a migration is added: `sqlx::migrate!` embeds the folders' files
 //!   at compile time, and cargo does not otherwise notice a new one.
+//! * Links `hitl` at a fixed address (see below; `HITL_PIE=1` opts out).
 //! * Links the functions every short-lived `hitl` process runs (start-up, `ask`,
 //!   `hook`), then those of the server's request path, next to each other, in the
 //!   order `tools/hot-symbols.txt` lists them (made by `tools/hot-symbols`). Spread over the 13 MB of code they cost a page
@@ -15,7 +16,16 @@ fn main() {
     let order = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/hot-symbols.txt");
     let default_lld = std::env::var("TARGET").is_ok_and(|t| t == "x86_64-unknown-linux-gnu");
     let own_linker = std::env::var("CARGO_ENCODED_RUSTFLAGS").is_ok_and(|f| f.contains("link"));
-    println!("cargo:rustc-link-arg-bin=hitl=-no-pie");
+    // Linked at a fixed address: a position-independent hitl had 460 KB of pointers
+    // (vtables, tables of names) relocated by the loader at every start, a page
+    // fault for each of their 120 pages, a third of a hook's whole cost. The price is
+    // that the binary's own code sits at a known address (libraries, heap and stack
+    // are still placed at random); `HITL_PIE=1 cargo build` keeps it
+    // position-independent.
+    println!("cargo:rerun-if-env-changed=HITL_PIE");
+    if std::env::var_os("HITL_PIE").is_none_or(|v| v.is_empty() || v == "0") {
+        println!("cargo:rustc-link-arg-bin=hitl=-no-pie");
+    }
     if default_lld && !own_linker && order.exists() {
         println!(
             "cargo:rustc-link-arg-bin=hitl=-Wl,--symbol-ordering-file={}",

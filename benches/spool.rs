@@ -109,7 +109,10 @@ fn main() {
         row(
             "  hitl --version (a bare start)",
             &bare,
-            &format!("p50 {ratio:.2}× hello world, target ≤ 1.3× {}", met(ratio <= 1.3)),
+            &format!(
+                "p50 {ratio:.2}× hello world, target ≤ 1.3× {}",
+                met(ratio <= 1.3)
+            ),
         );
         println!(
             "  the hitl binary: {size:.1} MiB ({}), target < 30 MiB {}",

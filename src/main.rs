@@ -477,7 +477,11 @@ fn main() -> ExitCode {
     // every other start with).
     let mut args = std::env::args_os().skip(1);
     let (first, second) = (args.next(), args.next());
-    if second.is_none() && first.as_deref().is_some_and(|a| a == "--version" || a == "-V") {
+    if second.is_none()
+        && first
+            .as_deref()
+            .is_some_and(|a| a == "--version" || a == "-V")
+    {
         return match writeln!(std::io::stdout(), "hitl {}", env!("CARGO_PKG_VERSION")) {
             Ok(()) => ExitCode::SUCCESS,
             Err(_) => ExitCode::FAILURE,
