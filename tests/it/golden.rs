@@ -143,7 +143,7 @@ fn golden_broker_down_policy_ask_and_deny() {
 fn with_listener(scenario: &str, config: &str, answer: impl Fn(&str) -> Option<Vec<&'static str>>) {
     let p = Project::new();
     p.project_config(config);
-    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let _listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
     for (case, path) in cases() {
         let child = spawn(&p, &case, &path);
         if decides(&case) {
