@@ -394,14 +394,20 @@ impl McpServer {
                 project.display()
             ))
         })?;
-        let url = ListenerInfo::running(&spool)
-            .and_then(|l| l.http)
-            .ok_or_else(|| {
-                NotAsked(format!(
-                    "no hitl listener is running for {}: the human has to start `hitl listen` there",
-                    spool.project().display()
-                ))
-            })?;
+        let Some(listener) = ListenerInfo::running(&spool) else {
+            return Err(NotAsked(format!(
+                "no hitl listener is running for {}: the human has to start `hitl listen` there",
+                spool.project().display()
+            )));
+        };
+        let url = listener.http.ok_or_else(|| {
+            NotAsked(format!(
+                "the hitl listener for {} (pid {}) serves no HTTP, which MCP asks through: \
+                 the human has to restart it without --no-http",
+                spool.project().display(),
+                listener.pid
+            ))
+        })?;
         Ok((spool, url))
     }
 

@@ -141,6 +141,16 @@ pub fn is_alive(pid: u32, start: Option<u64>) -> bool {
     }
 }
 
+/// This process's OS user's name (its uid, `uid 1000`, where no name is known).
+pub fn user_name() -> String {
+    let uid = nix::unistd::getuid();
+    nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| format!("uid {uid}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -578,9 +578,24 @@ function questions(r, form, send) {
         o.description ? el("span", { class: "description", text: o.description }) : null));
       return input;
     });
-    const other = el("input", { type: "text", class: "other", placeholder: picks.length ? "Other…" : "Your answer",
-      "aria-label": `Other answer to: ${q.question}` });
-    set.append(el("span", { class: "other-row" }, other, dictation(other)));
+    // The asker's rule for the answer (an MCP server's field): options only, or a
+    // number or text of a kind. The server refuses what does not fit, saying why.
+    const rule = q.value || null;
+    if (rule && rule.type === "choice") {
+      form.append(set);
+      return { q, picks, other: null };
+    }
+    const numeric = rule && (rule.type === "integer" || rule.type === "number");
+    const attrs = { type: numeric ? "number" : "text", class: "other",
+      placeholder: picks.length ? "Other…" : "Your answer", "aria-label": `Other answer to: ${q.question}` };
+    if (numeric) {
+      attrs.step = rule.type === "integer" ? "1" : "any";
+      if (rule.minimum !== undefined) attrs.min = String(rule.minimum);
+      if (rule.maximum !== undefined) attrs.max = String(rule.maximum);
+    }
+    if (rule && rule.maxLength !== undefined) attrs.maxlength = String(rule.maxLength);
+    const other = el("input", attrs);
+    set.append(el("span", { class: "other-row" }, other, numeric ? null : dictation(other)));
     form.append(set);
     return { q, picks, other };
   });
@@ -588,7 +603,7 @@ function questions(r, form, send) {
     const answers = {};
     for (const { q, picks, other } of asks) {
       const chosen = picks.filter((p) => p.checked).map((p) => p.value);
-      answers[q.question] = other.value.trim() || chosen.join(", ");
+      answers[q.question] = (other && other.value.trim()) || chosen.join(", ");
     }
     send({ answers });
   } }));

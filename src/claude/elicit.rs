@@ -7,10 +7,10 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::protocol::{FormOption, FormQuestion};
-
-/// What an answer to an optional field says to leave it out (as does no answer).
-pub const SKIP: &str = "-";
+use crate::protocol::{
+    FormOption, FormQuestion,
+    form::{SKIP, ValueRule, ValueType},
+};
 
 /// How the answers to an elicitation's questions become its `content`.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,9 +36,12 @@ struct Field {
 
 #[derive(Debug, Clone, PartialEq)]
 enum FieldKind {
-    Text,
-    Number,
-    Integer,
+    /// Text, with its schema's length and format, if any.
+    Text(ValueRule),
+    /// A number, with its schema's range.
+    Number(ValueRule),
+    /// A whole number, with its schema's range.
+    Integer(ValueRule),
     Boolean,
     /// One of these (value, label).
     One(Vec<(Value, String)>),
@@ -135,20 +138,33 @@ impl Elicitation {
                     _ => (Vec::new(), false),
                 };
                 let optional = if f.required { "" } else { " (optional)" };
+                // The server's schema is the rule: a UI refuses what it would.
+                let value = match &f.kind {
+                    FieldKind::Text(r) | FieldKind::Number(r) | FieldKind::Integer(r) => r.clone(),
+                    FieldKind::Boolean | FieldKind::One(_) | FieldKind::Many(_) => ValueRule {
+                        kind: ValueType::Choice,
+                        minimum: None,
+                        maximum: None,
+                        min_length: None,
+                        max_length: None,
+                        format: None,
+                    },
+                };
                 FormQuestion {
                     question: format!("{}{optional}", f.question),
                     header: f.name.chars().take(12).collect(),
                     options,
                     multi_select,
                     optional: !f.required,
+                    value: Some(value),
                 }
             })
             .collect()
     }
 
     /// The `content` the answers (keyed by question text) make: each field's answer
-    /// in its own type, optional ones answered with [`SKIP`] or nothing left out. A number that
-    /// does not read as one goes as the text the human wrote, for the server to refuse.
+    /// in its own type, optional ones answered with [`SKIP`] or nothing left out.
+    /// Every answer fits its field by now (the broker refuses one that does not).
     pub fn content(&self, answers: &Map<String, Value>) -> Value {
         let questions = self.questions();
         let mut content = Map::new();
@@ -169,9 +185,9 @@ impl Elicitation {
                     .map_or_else(|| json!(t), |(v, _)| v.clone())
             };
             let value = match &f.kind {
-                FieldKind::Text => json!(a),
-                FieldKind::Number => a.parse::<f64>().map_or_else(|_| json!(a), |n| json!(n)),
-                FieldKind::Integer => a.parse::<i64>().map_or_else(|_| json!(a), |n| json!(n)),
+                FieldKind::Text(_) => json!(a),
+                FieldKind::Number(_) => a.parse::<f64>().map_or_else(|_| json!(a), |n| json!(n)),
+                FieldKind::Integer(_) => a.parse::<i64>().map_or_else(|_| json!(a), |n| json!(n)),
                 FieldKind::Boolean => match a.to_ascii_lowercase().as_str() {
                     "yes" | "y" | "true" => json!(true),
                     "no" | "n" | "false" => json!(false),
@@ -254,10 +270,28 @@ fn field_kind(p: &Value) -> Option<FieldKind> {
     if let Some(c) = choices(p).filter(|c| !c.is_empty()) {
         return Some(FieldKind::One(c));
     }
+    let number = |k: &str| p.get(k).and_then(Value::as_number).cloned();
+    let length = |k: &str| {
+        p.get(k)
+            .and_then(Value::as_u64)
+            .and_then(|n| usize::try_from(n).ok())
+    };
+    let rule = |kind| ValueRule {
+        kind,
+        minimum: number("minimum"),
+        maximum: number("maximum"),
+        min_length: length("minLength"),
+        max_length: length("maxLength"),
+        format: p
+            .get("format")
+            .and_then(Value::as_str)
+            .filter(|f| matches!(*f, "email" | "uri" | "date" | "date-time"))
+            .map(str::to_string),
+    };
     match p.get("type").and_then(Value::as_str)? {
-        "string" => Some(FieldKind::Text),
-        "number" => Some(FieldKind::Number),
-        "integer" => Some(FieldKind::Integer),
+        "string" => Some(FieldKind::Text(rule(ValueType::Text))),
+        "number" => Some(FieldKind::Number(rule(ValueType::Number))),
+        "integer" => Some(FieldKind::Integer(rule(ValueType::Integer))),
         "boolean" => Some(FieldKind::Boolean),
         "array" => choices(p.get("items")?)
             .filter(|c| !c.is_empty())

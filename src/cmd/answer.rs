@@ -127,32 +127,59 @@ fn ended(status: Status, by: Option<&str>) -> String {
 }
 
 /// The name recorded as the responder: `cli:USER`.
+/// Who answers from this command line: `cli:` and the OS user (by its uid when the
+/// environment does not say, as under cron or a service).
 fn responder() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown".into());
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(crate::process::user_name);
     format!("cli:{user}")
 }
 
-fn find_question(spool: &Spool, id: &str) -> Option<(PathBuf, ParsedQuestion)> {
+/// The pending spool question `id` names: its whole id, or (as git takes commits)
+/// the start of one, four characters or more, that no other pending question's id
+/// starts with. An error when several do.
+fn find_question(spool: &Spool, id: &str) -> Result<Option<(PathBuf, ParsedQuestion)>> {
     // Fast path: canonical and seed 000 questions are named after their id.
     let direct = spool.questions().join(format!("{id}.json"));
     if let questions::Loaded::Question(q) =
         questions::load_question(&direct, DEFAULT_MAX_QUESTION_BYTES)
         && q.request.id == id
     {
-        return Some((direct, *q));
+        return Ok(Some((direct, *q)));
     }
-    questions::question_paths(spool)
-        .ok()?
-        .into_iter()
-        .find_map(
-            |p| match questions::load_question(&p, DEFAULT_MAX_QUESTION_BYTES) {
-                questions::Loaded::Question(q) if q.request.id == id => Some((p, *q)),
-                _ => None,
-            },
-        )
+    let mut starting = Vec::new();
+    for p in questions::question_paths(spool).unwrap_or_default() {
+        if let questions::Loaded::Question(q) =
+            questions::load_question(&p, DEFAULT_MAX_QUESTION_BYTES)
+        {
+            if q.request.id == id {
+                return Ok(Some((p, *q)));
+            }
+            if id.len() >= MIN_PREFIX && q.request.id.starts_with(id) {
+                starting.push((p, *q));
+            }
+        }
+    }
+    match starting.len() {
+        0 | 1 => Ok(starting.pop()),
+        n => {
+            let ids: Vec<&str> = starting
+                .iter()
+                .map(|(_, q)| q.request.id.as_str())
+                .collect();
+            bail!(
+                "{id} starts {n} pending questions' ids ({}); give more of it",
+                ids.join(", ")
+            )
+        }
+    }
 }
+
+/// The fewest characters of an id that name a question by its start.
+const MIN_PREFIX: usize = 4;
 
 /// Which request an id names: a spool question's and a request made over HTTP may
 /// share one (an asker names its own file), so `spool:ID` and `http:ID` say which.
@@ -214,8 +241,12 @@ pub async fn run(mut opts: AnswerOptions) -> Result<()> {
         .or_else(|| crate::spool::ListenerInfo::running(&spool)?.http);
     let found = match target {
         Which::Http => None,
-        _ => find_question(&spool, &opts.id),
+        _ => find_question(&spool, &opts.id)?,
     };
+    // Named by the start of its id: the whole id from here on.
+    if let Some((_, q)) = &found {
+        opts.id = q.request.id.clone();
+    }
     if found.is_some()
         && target == Which::Either
         && held_elsewhere(server.as_deref(), &opts.id).await
@@ -299,8 +330,30 @@ pub async fn run(mut opts: AnswerOptions) -> Result<()> {
         }
     }
     record(&db_url, &spool, q, &answer).await;
-    if opts.json {
-        println!("{}", serde_json::to_string(&answer)?);
+    print_done(&answer, opts.json)
+}
+
+/// Says what was sent: the answer as JSON with `--json`, else one line.
+fn print_done(answer: &Answer, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(answer)?);
+        return Ok(());
+    }
+    let id = &answer.id;
+    let comment = answer
+        .comment
+        .as_deref()
+        .filter(|c| !c.is_empty())
+        .map(|c| format!(" ({})", crate::protocol::text::visible_line(c)))
+        .unwrap_or_default();
+    match (answer.status, answer.approved) {
+        (crate::protocol::AnswerStatus::Cancelled, _) => println!("cancelled {id}{comment}"),
+        (_, Some(true)) => println!("approved {id}{comment}"),
+        (_, Some(false)) => println!("denied {id}{comment}"),
+        _ => {
+            let text = crate::protocol::text::visible_line(&answer.content);
+            println!("answered {id}: {text}{comment}")
+        }
     }
     Ok(())
 }
@@ -320,9 +373,7 @@ async fn answer_remote(base: &str, opts: &AnswerOptions) -> Result<Option<()>> {
         .respond(&request, &reply, &responder())
         .await
         .with_context(|| format!("question {} was not answered", opts.id))?;
-    if opts.json {
-        println!("{}", serde_json::to_string(&answer)?);
-    }
+    print_done(&answer, opts.json)?;
     Ok(Some(()))
 }
 

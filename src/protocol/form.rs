@@ -28,6 +28,137 @@ pub struct FormQuestion {
     /// MCP server's form. AskUserQuestion's questions all need an answer.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub optional: bool,
+    /// What an answer must be, when the asker says (an MCP server's form field): one
+    /// of the options only, or text of a type and range. Every UI refuses an answer
+    /// that does not fit, saying why; none is sent. None: AskUserQuestion's rule, an
+    /// option or any text of the human's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<ValueRule>,
+}
+
+/// What an answer to a form question must be.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ValueRule {
+    /// `choice` (its options only), `integer`, `number` or `text`.
+    #[serde(rename = "type")]
+    pub kind: ValueType,
+    /// The least a number may be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimum: Option<serde_json::Number>,
+    /// The most a number may be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maximum: Option<serde_json::Number>,
+    /// The fewest characters a text may have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_length: Option<usize>,
+    /// The most characters a text may have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_length: Option<usize>,
+    /// A text's format: `email`, `uri`, `date` or `date-time`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+}
+
+/// The kinds of [`ValueRule`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ValueType {
+    /// One (or, where several may be picked, some) of the options; no text of one's own.
+    Choice,
+    /// A whole number.
+    Integer,
+    /// A number.
+    Number,
+    /// Text.
+    Text,
+}
+
+/// What answers an optional question by leaving it out, besides an empty answer.
+pub const SKIP: &str = "-";
+
+impl ValueRule {
+    /// Why `answer` (already a chosen label or the human's own text) does not fit,
+    /// if it does not.
+    fn check(&self, answer: &str, options: &[FormOption]) -> Result<(), String> {
+        let range = |n: f64| -> Result<(), String> {
+            if let Some(min) = self.minimum.as_ref().and_then(serde_json::Number::as_f64)
+                && n < min
+            {
+                return Err(format!("{answer} is less than {min}, the least it may be"));
+            }
+            if let Some(max) = self.maximum.as_ref().and_then(serde_json::Number::as_f64)
+                && n > max
+            {
+                return Err(format!("{answer} is more than {max}, the most it may be"));
+            }
+            Ok(())
+        };
+        match self.kind {
+            ValueType::Choice => {
+                let labels: Vec<&str> = options.iter().map(|o| o.label.as_str()).collect();
+                for part in answer.split(", ") {
+                    if !labels.contains(&part) {
+                        return Err(format!(
+                            "{part:?} is not one of its options ({})",
+                            labels.join(", ")
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            ValueType::Integer => match answer.parse::<i64>() {
+                Ok(n) => range(n as f64),
+                Err(_) => Err(format!("{answer:?} is not a whole number")),
+            },
+            ValueType::Number => match answer.parse::<f64>() {
+                Ok(n) if n.is_finite() => range(n),
+                _ => Err(format!("{answer:?} is not a number")),
+            },
+            ValueType::Text => {
+                let n = answer.chars().count();
+                if let Some(min) = self.min_length
+                    && n < min
+                {
+                    return Err(format!("it has {n} characters; at least {min} are needed"));
+                }
+                if let Some(max) = self.max_length
+                    && n > max
+                {
+                    return Err(format!("it has {n} characters; at most {max} are allowed"));
+                }
+                let fits = match self.format.as_deref() {
+                    Some("email") => answer.split_once('@').is_some_and(|(a, b)| {
+                        !a.is_empty() && b.contains('.') && !answer.contains(' ')
+                    }),
+                    Some("uri") => answer.split_once(':').is_some_and(|(scheme, rest)| {
+                        !scheme.is_empty()
+                            && scheme
+                                .chars()
+                                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+                            && !rest.is_empty()
+                            && !answer.contains(' ')
+                    }),
+                    Some("date") => answer.parse::<jiff::civil::Date>().is_ok(),
+                    Some("date-time") => answer.parse::<jiff::Timestamp>().is_ok(),
+                    _ => true,
+                };
+                if fits {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{answer:?} is not {}",
+                        match self.format.as_deref() {
+                            Some("email") => "an email address",
+                            Some("uri") => "a URI (like https://example.com)",
+                            Some("date") => "a date (like 2026-11-26)",
+                            _ => "a date and time (like 2026-11-26T09:30:00Z)",
+                        }
+                    ))
+                }
+            }
+        }
+    }
 }
 
 /// One option of a form question.
@@ -71,6 +202,26 @@ impl FormQuestion {
     /// (`2`, or `1,3` where several may be picked), option labels, or, when it is
     /// neither, the human's own answer.
     pub fn interpret(&self, typed: &str) -> Result<String, String> {
+        let answer = self.read_typed(typed)?;
+        self.fits(&answer)?;
+        Ok(answer)
+    }
+
+    /// Why `answer` (as sent: a label, labels joined by ", ", or text) does not fit
+    /// this question's [`ValueRule`], if it does not. An optional question's empty
+    /// answer (or [`SKIP`]) always fits.
+    pub fn fits(&self, answer: &str) -> Result<(), String> {
+        let a = answer.trim();
+        if self.optional && (a.is_empty() || a == SKIP) {
+            return Ok(());
+        }
+        match &self.value {
+            Some(rule) => rule.check(a, &self.options),
+            None => Ok(()),
+        }
+    }
+
+    fn read_typed(&self, typed: &str) -> Result<String, String> {
         let t = typed.trim();
         if t.is_empty() && self.optional {
             return Ok(String::new());
@@ -166,7 +317,62 @@ mod tests {
                 .collect(),
             multi_select: multi,
             optional: false,
+            value: None,
         }
+    }
+
+    #[test]
+    fn a_typed_question_refuses_what_does_not_fit_and_says_why() {
+        let rule = |kind, min: Option<i64>, max: Option<i64>| ValueRule {
+            kind,
+            minimum: min.map(Into::into),
+            maximum: max.map(Into::into),
+            min_length: None,
+            max_length: None,
+            format: None,
+        };
+        let typed = |value| FormQuestion {
+            options: Vec::new(),
+            value: Some(value),
+            ..q(false)
+        };
+        let choice = FormQuestion {
+            value: Some(rule(ValueType::Choice, None, None)),
+            ..q(false)
+        };
+        assert_eq!(choice.interpret("2").unwrap(), "Vue");
+        let why = choice.interpret("maybe").unwrap_err();
+        assert!(why.contains("not one of its options"), "{why}");
+        let replicas = typed(rule(ValueType::Integer, Some(1), Some(10)));
+        assert_eq!(replicas.interpret(" 3 ").unwrap(), "3");
+        assert!(
+            replicas
+                .interpret("three")
+                .unwrap_err()
+                .contains("whole number")
+        );
+        assert!(replicas.interpret("2.5").is_err());
+        assert!(replicas.interpret("11").unwrap_err().contains("the most"));
+        assert!(replicas.interpret("0").unwrap_err().contains("the least"));
+        let ratio = typed(rule(ValueType::Number, None, Some(1)));
+        assert!(ratio.interpret("0.5").is_ok());
+        assert!(ratio.interpret("NaN").is_err() && ratio.interpret("1.5").is_err());
+        let email = typed(ValueRule {
+            format: Some("email".into()),
+            max_length: Some(20),
+            ..rule(ValueType::Text, None, None)
+        });
+        assert!(email.interpret("me@example.com").is_ok());
+        assert!(email.interpret("maybe").unwrap_err().contains("email"));
+        assert!(email.interpret("someone.long@example.com").is_err());
+        // Left out: an optional question's empty answer or "-" fits any rule.
+        let optional = FormQuestion {
+            optional: true,
+            ..replicas.clone()
+        };
+        assert!(optional.fits("").is_ok() && optional.fits(SKIP).is_ok());
+        // A rule is said only where there is one.
+        assert!(!serde_json::to_string(&q(false)).unwrap().contains("value"));
     }
 
     #[test]

@@ -511,10 +511,16 @@ impl Reply {
                     .iter()
                     .zip(&r.questions)
                     .position(|(a, q)| a.trim().is_empty() && !q.optional);
-                match unanswered {
-                    Some(i) => Err(format!("no answer to {:?}", r.questions[i].question)),
-                    None => Ok(()),
+                if let Some(i) = unanswered {
+                    return Err(format!("no answer to {:?}", r.questions[i].question));
                 }
+                // An answer of a type or range its question does not take is refused
+                // here, whichever UI sent it.
+                for (a, q) in a.iter().zip(&r.questions) {
+                    q.fits(a)
+                        .map_err(|why| format!("{:?}: {why}", q.question))?;
+                }
+                Ok(())
             }
             (_, k) => Err(format!(
                 "a {} question takes {}",

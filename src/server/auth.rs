@@ -103,8 +103,23 @@ pub struct Caller {
     pub asker: bool,
     /// It connects from loopback to a server bound to loopback.
     pub local: bool,
+    /// It came with a dashboard session's cookie, not the token: a person at the
+    /// dashboard (its answers are credited to the dashboard).
+    pub dashboard: bool,
     /// Its connection.
     pub peer: Peer,
+}
+
+impl Caller {
+    /// Who an answer this caller sends is from, unless it says: the dashboard and
+    /// this machine's user for a dashboard page, else `http`.
+    pub fn responder(&self) -> String {
+        if self.dashboard {
+            format!("dashboard:{}", crate::process::user_name())
+        } else {
+            "http".to_string()
+        }
+    }
 }
 
 impl Caller {
@@ -352,15 +367,18 @@ pub async fn admit(
         });
     let cookie = cookie_name(state.local_addr.port());
     // The cookie holds a session, never the token (see `login.rs`).
-    let authenticated = from_query.is_some()
-        || presented_token(&req).is_some_and(|t| same(t, &state.token))
-        || cookie_value(&req, &cookie).is_some_and(|id| state.sessions.valid(id));
+    let by_token =
+        from_query.is_some() || presented_token(&req).is_some_and(|t| same(t, &state.token));
+    let dashboard =
+        !by_token && cookie_value(&req, &cookie).is_some_and(|id| state.sessions.valid(id));
+    let authenticated = by_token || dashboard;
     let asker =
         !authenticated && presented_token(&req).is_some_and(|t| same(t, &state.asker_token));
     let caller = Caller {
         authenticated,
         asker,
         local: state.loopback_bound && peer.addr.ip().is_loopback(),
+        dashboard,
         peer,
     };
     if let Err(e) = state

@@ -25,6 +25,11 @@ pub async fn index() -> Response {
     file("index.html")
 }
 
+/// `GET /favicon.ico`: the icon browsers ask for on their own (an SVG).
+pub async fn favicon() -> Response {
+    file("favicon.svg")
+}
+
 /// `GET /ui/{name}`: its scripts and styles.
 pub async fn asset(Path(name): Path<String>) -> Response {
     file(&name)

@@ -320,10 +320,11 @@ pub async fn get(
 /// `POST /api/v1/requests/:id/respond`.
 pub async fn respond_request(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<RespondBody>,
 ) -> Result<Json<api::Responded>, ApiError> {
-    let done = respond::respond(&state, &id, Ids::Any, &body, "http").await?;
+    let done = respond::respond(&state, &id, Ids::Any, &body, &caller.responder()).await?;
     Ok(Json(responded(id, done)))
 }
 
@@ -342,6 +343,7 @@ pub struct CancelBody {
 /// JSON, labelled so).
 pub async fn cancel(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: axum::body::Bytes,
@@ -358,7 +360,7 @@ pub async fn cancel(
         responded_by: body.responded_by,
         ..RespondBody::default()
     };
-    let done = respond::respond(&state, &id, Ids::Any, &respond_body, "http").await?;
+    let done = respond::respond(&state, &id, Ids::Any, &respond_body, &caller.responder()).await?;
     Ok(Json(responded(id, done)))
 }
 

@@ -283,7 +283,8 @@ pub fn router(state: Arc<AppState>) -> Router {
     // out), open to anyone (they hold no data), behind the same guard and login.
     let mut router = Router::new()
         .route("/", get(super::dashboard::index))
-        .route("/ui/{name}", get(super::dashboard::asset));
+        .route("/ui/{name}", get(super::dashboard::asset))
+        .route("/favicon.ico", get(super::dashboard::favicon));
     for (path, handler) in by_path {
         router = router.route(path, handler);
     }

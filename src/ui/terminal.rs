@@ -86,10 +86,12 @@ fn show(out: &mut impl Write, p: &PendingRequest, waiting: usize) -> std::io::Re
     for line in r.content.lines() {
         writeln!(out, "  {}", visible_line(line))?;
     }
-    if !r.context.is_null() {
-        // serde_json escapes C0 controls in strings, not DEL, C1 or bidi controls.
-        writeln!(out, "  context: {}", visible(&r.context.to_string()))?;
-    }
+    show_context(out, &r.context)?;
+    writeln!(
+        out,
+        "  (id {}: `hitl answer {}` from elsewhere)",
+        r.id, r.id
+    )?;
     for (i, o) in r.options.iter().enumerate() {
         writeln!(out, "  {}) {}", i + 1, visible_line(o))?;
     }
@@ -109,6 +111,95 @@ fn show(out: &mut impl Write, p: &PendingRequest, waiting: usize) -> std::io::Re
             out.flush()
         }
     }
+}
+
+/// The most a context value shows on the prompt, in characters.
+const CONTEXT_WIDTH: usize = 100;
+
+/// `text` on one line, cut to `width` characters, its control characters visible.
+fn cut(text: &str, width: usize) -> String {
+    let line = visible_line(text).into_owned();
+    if line.chars().count() <= width {
+        return line;
+    }
+    let mut short: String = line.chars().take(width.saturating_sub(1)).collect();
+    short.push('…');
+    short
+}
+
+/// A request's context as a person reads it, never raw JSON: a tool call as its
+/// command, or its file and how much it writes; anything else a short line per key.
+/// (Every UI's API still has the whole context: `hitl pending --json`.)
+fn show_context(out: &mut impl Write, context: &serde_json::Value) -> std::io::Result<()> {
+    use serde_json::Value;
+    let Some(fields) = context.as_object() else {
+        if !context.is_null() {
+            // serde_json escapes C0 controls in strings, not DEL, C1 or bidi controls.
+            writeln!(
+                out,
+                "  context: {}",
+                cut(&visible(&context.to_string()), CONTEXT_WIDTH)
+            )?;
+        }
+        return Ok(());
+    };
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    if let Some(tool) = fields.get("tool_name").and_then(Value::as_str) {
+        let input = fields.get("tool_input").unwrap_or(&Value::Null);
+        let file = ["file_path", "notebook_path", "path"]
+            .iter()
+            .find_map(|k| input.get(*k).and_then(Value::as_str));
+        let lines = |k: &str| {
+            input
+                .get(k)
+                .and_then(Value::as_str)
+                .map(|s| s.lines().count())
+        };
+        match tool {
+            "Bash" => {
+                let command = input.get("command").and_then(Value::as_str).unwrap_or("");
+                let all: Vec<&str> = command.lines().collect();
+                for line in all.iter().take(8) {
+                    writeln!(out, "  $ {}", cut(line, CONTEXT_WIDTH))?;
+                }
+                if all.len() > 8 {
+                    writeln!(out, "  $ … ({} lines in all)", all.len())?;
+                }
+            }
+            // The question and the form already say all there is.
+            "AskUserQuestion" | "ExitPlanMode" => {}
+            _ => {
+                let size = match (lines("content"), lines("old_string"), lines("new_string")) {
+                    (Some(n), _, _) => format!(" (writes {n} lines)"),
+                    (_, Some(old), Some(new)) => format!(" (-{old} +{new} lines)"),
+                    _ => String::new(),
+                };
+                match file {
+                    Some(f) => writeln!(out, "  {tool}: {}{size}", cut(f, CONTEXT_WIDTH))?,
+                    None => writeln!(out, "  tool: {}", cut(tool, CONTEXT_WIDTH))?,
+                }
+            }
+        }
+        if let Some(why) = fields.get("why").and_then(Value::as_str) {
+            writeln!(out, "  why: {}", cut(why, CONTEXT_WIDTH))?;
+        }
+        return Ok(());
+    }
+    const KEYS: usize = 6;
+    for (k, v) in fields.iter().take(KEYS) {
+        writeln!(out, "  {}: {}", cut(k, 30), cut(&text(v), CONTEXT_WIDTH))?;
+    }
+    if fields.len() > KEYS {
+        writeln!(
+            out,
+            "  (and {} more in its context: `hitl pending --json`)",
+            fields.len() - KEYS
+        )?;
+    }
+    Ok(())
 }
 
 /// Says an agent's notification (Claude Code wants the user: a permission it is

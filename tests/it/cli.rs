@@ -686,3 +686,47 @@ fn http_takes_a_port_or_localhost_and_port() {
         "{out:?}"
     );
 }
+
+#[test]
+fn answer_takes_the_start_of_an_id_that_names_one_question() {
+    let p = Project::new();
+    let first = spawn_ask(&p, &["--timeout", "60", "first?"]);
+    let second = spawn_ask(&p, &["--timeout", "60", "second?"]);
+    let pending = p.wait_pending(2, Duration::from_secs(10));
+    let ids: Vec<String> = pending
+        .iter()
+        .map(|q| q["id"].as_str().unwrap().to_string())
+        .collect();
+    // Ids made a moment apart start alike (they begin with the time): a start both
+    // share is refused, naming both.
+    let shared = ids[0]
+        .chars()
+        .zip(ids[1].chars())
+        .take_while(|(a, b)| a == b)
+        .count();
+    assert!(shared >= 4, "{ids:?}");
+    let out = p.run(&["answer", &ids[0][..shared], "x"]);
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&ids[0]) && err.contains(&ids[1]), "{err}");
+    // One more character names one.
+    let out = p.run(&["answer", &ids[0][..shared + 1], "yes"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("answered {}: yes\n", ids[0])
+    );
+    let (answered, waiting) = if pending[0]["content"] == "first?" {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    let out = wait_output(answered, Duration::from_secs(10));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "yes\n");
+    let out = p.run(&["cancel", &ids[1][..shared + 1]]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        wait_output(waiting, Duration::from_secs(10)).status.code(),
+        Some(1)
+    );
+}

@@ -235,6 +235,9 @@ async fn requests_are_answered_in_the_browser_and_the_inbox_stays_live() {
         (Some(false), Some("not on a Friday")),
         "{a}"
     );
+    // Credited to the dashboard and the machine's user, not to "http".
+    let by = a["responded_by"].as_str().unwrap();
+    assert!(by.starts_with("dashboard:"), "{a}");
 
     // A form of questions with "Other".
     let form = r#"[{"question": "Which database?", "header": "DB", "options": [{"label": "PostgreSQL", "description": "in staging"}, {"label": "SQLite"}]},

@@ -1196,6 +1196,33 @@ fn an_mcp_servers_elicitation_is_answered_as_a_form_from_any_ui() {
         q["questions"][0]["options"][0]["label"], "Production",
         "{q:#}"
     );
+    // What the server's schema would refuse is refused by every UI, saying why, and
+    // nothing is sent: own text for a choice, words for a whole number.
+    let id = q["id"].as_str().unwrap();
+    for (answers, why) in [
+        (["Staging", "3", "-"], "not one of its options"),
+        (["Development", "three", "-"], "not a whole number"),
+        (["Development", "3", "maybe"], "not one of its options"),
+    ] {
+        let mut args = vec!["answer", id];
+        args.extend(answers);
+        let out = p.run(&args);
+        assert!(!out.status.success(), "{answers:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(why), "{answers:?}: {err}");
+    }
+    let over_http = reqwest::blocking::Client::new()
+        .post(format!("{}/api/v1/requests/{id}/respond", p.http_url()))
+        .bearer_auth(p.token())
+        .json(&json!({ "answers": { "Environment": "Development",
+            "replicas": "many", "Tell the team? (optional)": "" } }))
+        .send()
+        .unwrap();
+    let status = over_http.status();
+    let body = over_http.text().unwrap();
+    assert!(status.is_client_error(), "{status} {body}");
+    assert!(body.contains("not a whole number"), "{body}");
+    assert_eq!(p.pending().len(), 1, "still waiting for a good answer");
     let got = answer_and_read(&p, child, &q, &["Development", "3", "-"]);
     assert_eq!(
         got,
@@ -1298,4 +1325,40 @@ fn the_request_type_and_timeout_are_chosen_per_tool() {
         String::from_utf8_lossy(&out.stderr).contains("[hook] types"),
         "{out:?}"
     );
+}
+
+#[test]
+fn the_prompt_shows_a_call_readably_and_answer_says_what_it_sent() {
+    let p = Project::new();
+    let mut listener = p.listen_with_stdin(&["--no-http"]);
+    let _stdin = listener.child.stdin.take().unwrap();
+    // A 4.5 KB write of a protected file: its size is shown, never its text.
+    let content = "some line of the new file\n".repeat(175);
+    let child = spawn_hook(
+        &p,
+        "pre-tool-use",
+        &pre_tool_use(
+            &p,
+            "Write",
+            json!({ "file_path": p.dir.join(".env"), "content": content }),
+        ),
+    );
+    let q = hook_question(&p);
+    let id = q["id"].as_str().unwrap();
+    listener.wait_stdout("(/cancel to decline)", Duration::from_secs(20));
+    let screen = listener.stdout();
+    assert!(screen.contains("Write: "), "{screen}");
+    assert!(screen.contains("(writes 175 lines)"), "{screen}");
+    assert!(screen.contains(&format!("id {id}")), "{screen}");
+    assert!(!screen.contains("some line"), "no file text: {screen}");
+    assert!(!screen.contains("\"tool_input\""), "no raw JSON: {screen}");
+    // Answered from elsewhere: `hitl answer` says what it sent.
+    let out = p.run(&["answer", id, "--deny", "--comment", "not now"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("denied {id} (not now)\n")
+    );
+    let got = finish(wait_output(child, Duration::from_secs(30))).unwrap();
+    assert_eq!(decision(&got).0, "deny");
 }

@@ -37,7 +37,7 @@ fn the_python_sdk_asks_through_every_tool_and_gets_each_answer() {
         return;
     }
     let p = Project::new();
-    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let _listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
     let out = Command::new("python3")
         .arg(checkout().join("tests/it/mcp_client.py"))
         .arg(hitl_bin())
@@ -162,7 +162,7 @@ fn runtime() -> tokio::runtime::Runtime {
 #[test]
 fn rmcp_client_asks_and_a_human_answers() {
     let p = Arc::new(Project::new());
-    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let _listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
     runtime().block_on(async {
         let client = rmcp_client(&p).await;
         let info = client.peer_info().expect("the server's info");
@@ -206,7 +206,7 @@ fn rmcp_client_asks_and_a_human_answers() {
 #[test]
 fn a_call_the_client_abandons_and_a_session_that_ends_are_withdrawn() {
     let p = Arc::new(Project::new());
-    let _listener = p.listen(&["--http", "127.0.0.1:0"]);
+    let _listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
     runtime().block_on(async {
         let client = rmcp_client(&p).await;
         // Abandoned: the client drops the call (and tells the server it cancelled).
