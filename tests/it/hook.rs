@@ -38,6 +38,33 @@ pub(crate) fn spawn_hook_as(p: &Project, event: &str, input: &Value, agent: Opti
     child
 }
 
+/// Runs a hook `command` of Claude Code's settings as Claude Code does (through
+/// `sh -c`, the hook's JSON on stdin), with `PATH` set to `path` if given.
+fn run_hook_command(
+    p: &Project,
+    command: &str,
+    path: Option<&str>,
+    input: &Value,
+) -> std::process::Output {
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", command])
+        .current_dir(&p.dir)
+        .env("HITL_HOME", &p.home)
+        .env("CLAUDE_PROJECT_DIR", &p.dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(path) = path {
+        cmd.env("PATH", path);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // A shell that runs nothing may not read its input.
+    let _ = stdin.write_all(input.to_string().as_bytes());
+    drop(stdin);
+    wait_output(child, Duration::from_secs(30))
+}
+
 /// Runs the hook to its end: its exit status must be 0; its stdout, parsed (`None`
 /// when empty: no opinion).
 fn hook(p: &Project, event: &str, input: &Value) -> Option<Value> {
@@ -421,24 +448,8 @@ fn init_claude_merges_the_hooks_that_then_run_and_remove_takes_them_out() {
 
     // The command as Claude Code runs it: through a shell, the hook JSON on stdin.
     let command = ours["command"].as_str().unwrap();
-    let mut child = std::process::Command::new("sh")
-        .args(["-c", command])
-        .current_dir(&p.dir)
-        .env("HITL_HOME", &p.home)
-        .env("CLAUDE_PROJECT_DIR", &p.dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     let input = pre_tool_use(&p, "Bash", json!({ "command": "rm -rf ~" }));
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let got = finish(wait_output(child, Duration::from_secs(30))).unwrap();
+    let got = finish(run_hook_command(&p, command, None, &input)).unwrap();
     assert_eq!(
         decision(&got).0,
         "ask",
@@ -528,23 +539,7 @@ fn init_claude_wires_only_this_user_by_default_and_its_hooks_do_nothing_without_
         .unwrap()
         .to_string();
     let input = pre_tool_use(&p, "Bash", json!({ "command": "rm -rf ~" }));
-    let run_hook = |path: &str| {
-        let mut child = std::process::Command::new("sh")
-            .args(["-c", &command])
-            .current_dir(&p.dir)
-            .env("PATH", path)
-            .env("HITL_HOME", &p.home)
-            .env("CLAUDE_PROJECT_DIR", &p.dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let _ = stdin.write_all(input.to_string().as_bytes());
-        drop(stdin);
-        wait_output(child, Duration::from_secs(30))
-    };
+    let run_hook = |path: &str| run_hook_command(&p, &command, Some(path), &input);
     let got = finish(run_hook(&with_hitl)).expect("hitl decides");
     assert_eq!(decision(&got).0, "ask");
     let without = run_hook("/usr/bin:/bin");

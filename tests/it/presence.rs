@@ -4,7 +4,7 @@
 
 use std::{
     io::Write,
-    process::{Child, Stdio},
+    process::Child,
     time::{Duration, Instant},
 };
 
@@ -76,19 +76,7 @@ fn calls(p: &Project) -> Vec<(usize, &'static str, &'static str, Value)> {
 }
 
 fn spawn_hook(p: &Project, event: &str, input: &Value) -> Child {
-    let mut child = p
-        .hitl()
-        .args(["hook", event])
-        .env("CLAUDE_PROJECT_DIR", &p.dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.to_string().as_bytes()).unwrap();
-    drop(stdin);
-    child
+    crate::hook::spawn_hook_as(p, event, input, None)
 }
 
 /// What a hook's output says, in the table's words: `ask`, `deny`, `allow`, or
