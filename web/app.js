@@ -190,15 +190,20 @@ function describe(e) {
 }
 
 /** The events of the agent that made request `r`, newest first: the same agent,
- * or the same session. */
+ * or the same session; the same event again and again is one, with how many times. */
 function recentOf(r, n) {
   const session = r.context?.session_id ?? r.metadata?.session_id;
   const out = [];
   for (const e of events) {
     if (e.humanInTheLoop || e.decision === "asked") continue; // the asking itself is the card
     if ((e.agent_id && e.agent_id === r.agent_id) || (session && e.session_id === session)) {
-      out.push(e);
+      const last = out[out.length - 1];
+      if (last && last.event.hook_event_type === e.hook_event_type && describe(last.event) === describe(e)) {
+        last.times += 1;
+        continue;
+      }
       if (out.length >= n) break;
+      out.push({ event: e, times: 1 });
     }
   }
   return out;
@@ -221,9 +226,9 @@ function showRecent(card, r) {
     return;
   }
   list.hidden = false;
-  list.replaceChildren(el("span", { class: "label", text: "Lately:" }), ...recent.map((e) =>
+  list.replaceChildren(el("span", { class: "label", text: "Lately:" }), ...recent.map(({ event: e, times }) =>
     el("span", { class: "recent-event", "data-type": e.hook_event_type },
-      text(describe(e)),
+      text(times > 1 ? `${describe(e)} (×${times})` : describe(e)),
       el("time", { datetime: new Date(e.timestamp).toISOString(), text: ` ${age(e.timestamp)} ago` }))));
 }
 

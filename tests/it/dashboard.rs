@@ -758,7 +758,11 @@ async fn the_activity_feed_and_the_agents_follow_the_hooks() {
             .unwrap();
     }
 
-    // When it asks, its card shows what it did lately.
+    // When it asks, its card shows what it did lately: the same event again and
+    // again once, with how many times.
+    for _ in 0..2 {
+        run("stop", event("Stop", json!({ "stop_hook_active": false })));
+    }
     find(&c, "button.tab[data-view=inbox]")
         .await
         .click()
@@ -777,7 +781,7 @@ async fn the_activity_feed_and_the_agents_follow_the_hooks() {
     let recent = find(&c, ".card .recent:not([hidden])").await;
     let text = recent.text().await.unwrap();
     assert!(
-        text.contains("Lately:") && text.contains("Bash ls docs"),
+        text.contains("Lately:") && text.contains("Stop (×3)") && text.contains("Bash ls docs"),
         "{text}"
     );
     find(&c, ".card button.deny").await.click().await.unwrap();
@@ -1080,6 +1084,38 @@ async fn dictation_fills_a_field_where_the_browser_can_and_is_absent_where_it_ca
     assert_eq!(out.status.code(), Some(1), "denied: {out:?}");
     let said: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(said["comment"], "not on a Friday", "{said}");
+    c.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_phone_the_microphone_is_narrower_than_the_field_it_fills() {
+    let Some(driver) = driver() else { return };
+    let p = Project::new();
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let c = browser(&driver, 390, 844).await;
+    c.goto(&login_url(&p)).await.unwrap();
+    find(&c, "#empty").await;
+    c.execute(FAKE_RECOGNITION, vec![]).await.unwrap();
+    let form = r#"[{"question": "Which database?", "options": [{"label": "PostgreSQL"}, {"label": "SQLite"}]}]"#;
+    let (_child, q) = ask(&p, &["--questions", form, "--timeout", "60", "Set-up"]);
+    find(&c, &format!("{} .other-row .mic", card(&q))).await;
+    let widths = c
+        .execute(
+            &format!(
+                "const row = document.querySelector('{} .other-row'); \
+                 return [row.querySelector('.other').getBoundingClientRect().width, \
+                         row.querySelector('.mic').getBoundingClientRect().width];",
+                card(&q)
+            ),
+            vec![],
+        )
+        .await
+        .unwrap();
+    let (field, mic) = (widths[0].as_f64().unwrap(), widths[1].as_f64().unwrap());
+    assert!(
+        mic < field / 2.0,
+        "the microphone {mic}px, the field {field}px"
+    );
     c.close().await.unwrap();
 }
 
