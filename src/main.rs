@@ -47,6 +47,32 @@ enum RulesAction {
     },
 }
 
+/// What `hitl service` does.
+#[derive(Subcommand, Debug)]
+enum ServiceAction {
+    /// Write the unit and start it: `hitl listen --ui none` over the projects (answer
+    /// in the dashboard), or `hitl serve` with --serve.
+    Install(hitl::cmd::service::InstallOptions),
+    /// Stop the service and remove its unit.
+    Uninstall {
+        /// Say what would be done; do nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// The service manager (default: this system's).
+        #[arg(long, value_enum)]
+        manager: Option<hitl::cmd::service::Manager>,
+    },
+    /// Whether a unit is installed, what it runs, and whether it runs.
+    Status {
+        /// The service manager (default: this system's).
+        #[arg(long, value_enum)]
+        manager: Option<hitl::cmd::service::Manager>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Set up a project: .helpers/ (mode 0700), .helpers/config.toml, scripts/ask-human.sh.
@@ -228,6 +254,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run the listener as a user service, started at login and restarted when it
+    /// fails (a systemd user unit on Linux, a launchd agent on macOS).
+    Service {
+        #[command(subcommand)]
+        action: ServiceAction,
+    },
     /// Print a shell's completions for hitl: `source <(hitl completions bash)`, or
     /// save them where the shell looks (bash: ~/.local/share/bash-completion/completions/hitl,
     /// zsh: a folder on $fpath as _hitl, fish: ~/.config/fish/completions/hitl.fish).
@@ -394,6 +426,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print_all(&text)?;
         }
         Command::Man { dir } => man_pages(dir)?,
+        Command::Service { action } => match action {
+            ServiceAction::Install(opts) => hitl::cmd::service::install(opts)?,
+            ServiceAction::Uninstall { dry_run, manager } => {
+                hitl::cmd::service::uninstall(manager, dry_run)?
+            }
+            ServiceAction::Status { manager, json } => hitl::cmd::service::status(manager, json)?,
+        },
         Command::Dashboard {
             dir,
             server,

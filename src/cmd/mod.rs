@@ -11,4 +11,5 @@ pub mod inspect;
 pub mod listen;
 pub mod rules;
 pub mod serve;
+pub mod service;
 pub mod token;

@@ -730,3 +730,83 @@ fn answer_takes_the_start_of_an_id_that_names_one_question() {
         Some(1)
     );
 }
+
+#[test]
+fn service_units_verify_and_install_where_the_user_keeps_them() {
+    let p = Project::new();
+    let config = p.tmp.path().join("xdg-config");
+    let home = p.tmp.path().join("user-home");
+    fs::create_dir_all(&home).unwrap();
+    let service = |args: &[&str]| {
+        p.hitl()
+            .arg("service")
+            .args(args)
+            .env("XDG_CONFIG_HOME", &config)
+            .env("HOME", &home)
+            .output()
+            .unwrap()
+    };
+    // systemd: the unit as systemd itself reads it.
+    let out = service(&["install", "--dry-run", "--manager", "systemd"]);
+    assert!(out.status.success(), "{out:?}");
+    let unit = p.tmp.path().join("hitl.service");
+    fs::write(&unit, &out.stdout).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(" listen --ui none ") && text.contains("Restart=on-failure"),
+        "{text}"
+    );
+    let verify = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&unit)
+        .output()
+        .expect("systemd-analyze is installed (tools/test-all installs it)");
+    assert!(
+        verify.status.success() && verify.stderr.is_empty(),
+        "{verify:?}\n{text}"
+    );
+    assert!(!config.exists(), "--dry-run writes nothing");
+    // launchd: a property list that parses, running the same command.
+    let out = service(&["install", "--dry-run", "--manager", "launchd"]);
+    assert!(out.status.success(), "{out:?}");
+    let plist = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import plistlib,sys,json; print(json.dumps(plistlib.loads(sys.stdin.buffer.read())))",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    plist
+        .stdin
+        .as_ref()
+        .unwrap()
+        .write_all(&out.stdout)
+        .unwrap();
+    let parsed = plist.wait_with_output().unwrap();
+    assert!(parsed.status.success(), "{parsed:?}");
+    let v: Value = serde_json::from_slice(&parsed.stdout).unwrap();
+    assert_eq!(v["Label"], "dev.hitl.listener");
+    assert_eq!(v["ProgramArguments"][1], "listen", "{v}");
+    // Installed: the unit where systemd looks; here no user session starts it, and
+    // that is said, not failed. Status says so; uninstall takes it away.
+    let out = service(&["install", "--manager", "systemd"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(config.join("systemd/user/hitl.service").exists());
+    let out = service(&["status", "--manager", "systemd", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["installed"], true, "{v}");
+    let out = service(&["uninstall", "--manager", "systemd"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!config.join("systemd/user/hitl.service").exists());
+    assert!(
+        !service(&["status", "--manager", "systemd"])
+            .status
+            .success()
+    );
+    // A folder that is not a project is refused.
+    let out = service(&["install", "--dry-run", "/"]);
+    assert!(!out.status.success(), "{out:?}");
+}
