@@ -810,3 +810,25 @@ fn service_units_verify_and_install_where_the_user_keeps_them() {
     let out = service(&["install", "--dry-run", "/"]);
     assert!(!out.status.success(), "{out:?}");
 }
+
+#[test]
+fn the_dashboard_keeps_its_address_when_the_configured_port_was_taken() {
+    let p = Project::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    p.user_config(&format!("[http]\nlisten_addr = \"127.0.0.1:{port}\"\n"));
+    let listener = p.listen(&["--ui", "none"]);
+    let first = p.http_url();
+    assert!(!first.ends_with(&format!(":{port}")), "{first}");
+    drop(listener);
+    // The next start serves where the last one did, and `hitl dashboard` finds it.
+    let _listener = p.listen(&["--ui", "none"]);
+    assert_eq!(p.http_url(), first);
+    let out = p.run(&["dashboard", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&first),
+        "{out:?}"
+    );
+    drop(taken);
+}
