@@ -184,7 +184,11 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
             // at once: present for as long as it runs.
             attending("auto-answer")
         }
-        (None, UiKind::Terminal) => Box::new(|h| tokio::spawn(ui::terminal::run(h))),
+        (None, UiKind::Terminal) => Box::new(|h| {
+            // Present from the start: `.listener.json` says so before "ready".
+            let attendance = h.attend("terminal");
+            tokio::spawn(ui::terminal::run(h, attendance))
+        }),
         (None, UiKind::None) => Box::new(|_| tokio::spawn(std::future::pending::<()>())),
     };
     let mut responders = vec![responder];
@@ -299,8 +303,10 @@ fn remember_address(paths: &Paths, configured: &str, port: u16) {
 /// A responder that only marks a human as present while the listener runs.
 fn attending(kind: &'static str) -> daemon::Responder {
     Box::new(move |h| {
+        // Taken now, not in the task: `.listener.json` says so before "ready".
+        let attendance = h.attend(kind);
         tokio::spawn(async move {
-            let _attendance = h.attend(kind);
+            let _attendance = attendance;
             std::future::pending::<()>().await
         })
     })

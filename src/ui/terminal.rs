@@ -296,9 +296,10 @@ fn read_line(line: &str, r: &Request, form: &mut Vec<String>) -> Result<Option<R
     Ok((form.len() == r.questions.len()).then(|| Reply::Answers(std::mem::take(form))))
 }
 
-/// Runs the prompt until the broker stops.
-pub async fn run(handle: BrokerHandle) {
-    let mut lines = stdin_lines(handle.attend("terminal"));
+/// Runs the prompt until the broker stops; `attendance` (the prompt's presence, taken
+/// by the caller as it starts the prompt) lasts as long as the prompt's input.
+pub async fn run(handle: BrokerHandle, attendance: Attendance) {
+    let mut lines = stdin_lines(attendance);
     let mut changes = handle.subscribe();
     let mut out = std::io::stdout();
     let mut stdin_open = true;
