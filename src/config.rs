@@ -382,6 +382,10 @@ pub struct AskSettings {
     pub timeout: u64,
     /// Priority of questions that do not say.
     pub priority: Priority,
+    /// Seconds a question stays pending after its asker was stopped from outside
+    /// (SIGTERM, SIGHUP: a tool's timeout, a closed terminal), for the same agent to
+    /// ask it again and get the answer given meanwhile; 0 withdraws it at once.
+    pub keep_when_stopped: u64,
 }
 
 /// `[listen]` settings.
@@ -409,6 +413,7 @@ impl Default for AskSettings {
         AskSettings {
             timeout: 300,
             priority: Priority::Normal,
+            keep_when_stopped: 30 * 60,
         }
     }
 }
@@ -430,6 +435,10 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # timeout = 300
 # Priority of questions that do not say: "normal", "high" or "urgent".
 # priority = "normal"
+# Seconds a question stays pending when its asker is stopped from outside (a tool's
+# timeout, a closed terminal: SIGTERM or SIGHUP; Ctrl-C withdraws it): the same agent
+# asking the same question again gets the answer given meanwhile. 0 withdraws at once.
+# keep_when_stopped = 1800
 
 [listen]
 # Question files bigger than this many bytes are moved to .helpers/rejected/.

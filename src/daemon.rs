@@ -111,6 +111,7 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
             max_question_bytes: settings.listen.max_question_bytes,
             durable: settings.spool.fsync,
             auto_answer,
+            keep_when_stopped: std::time::Duration::from_secs(settings.ask.keep_when_stopped),
         },
         store_tx,
         undelivered,

@@ -271,6 +271,14 @@ function onChange(msg) {
       agentsChanged();
       metricsChanged();
       break;
+    case "updated": {
+      // Its asker was stopped and it is kept, or its agent asked again.
+      pending.set(msg.request.request.id, msg.request);
+      const card = [...$("requests").children].find((c) => c.dataset.id === msg.request.request.id);
+      if (card) showKept(card, msg.request);
+      render();
+      break;
+    }
     case "activity":
       onActivity(msg.event);
       break;
@@ -374,6 +382,8 @@ function card_for(p) {
     el("span", { class: "kind", text: r.type }),
     r.priority !== "normal" ? el("span", { class: "prio", text: r.priority }) : null,
     el("time", { datetime: r.timestamp, text: age(r.timestamp) })));
+  card.append(el("p", { class: "kept-note", role: "note" }));
+  showKept(card, p);
   card.append(el("p", { class: "recent", "aria-label": `What ${r.agent_name} did lately` }));
   showRecent(card, r);
   const tool = r.context && typeof r.context === "object" ? r.context : {};
@@ -395,6 +405,19 @@ function card_for(p) {
   card.append(el("p", { class: "error", role: "alert" }));
   return card;
 }
+
+/** Says on a card whether its asker was stopped and it is kept for its next ask. */
+function showKept(card, p) {
+  const note = card.querySelector(".kept-note");
+  if (!note) return;
+  note.hidden = !p.kept_until;
+  note.textContent = p.kept_until
+    ? `Asker gone, kept for when it asks again (until ${new Date(p.kept_until).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })})`
+    : "";
+}
+
+/** Diffs longer than this many lines are folded to their first lines until opened. */
+const DIFF_FOLD_LINES = 30;
 
 /** The change an Edit, MultiEdit or Write would make, as a unified diff. */
 function diff_of(tool, input) {
@@ -427,7 +450,19 @@ function diff_of(tool, input) {
     for (const l of b.slice(head, b.length - tail)) line("add", `+${l}`);
     for (const l of a.slice(a.length - tail)) line("same", ` ${l}`);
   }
-  return pre;
+  const lines = pre.children.length;
+  if (lines <= DIFF_FOLD_LINES) return pre;
+  // A long change (a whole file written) would push the answer buttons out of
+  // sight: folded to a scrolling box until opened.
+  pre.classList.add("folded");
+  const toggle = el("button", { type: "button", class: "unfold", "aria-expanded": "false",
+    text: `Show all ${lines} lines` });
+  toggle.addEventListener("click", () => {
+    const folded = pre.classList.toggle("folded");
+    toggle.setAttribute("aria-expanded", String(!folded));
+    toggle.textContent = folded ? `Show all ${lines} lines` : "Fold";
+  });
+  return el("div", { class: "diff-box" }, pre, toggle);
 }
 
 /** Markdown (a plan) as elements: headings, lists, code blocks, paragraphs, with

@@ -87,6 +87,9 @@ pub struct BrokerOptions {
     /// Answer every request the moment it joins the queue, with this text
     /// (`--auto-answer`): see [`Request::auto_reply`].
     pub auto_answer: Option<String>,
+    /// How long a spool question stays pending once its asker was stopped from
+    /// outside and marked it kept (`[ask] keep_when_stopped`; zero: not at all).
+    pub keep_when_stopped: Duration,
 }
 
 /// Who auto answers are from, in history and answer files.
@@ -109,6 +112,10 @@ pub struct PendingRequest {
     /// The format it came in.
     #[serde(skip)]
     pub variant: Variant,
+    /// Its asker was stopped from outside: kept until then for the same agent to ask
+    /// again (`hitl ask` re-attaches), withdrawn after.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept_until: Option<Timestamp>,
 }
 
 /// What changed in the queue.
@@ -118,6 +125,9 @@ pub enum Change {
     Queued(Arc<PendingRequest>),
     /// A request left it.
     Finished(Arc<Finished>),
+    /// A pending request changed how it waits: its asker was stopped and it is kept
+    /// (`kept_until`), or its agent asked again.
+    Updated(Arc<PendingRequest>),
     /// An agent's hook event was recorded in the activity feed.
     Activity(Arc<Activity>),
 }
@@ -474,6 +484,7 @@ impl Broker {
             event_id,
             request: parsed.request,
             variant: parsed.variant,
+            kept_until: None,
         });
         self.queue.insert(queue_key);
         self.entries.insert(
@@ -750,6 +761,21 @@ impl Broker {
         let _ = self.changes.send(Change::Finished(Arc::new(finished)));
     }
 
+    /// Replaces a pending request's view (what responders see) and tells them.
+    fn update_pending(&mut self, seq: u64, change: impl FnOnce(&mut PendingRequest)) {
+        let Some(entry) = self.entries.get_mut(&seq) else {
+            return;
+        };
+        let mut p = PendingRequest::clone(&entry.pending);
+        change(&mut p);
+        let p = Arc::new(p);
+        entry.pending = p.clone();
+        if let Some(place) = entry.spool() {
+            self.files.snapshot_dirty[place.spool] = true;
+        }
+        let _ = self.changes.send(Change::Updated(p));
+    }
+
     fn count_end(&mut self, entry: &Entry, status: Status, answer: Option<&Answer>) {
         match status {
             Status::Answered | Status::Cancelled
@@ -788,13 +814,24 @@ impl Broker {
         }
     }
 
-    /// Ends the requests whose asking process has died: nobody will read their answer.
+    /// Ends the requests whose asking process has died: nobody will read their answer
+    /// (unless its asker was stopped and kept it for its next ask, for a while).
     fn check_askers(&mut self) {
+        let now = Timestamp::now();
+        let expired: Vec<u64> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| !e.answering && e.pending.kept_until.is_some_and(|t| t <= now))
+            .map(|(seq, _)| *seq)
+            .collect();
+        for seq in expired {
+            self.withdraw_kept(seq);
+        }
         let mut alive: HashMap<(u32, Option<u64>), bool> = HashMap::new();
         let dead: Vec<u64> = self
             .entries
             .iter()
-            .filter(|(_, e)| !e.answering)
+            .filter(|(_, e)| !e.answering && e.pending.kept_until.is_none())
             .filter_map(|(seq, e)| {
                 let a = e.pending.request.asker?;
                 let ok = *alive
@@ -804,6 +841,9 @@ impl Broker {
             })
             .collect();
         for seq in dead {
+            if self.keep_for_its_asker(seq) {
+                continue;
+            }
             let Some(e) = self.entries.get(&seq) else {
                 continue;
             };

@@ -24,7 +24,7 @@ use crate::{
     agents,
     protocol::{Origin, ParsedQuestion, Request, Variant},
     spool::{
-        Created, Spool,
+        Created, Spool, kept,
         questions::{self, Loaded},
         watch::SpoolEvent,
     },
@@ -159,7 +159,11 @@ impl Broker {
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
             return;
         };
-        if !questions::is_question_name(name) || self.files.by_question.contains_key(&path) {
+        if !questions::is_question_name(name) {
+            return;
+        }
+        if let Some(&seq) = self.files.by_question.get(&path) {
+            self.question_rewritten(seq, &path);
             return;
         }
         match questions::load_question(&path, self.opts.max_question_bytes) {
@@ -457,6 +461,95 @@ impl Broker {
             Status::Withdrawn,
             None,
             Some("the asker withdrew the question".into()),
+        );
+    }
+
+    /// A pending question's file was put in place again: its agent asking it again
+    /// after its asker was stopped (`hitl ask`, see [`crate::spool::kept`]) takes it
+    /// over: the new asker, and its time to wait. Anything else is ignored, as ever.
+    fn question_rewritten(&mut self, seq: u64, path: &Path) {
+        let Some(entry) = self.entries.get(&seq).filter(|e| !e.answering) else {
+            return;
+        };
+        let Loaded::Question(q) = questions::load_question(path, self.opts.max_question_bytes)
+        else {
+            return;
+        };
+        let old = &entry.pending.request;
+        if q.request.id != old.id
+            || q.request.asker == old.asker
+            || kept::fingerprint(&q.request) != kept::fingerprint(old)
+        {
+            return;
+        }
+        let deadline = q
+            .request
+            .deadline()
+            .and_then(|d| d.checked_add(TIMEOUT_GRACE).ok());
+        if let Some(entry) = self.entries.get_mut(&seq) {
+            if let Some(d) = entry.deadline.take() {
+                self.deadlines.remove(&(d, seq));
+            }
+            entry.deadline = deadline;
+            if let Some(d) = deadline {
+                self.deadlines.insert((d, seq));
+            }
+        }
+        tracing::info!("question {} asked again by its agent", q.request.id);
+        self.update_pending(seq, |p| {
+            p.request.asker = q.request.asker;
+            p.request.timeout = q.request.timeout;
+            p.request.metadata = q.request.metadata;
+            p.kept_until = None;
+        });
+    }
+
+    /// Keeps a spool question whose asker died, when the asker was stopped from
+    /// outside and left its marker ([`crate::spool::kept`]): pending until the grace
+    /// after the marker was left. False when it is not to be kept.
+    pub(super) fn keep_for_its_asker(&mut self, seq: u64) -> bool {
+        let grace = self.opts.keep_when_stopped;
+        let Some((entry, place)) = self
+            .entries
+            .get(&seq)
+            .and_then(|e| e.spool().map(|p| (e, p)))
+        else {
+            return false;
+        };
+        if grace.is_zero() || std::fs::symlink_metadata(&place.question_path).is_err() {
+            return false;
+        }
+        let spool = &self.files.spools[place.spool];
+        let Some(since) = kept::kept_since(spool, &entry.pending.request) else {
+            return false;
+        };
+        let until = Timestamp::try_from(since + grace).unwrap_or_else(|_| Timestamp::now());
+        self.update_pending(seq, |p| p.kept_until = Some(until));
+        true
+    }
+
+    /// Withdraws a kept question nobody asked again within the grace.
+    pub(super) fn withdraw_kept(&mut self, seq: u64) {
+        if let Some((e, p)) = self
+            .entries
+            .get(&seq)
+            .and_then(|e| e.spool().map(|p| (e, p)))
+        {
+            kept::forget(&self.files.spools[p.spool], &e.pending.request);
+        }
+        self.withdraw_question_file(seq);
+        let secs = self.opts.keep_when_stopped.as_secs();
+        let grace = match secs {
+            0..120 => format!("{secs} s"),
+            _ => format!("{} min", secs.div_ceil(60)),
+        };
+        self.finish(
+            seq,
+            Status::Withdrawn,
+            None,
+            Some(format!(
+                "its asker was stopped and did not ask again within {grace}"
+            )),
         );
     }
 
@@ -792,9 +885,11 @@ impl Broker {
                 .map(|(e, _)| e.pending.request.agent_id.clone())
                 .collect();
             let spool = spool.clone();
+            let grace = self.opts.keep_when_stopped;
             tokio::task::spawn_blocking(move || {
                 agents::sweep(&spool, &waiting);
-                questions::clear_old_answers(&spool, &live);
+                kept::clear_expired(&spool, grace, &live);
+                questions::clear_old_answers(&spool, &live, grace);
                 crate::spool::clear_stale_temp(&spool.tmp());
                 crate::spool::clear_stale_temp(&spool.slots());
             });

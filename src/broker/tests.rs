@@ -62,6 +62,7 @@ impl Harness {
                 max_question_bytes: 1 << 20,
                 durable: false,
                 auto_answer,
+                keep_when_stopped: Duration::from_secs(60),
             },
             store_tx,
             undelivered,
@@ -196,14 +197,14 @@ async fn next<T>(
 fn queued(c: Change) -> Option<Arc<PendingRequest>> {
     match c {
         Change::Queued(p) => Some(p),
-        Change::Finished(_) | Change::Activity(_) => None,
+        Change::Finished(_) | Change::Activity(_) | Change::Updated(_) => None,
     }
 }
 
 fn finished(c: Change) -> Option<Arc<Finished>> {
     match c {
         Change::Finished(f) => Some(f),
-        Change::Queued(_) | Change::Activity(_) => None,
+        Change::Queued(_) | Change::Activity(_) | Change::Updated(_) => None,
     }
 }
 
@@ -223,7 +224,7 @@ async fn the_auto_answer_rule_answers_each_question_as_it_is_queued() {
                 assert_eq!(f.status, Status::Answered);
                 seen_finished.push(f.pending.request.id.clone());
             }
-            Change::Activity(_) => {}
+            Change::Activity(_) | Change::Updated(_) => {}
         }
     }
     let a1 = h.answer("a1").expect("a1's answer file");

@@ -568,27 +568,28 @@ impl Question {
             start_time: Some(me.start_time),
         });
         let mut gone = "";
-        let asked =
-            spool::ask::ask(
-                &self.spool,
-                &request,
-                self.fsync,
-                ASK_TICK,
-                |_| match someone_answers(&self.spool) {
-                    Ok(()) => ControlFlow::Continue(()),
-                    Err(why) => {
-                        gone = why;
-                        ControlFlow::Break(())
-                    }
-                },
-            );
+        let asked = spool::ask::ask(
+            &self.spool,
+            &request,
+            self.fsync,
+            // Claude Code stops a hook when its call is cancelled: nothing to keep.
+            false,
+            ASK_TICK,
+            |_| match someone_answers(&self.spool) {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(why) => {
+                    gone = why;
+                    ControlFlow::Break(())
+                }
+            },
+        );
         match asked {
             Ok(Asked::Answered(answer)) => self.conclude(Ok(Some(*answer))),
             Ok(Asked::TimedOut) => {
                 when_unanswered(self.unanswered, &self.concern, "no answer in time")
             }
             Ok(Asked::GaveUp) => when_unanswered(self.unanswered, &self.concern, gone),
-            Ok(Asked::Interrupted(_)) => self.conclude(Ok(None)),
+            Ok(Asked::Interrupted(_) | Asked::Kept(_)) => self.conclude(Ok(None)),
             Err(e) => self.conclude(Err(e)),
         }
     }

@@ -18,7 +18,7 @@ use crate::{
         Answer, Asker, FormQuestion, Kind, MAX_TIMEOUT_SECS, Origin, Priority, Request, VERSION,
         form,
     },
-    spool::{self, ListenerInfo, Spool, ask::Asked},
+    spool::{self, ListenerInfo, Spool, ask::Asked, kept::Found},
 };
 
 /// How often a waiting asker wakes for its chores (the no-listener hint, the heartbeat).
@@ -174,9 +174,37 @@ pub fn run(opts: AskOptions) -> Result<u8> {
     let spool = Spool::locate(opts.dir.as_deref())?;
     let paths = Paths::from_env();
     let settings = config::load(&paths, Some(&spool.config_file()))?;
-    let (request, who) = build_request(&opts, Some(&spool), &settings)?;
+    let (mut request, who) = build_request(&opts, Some(&spool), &settings)?;
+    let keep = settings.ask.keep_when_stopped > 0;
+    // The same agent asking what an asker stopped from outside asked: that question.
+    let again = keep.then(|| spool::kept::find(&spool, &request)).flatten();
+    let reattached = again.is_some();
+    match again {
+        None => {}
+        Some(Found::Answered {
+            request: kept,
+            answer,
+        }) => {
+            eprintln!(
+                "hitl: question {} was answered while nobody waited for it",
+                kept.id
+            );
+            spool::kept::forget(&spool, &kept);
+            let _ = std::fs::remove_file(spool.questions().join(format!("{}.json", kept.id)));
+            print_answer(&answer, opts.json)?;
+            return Ok(answer.exit_code());
+        }
+        Some(Found::Pending(kept)) => {
+            eprintln!(
+                "hitl: question {} (asked before, by an asker that was stopped) is still \
+                 pending; waiting for its answer",
+                kept.id
+            );
+            request = ask_again(*kept, request);
+        }
+    }
 
-    let asked = spool::ask::ask(&spool, &request, settings.spool.fsync, TICK, |tick| {
+    let asked = spool::ask::ask(&spool, &request, settings.spool.fsync, keep, TICK, |tick| {
         // Only a question that waits is worth a look at whether anyone listens; a
         // pid file left by a killed listener does not count, the process does.
         if tick == 1 && ListenerInfo::running(&spool).is_none() {
@@ -194,10 +222,22 @@ pub fn run(opts: AskOptions) -> Result<u8> {
         }
         std::ops::ControlFlow::Continue(())
     })?;
+    if reattached && !matches!(asked, Asked::Kept(_)) {
+        spool::kept::forget(&spool, &request);
+    }
     match asked {
         Asked::Answered(answer) => {
             print_answer(&answer, opts.json)?;
             Ok(answer.exit_code())
+        }
+        Asked::Kept(sig) => {
+            let minutes = settings.ask.keep_when_stopped.div_ceil(60);
+            eprintln!(
+                "hitl: stopped by {sig}; question kept; run the same command again to get \
+                 the answer (question {}, kept for {minutes} min)",
+                request.id
+            );
+            Ok(128 + sig as u8)
         }
         Asked::TimedOut => {
             eprintln!(
@@ -212,6 +252,21 @@ pub fn run(opts: AskOptions) -> Result<u8> {
             Ok(EXIT_INTERRUPTED)
         }
     }
+}
+
+/// The kept question `kept`, asked again by the asker of `now`: its id, text and
+/// age, with the new asker and the new asker's time to wait from now.
+fn ask_again(mut kept: Request, now: Request) -> Request {
+    let waited = now
+        .timestamp
+        .duration_since(kept.timestamp)
+        .as_secs()
+        .max(0) as u64;
+    kept.timeout = now.timeout.map(|t| t + waited);
+    kept.asker = now.asker;
+    kept.metadata = now.metadata;
+    kept.working_dir = now.working_dir;
+    kept
 }
 
 /// Asks a server over HTTP: create the request (with an idempotency key, so a retry

@@ -118,6 +118,20 @@ const LISTENER_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
     let spool = Spool::locate(dir.map(PathBuf::as_path))?;
     let list = everything_pending(&spool);
+    // Questions whose asker was stopped and left them for its next ask.
+    let grace = crate::config::load(&Paths::from_env(), Some(&spool.config_file()))
+        .map(|s| s.ask.keep_when_stopped)
+        .unwrap_or_default();
+    let kept_until = |l: &Listed| {
+        l.file.as_ref()?;
+        // Asked again by a live asker: no longer kept.
+        let asker = l.request.asker?;
+        if agents::is_alive(asker.pid, asker.start_time) {
+            return None;
+        }
+        let since = crate::spool::kept::kept_since(&spool, &l.request)?;
+        Timestamp::try_from(since + std::time::Duration::from_secs(grace)).ok()
+    };
     if as_json {
         let items: Vec<_> = list
             .iter()
@@ -128,6 +142,9 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
                     v["project"] = json!(spool.project());
                     v["file"] = json!(path);
                     v["variant"] = json!(variant.as_str());
+                }
+                if let Some(until) = kept_until(l) {
+                    v["kept_until"] = json!(until);
                 }
                 v
             })
@@ -146,10 +163,13 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
     for l in &list {
         let r = &l.request;
         // A request another OS user made says so first, whatever agent it names.
-        let question = match r.created_by_other() {
+        let mut question = match r.created_by_other() {
             Some(who) => format!("[{who}] {}", r.content),
             None => r.content.clone(),
         };
+        if kept_until(l).is_some() {
+            question = format!("(asker gone, kept for when it asks again) {question}");
+        }
         println!(
             "{:<34} {:<8} {:<11} {:<6} {:<20} {:>5}  {}",
             one_line(&r.id, 34),

@@ -115,6 +115,7 @@ pub async fn changes_stream(
                 change = changes.recv() => {
                     let v = match change {
                         Ok(Change::Queued(p)) => json!({ "type": "queued", "request": p }),
+                        Ok(Change::Updated(p)) => json!({ "type": "updated", "request": p }),
                         Ok(Change::Activity(a)) => json!({
                             "type": "activity", "event": super::respond::event_json(&a.stored()),
                         }),

@@ -30,6 +30,9 @@ pub enum Asked {
     TimedOut,
     /// A signal (SIGINT, SIGTERM, SIGHUP) stopped the wait; the question was withdrawn.
     Interrupted(Signal),
+    /// SIGTERM or SIGHUP stopped the wait (the asker was ended from outside) and the
+    /// question stays pending for the same agent's next ask ([`super::kept`]).
+    Kept(Signal),
     /// The asker's tick said to stop; the question was withdrawn.
     GaveUp,
 }
@@ -37,12 +40,15 @@ pub enum Asked {
 /// Asks `request` in `spool` and waits for its end. The wait gives up at the
 /// request's own timeout (the broker times it out at the same moment, a little
 /// later). `on_tick(n)` runs every `tick` while waiting, `n` counting from 1, and
-/// may give up the wait.
+/// may give up the wait. With `keep_when_stopped`, SIGTERM and SIGHUP leave the
+/// question pending and marked as kept instead of withdrawing it; SIGINT (a person's
+/// Ctrl-C) always withdraws.
 /// Errors: the question could not be written, or its answer file could not be read.
 pub fn ask(
     spool: &Spool,
     request: &Request,
     fsync: bool,
+    keep_when_stopped: bool,
     tick: Duration,
     mut on_tick: impl FnMut(u64) -> ControlFlow<()>,
 ) -> Result<Asked> {
@@ -72,6 +78,19 @@ pub fn ask(
 
     let withdrawn = match outcome {
         WaitOutcome::Appeared => None,
+        WaitOutcome::Interrupted(sig @ (Signal::SIGTERM | Signal::SIGHUP))
+            if keep_when_stopped && super::kept::leave(spool, request).is_ok() =>
+        {
+            // An answer that came meanwhile is still the asker's to print.
+            return Ok(match super::questions::read_answer(&answer_path) {
+                Some(answer) => {
+                    super::kept::forget(spool, request);
+                    let _ = std::fs::remove_file(&question);
+                    Asked::Answered(Box::new(answer))
+                }
+                None => Asked::Kept(sig),
+            });
+        }
         WaitOutcome::TimedOut => Some(Asked::TimedOut),
         WaitOutcome::Interrupted(sig) => Some(Asked::Interrupted(sig)),
         WaitOutcome::Stopped => Some(Asked::GaveUp),

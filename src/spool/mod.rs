@@ -9,6 +9,7 @@
 pub mod activity;
 pub mod ask;
 mod atomic;
+pub mod kept;
 mod listener;
 pub mod questions;
 mod read;
@@ -100,6 +101,11 @@ impl Spool {
     /// `.helpers/answers/`: answers waiting to be picked up.
     pub fn answers(&self) -> PathBuf {
         self.root.join("answers")
+    }
+    /// `.helpers/kept/`: markers of questions kept for an asker stopped from outside
+    /// (see [`kept`]).
+    pub fn kept(&self) -> PathBuf {
+        self.root.join("kept")
     }
     /// `.helpers/agents/`: the agent registry.
     pub fn agents(&self) -> PathBuf {
@@ -209,7 +215,7 @@ impl Spool {
 
 impl Spool {
     /// The layout's folders, the root first.
-    fn layout(&self) -> [PathBuf; 10] {
+    fn layout(&self) -> [PathBuf; 11] {
         [
             self.root.clone(),
             self.questions(),
@@ -221,6 +227,7 @@ impl Spool {
             self.rejected(),
             self.journal(),
             self.activity(),
+            self.kept(),
         ]
     }
 

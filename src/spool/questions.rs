@@ -191,12 +191,15 @@ pub fn clear_planted_answer(path: &Path) -> bool {
 /// Answer files are kept this long after they are written, as tombstones.
 pub const ANSWER_KEPT_FOR: std::time::Duration = std::time::Duration::from_secs(60 * 60);
 
-/// Removes answer files older than [`ANSWER_KEPT_FOR`] whose question file is gone.
+/// Removes answer files older than [`ANSWER_KEPT_FOR`] (or `kept_for`, the grace of
+/// a question kept for a stopped asker, when longer) whose question is not pending.
 /// An answer whose question still waits is kept whatever its age.
 pub fn clear_old_answers(
     spool: &Spool,
     live_answer_names: &std::collections::HashSet<String>,
+    kept_for: std::time::Duration,
 ) -> usize {
+    let keep = ANSWER_KEPT_FOR.max(kept_for + std::time::Duration::from_secs(60));
     let Ok(entries) = fs::read_dir(spool.answers()) else {
         return 0;
     };
@@ -209,7 +212,7 @@ pub fn clear_old_answers(
         let old = e
             .metadata()
             .and_then(|m| m.modified())
-            .map(|t| t.elapsed().unwrap_or_default() > ANSWER_KEPT_FOR)
+            .map(|t| t.elapsed().unwrap_or_default() > keep)
             .unwrap_or(false);
         if old && fs::remove_file(e.path()).is_ok() {
             removed += 1;

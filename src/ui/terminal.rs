@@ -92,6 +92,7 @@ fn show(out: &mut impl Write, p: &PendingRequest, waiting: usize) -> std::io::Re
         "  (id {}: `hitl answer {}` from elsewhere)",
         r.id, r.id
     )?;
+    show_kept(out, p)?;
     for (i, o) in r.options.iter().enumerate() {
         writeln!(out, "  {}) {}", i + 1, visible_line(o))?;
     }
@@ -130,6 +131,19 @@ fn cut(text: &str, width: usize) -> String {
 /// A request's context as a person reads it, never raw JSON: a tool call as its
 /// command, or its file and how much it writes; anything else a short line per key.
 /// (Every UI's API still has the whole context: `hitl pending --json`.)
+/// Says that the request's asker was stopped and it is kept for its next ask.
+fn show_kept(out: &mut impl Write, p: &PendingRequest) -> std::io::Result<()> {
+    if let Some(until) = p.kept_until {
+        let local = until.to_zoned(jiff::tz::TimeZone::system());
+        writeln!(
+            out,
+            "  (asker gone, kept for when it asks again, until {})",
+            local.strftime("%H:%M")
+        )?;
+    }
+    Ok(())
+}
+
 fn show_context(out: &mut impl Write, context: &serde_json::Value) -> std::io::Result<()> {
     use serde_json::Value;
     let Some(fields) = context.as_object() else {
@@ -376,6 +390,16 @@ pub async fn run(handle: BrokerHandle, attendance: Attendance) {
                         let by = f.responded_by().map(|b| format!(" by {}", visible_line(b))).unwrap_or_default();
                         let _ = writeln!(out, "\n({}{by}; next question)", f.status);
                         break;
+                    }
+                    Ok(Change::Updated(p)) if p.seq == head.seq => {
+                        let _ = match p.kept_until {
+                            Some(_) => show_kept(&mut out, &p),
+                            None => writeln!(out, "  (its agent asks again and waits for the answer)"),
+                        };
+                        let _ = match r.questions.get(form.len()) {
+                            Some(q) if r.kind == Kind::Questions => ask_form_question(&mut out, r, form.len(), q),
+                            _ => write!(out, "{}{}: ", r.kind.prompt_hint(), always_hint(r)).and_then(|()| out.flush()),
+                        };
                     }
                     Ok(Change::Activity(a)) => {
                         if attention(&mut out, &a) {

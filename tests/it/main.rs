@@ -12,6 +12,7 @@ mod golden;
 mod guard;
 mod hook;
 mod http;
+mod kept;
 mod layering;
 mod mcp;
 mod presence;
