@@ -276,6 +276,17 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Checks everything hitl needs (listener, presence, inotify, token and folder
+    /// modes, port, history store, Claude Code's wiring, hitl on the PATH), each
+    /// problem with its fix; exit 1 if something is broken.
+    Doctor {
+        /// The project folder (default: the nearest one with .helpers/).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Is a listener running, how many questions wait, where history lives.
     Status {
         /// The project folder.
@@ -417,6 +428,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
         } => runtime()?.block_on(hitl::cmd::inspect::history(db, id, limit, json))?,
         Command::Status { dir, json } => hitl::cmd::inspect::status(dir.as_ref(), json)?,
+        Command::Doctor { dir, json } => {
+            return Ok(ExitCode::from(hitl::cmd::doctor::run(dir, json)?));
+        }
         Command::Gc(opts) => runtime()?.block_on(hitl::cmd::gc::run(opts))?,
         Command::Token { asker } => hitl::cmd::token::run(asker)?,
         Command::Completions { shell } => {

@@ -262,6 +262,51 @@ pub fn remove(settings: &mut Value) -> bool {
     changed
 }
 
+/// The events whose hooks include one of hitl's, and the programs those run
+/// (`hitl`, or a path), for `hitl doctor`.
+pub fn wired_hooks(settings: &Value) -> (Vec<String>, Vec<String>) {
+    let (mut events, mut programs) = (Vec::new(), Vec::<String>::new());
+    let Some(hooks) = settings.get("hooks").and_then(Value::as_object) else {
+        return (events, programs);
+    };
+    for (event, groups) in hooks {
+        let ours = groups
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|g| g.get("hooks").and_then(Value::as_array))
+            .flatten()
+            .filter(|h| is_ours(h));
+        let mut any = false;
+        for handler in ours {
+            any = true;
+            let command = handler.get("command").and_then(Value::as_str).unwrap_or("");
+            let words: Vec<&str> = command.split_whitespace().collect();
+            if let Some(w) = words.windows(2).find(|w| is_hitl(w[0]) && w[1] == "hook") {
+                let program = w[0].trim_matches('\'').to_string();
+                if !programs.contains(&program) {
+                    programs.push(program);
+                }
+            }
+        }
+        if any {
+            events.push(event.clone());
+        }
+    }
+    (events, programs)
+}
+
+/// Whether hitl's MCP server is at `place` in `config`.
+pub fn has_mcp(config: &Value, place: &McpPlace) -> bool {
+    let root = match place {
+        McpPlace::Root => Some(config),
+        McpPlace::Project(folder) => config.get("projects").and_then(|p| p.get(folder)),
+    };
+    root.and_then(|r| r.get("mcpServers"))
+        .and_then(Value::as_object)
+        .is_some_and(|servers| servers.values().any(is_our_mcp_server))
+}
+
 /// Reads `path` as a settings object (`{}` when it does not exist).
 pub fn read(path: &Path) -> Result<Value> {
     match std::fs::read_to_string(path) {

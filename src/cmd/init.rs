@@ -69,16 +69,16 @@ pub enum Scope {
 }
 
 /// The files of one [`Scope`], and where their bytes from before hitl are kept.
-struct Wiring {
-    hooks: PathBuf,
+pub(crate) struct Wiring {
+    pub(crate) hooks: PathBuf,
     hooks_kept: PathBuf,
-    mcp: PathBuf,
+    pub(crate) mcp: PathBuf,
     mcp_kept: PathBuf,
-    mcp_place: crate::claude::settings::McpPlace,
+    pub(crate) mcp_place: crate::claude::settings::McpPlace,
 }
 
 impl Wiring {
-    fn of(scope: Scope, dir: &Path) -> Result<Wiring> {
+    pub(crate) fn of(scope: Scope, dir: &Path) -> Result<Wiring> {
         use crate::claude::settings::McpPlace;
         let kept = Spool::new(dir).root().join("claude");
         let home = || {

@@ -274,7 +274,7 @@ fn port_file(paths: &Paths) -> PathBuf {
 }
 
 /// `configured` (`[http] listen_addr`), or the port kept for it.
-fn remembered_address(paths: &Paths, configured: &str) -> String {
+pub(crate) fn remembered_address(paths: &Paths, configured: &str) -> String {
     let kept = std::fs::read_to_string(port_file(paths)).unwrap_or_default();
     let port = kept
         .split_once(' ')

@@ -4,6 +4,7 @@
 pub mod answer;
 pub mod ask;
 pub mod dashboard;
+pub mod doctor;
 pub mod gc;
 pub mod human;
 pub mod init;

@@ -16,6 +16,7 @@
 //! finished request: an outcome is recorded only while the row is still `pending`.
 
 mod pg_writer;
+pub mod probe;
 mod sql;
 pub mod sqlite_writer;
 mod wal_gather;
