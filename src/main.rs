@@ -276,6 +276,9 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// A throwaway project where made-up agents ask one question of each kind, to
+    /// see every UI answer them (--auto-answer runs it to the end by itself).
+    Demo(hitl::cmd::demo::DemoOptions),
     /// Checks everything hitl needs (listener, presence, inotify, token and folder
     /// modes, port, history store, Claude Code's wiring, hitl on the PATH), each
     /// problem with its fix; exit 1 if something is broken.
@@ -428,6 +431,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
         } => runtime()?.block_on(hitl::cmd::inspect::history(db, id, limit, json))?,
         Command::Status { dir, json } => hitl::cmd::inspect::status(dir.as_ref(), json)?,
+        Command::Demo(opts) => return Ok(ExitCode::from(hitl::cmd::demo::run(opts)?)),
         Command::Doctor { dir, json } => {
             return Ok(ExitCode::from(hitl::cmd::doctor::run(dir, json)?));
         }

@@ -156,8 +156,16 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
         println!("No pending questions in {}.", spool.project().display());
         return Ok(());
     }
+    // Ids as short as tell them apart: `hitl answer` takes any unique start.
+    let ids: Vec<&str> = list.iter().map(|l| l.request.id.as_str()).collect();
+    let width = ids
+        .iter()
+        .map(|id| crate::protocol::short_id(id, &ids).chars().count())
+        .max()
+        .unwrap_or(2)
+        .clamp(2, 34);
     println!(
-        "{:<34} {:<8} {:<11} {:<6} {:<20} {:>5}  QUESTION",
+        "{:<width$} {:<8} {:<11} {:<6} {:<20} {:>5}  QUESTION",
         "ID", "PRIORITY", "TYPE", "ORIGIN", "AGENT", "AGE"
     );
     for l in &list {
@@ -171,8 +179,8 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
             question = format!("(asker gone, kept for when it asks again) {question}");
         }
         println!(
-            "{:<34} {:<8} {:<11} {:<6} {:<20} {:>5}  {}",
-            one_line(&r.id, 34),
+            "{:<width$} {:<8} {:<11} {:<6} {:<20} {:>5}  {}",
+            one_line(crate::protocol::short_id(&r.id, &ids), 34),
             r.priority.as_str(),
             r.kind.as_str(),
             l.request.shown_origin(l.origin).as_str(),

@@ -4,6 +4,7 @@
 pub mod answer;
 pub mod ask;
 pub mod dashboard;
+pub mod demo;
 pub mod doctor;
 pub mod gc;
 pub mod human;

@@ -45,6 +45,22 @@ pub fn is_valid_id(id: &str) -> bool {
     validate_id(id).is_ok()
 }
 
+/// The shortest start of `id` no id in `others` begins with, for people to read and
+/// type (`hitl answer` takes any unique start). At least 12 characters: hitl's own
+/// ids (UUIDv7) begin with the millisecond they were made, so fewer would name
+/// every question of the same minute.
+pub fn short_id<'a>(id: &'a str, others: &[&str]) -> &'a str {
+    const SHORTEST: usize = 12;
+    let mut len = SHORTEST.min(id.len());
+    while len < id.len()
+        && (!id.is_char_boundary(len)
+            || others.iter().any(|o| *o != id && o.starts_with(&id[..len])))
+    {
+        len += 1;
+    }
+    &id[..len]
+}
+
 /// An id made from any text, for names that arrive free-form (a process name, a
 /// seed 004 `session_id`): characters outside the rule become `_`, at most `max`
 /// (≤ 128) of them are kept, and nothing usable gives `fallback`.
@@ -74,6 +90,16 @@ fn shorten(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_short_id_is_twelve_characters_or_as_many_as_tell_it_apart() {
+        let a = "01a2179bb83e7352b2af5849bc15fdcc";
+        let b = "01a2179bb83e7999b2af5849bc15fdcc";
+        assert_eq!(short_id(a, &[]), "01a2179bb83e");
+        assert_eq!(short_id(a, &[a]), "01a2179bb83e");
+        assert_eq!(short_id(a, &[a, b]), "01a2179bb83e73");
+        assert_eq!(short_id("req-1", &["req-12"]), "req-1");
+    }
 
     #[test]
     fn any_text_makes_an_id() {

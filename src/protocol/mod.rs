@@ -17,7 +17,7 @@ mod time;
 mod variant;
 
 pub use form::{FormOption, FormQuestion};
-pub use id::{IdError, id_from, is_valid_id, validate_id};
+pub use id::{IdError, id_from, is_valid_id, short_id, validate_id};
 pub use origin::Origin;
 pub use request::{
     Answer, AnswerStatus, Asker, CREATED_BY_USER, Kind, OTHER_USER_MAX_TIMEOUT_SECS, Priority,

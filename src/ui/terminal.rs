@@ -55,8 +55,10 @@ fn stdin_lines(attendance: Attendance) -> mpsc::UnboundedReceiver<String> {
 }
 
 /// How the prompt asks for a reply to `kind`.
-fn show(out: &mut impl Write, p: &PendingRequest, waiting: usize) -> std::io::Result<()> {
+/// Shows `p`, the first of the pending requests whose ids are `ids`.
+fn show(out: &mut impl Write, p: &PendingRequest, ids: &[&str]) -> std::io::Result<()> {
     let r = &p.request;
+    let waiting = ids.len();
     writeln!(out, "\n{RULE}")?;
     let more = if waiting > 1 {
         format!(", {} more waiting", waiting - 1)
@@ -87,11 +89,8 @@ fn show(out: &mut impl Write, p: &PendingRequest, waiting: usize) -> std::io::Re
         writeln!(out, "  {}", visible_line(line))?;
     }
     show_context(out, &r.context)?;
-    writeln!(
-        out,
-        "  (id {}: `hitl answer {}` from elsewhere)",
-        r.id, r.id
-    )?;
+    let id = crate::protocol::short_id(&r.id, ids);
+    writeln!(out, "  (id {id}: `hitl answer {id} …` from elsewhere)")?;
     show_kept(out, p)?;
     for (i, o) in r.options.iter().enumerate() {
         writeln!(out, "  {}) {}", i + 1, visible_line(o))?;
@@ -340,7 +339,8 @@ pub async fn run(handle: BrokerHandle, attendance: Attendance) {
             }
             continue;
         }
-        let _ = show(&mut out, &head, pending.len());
+        let ids: Vec<&str> = pending.iter().map(|p| p.request.id.as_str()).collect();
+        let _ = show(&mut out, &head, &ids);
         let r = &head.request;
         // A form's answers so far, one per question.
         let mut form = Vec::new();

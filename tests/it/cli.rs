@@ -832,3 +832,41 @@ fn the_dashboard_keeps_its_address_when_the_configured_port_was_taken() {
     );
     drop(taken);
 }
+
+#[test]
+fn the_demo_runs_to_the_end_by_itself_and_leaves_nothing_behind() {
+    let p = Project::new();
+    let tmp = p.tmp.path().join("tmp");
+    fs::create_dir_all(&tmp).unwrap();
+    let child = p
+        .hitl()
+        .args(["demo", "--auto-answer"])
+        .env("TMPDIR", &tmp)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_output(child, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    for (agent, kind, answer) in [
+        ("release-writer", "text", "Made by hitl demo"),
+        ("db-migrator", "yesno", "yes"),
+        ("deployer", "select", "eu-west-1"),
+        ("ci-fixer", "multiselect", "unit tests"),
+        ("refactorer", "approval", "approved"),
+        ("architect", "questions", "PostgreSQL"),
+        ("planner", "plan", "approved"),
+    ] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains(agent) && l.contains(kind) && l.contains(answer)),
+            "{agent} ({kind}) heard {answer:?}:\n{stdout}"
+        );
+    }
+    assert!(stdout.contains("7 of 7 agents heard back"), "{stdout}");
+    // The throwaway project is gone, and the user's history has none of it.
+    assert_eq!(fs::read_dir(&tmp).unwrap().count(), 0);
+    assert!(!p.home.join("hitl.db").exists());
+}
