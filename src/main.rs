@@ -608,4 +608,144 @@ mod tests {
             assert_eq!(hook_event(args(words)), None, "{words:?}");
         }
     }
+
+    /// The simple commands of a shell text, as word lists after quote removal: split
+    /// at unquoted `&&`, `||`, `;`, `&`, newlines and ` | ` (a `|` inside a word, as
+    /// in `bash|zsh|fish`, is the README's "one of"); comments dropped, `\`-newlines
+    /// joined. Enough shell for the README's examples, nothing more.
+    fn shell_commands(text: &str) -> Vec<Vec<String>> {
+        let (mut commands, mut words, mut word) = (Vec::new(), Vec::new(), None::<String>);
+        let mut chars = text.chars().peekable();
+        let end_word = |words: &mut Vec<String>, word: &mut Option<String>| {
+            if let Some(w) = word.take() {
+                words.push(w);
+            }
+        };
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' if chars.peek() == Some(&'\n') => {
+                    chars.next();
+                }
+                '\'' | '"' => {
+                    let w = word.get_or_insert_with(String::new);
+                    for q in chars.by_ref() {
+                        if q == c {
+                            break;
+                        }
+                        w.push(q);
+                    }
+                }
+                '#' if word.is_none() => {
+                    while chars.peek().is_some_and(|&n| n != '\n') {
+                        chars.next();
+                    }
+                }
+                ' ' | '\t' => end_word(&mut words, &mut word),
+                '\n' | ';' | '&' | '|' if c != '|' || word.is_none() => {
+                    end_word(&mut words, &mut word);
+                    if matches!(chars.peek(), Some('&' | '|')) {
+                        chars.next();
+                    }
+                    if !words.is_empty() {
+                        commands.push(std::mem::take(&mut words));
+                    }
+                }
+                c => word.get_or_insert_with(String::new).push(c),
+            }
+        }
+        end_word(&mut words, &mut word);
+        if !words.is_empty() {
+            commands.push(words);
+        }
+        commands
+    }
+
+    /// A README command line in each form it stands for: `[--x]` with and without
+    /// the flag, `[DIR…]` without, `a|b|c` as each of them.
+    fn forms(words: &[String]) -> Vec<Vec<String>> {
+        let mut out = vec![Vec::new()];
+        for w in words {
+            let choices: Vec<Option<String>> =
+                match w.strip_prefix('[').and_then(|w| w.strip_suffix(']')) {
+                    Some(inner) if inner.starts_with("--") => vec![None, Some(inner.to_string())],
+                    Some(_) => vec![None],
+                    None if w.contains('|') && !w.starts_with('-') => {
+                        w.split('|').map(|a| Some(a.to_string())).collect()
+                    }
+                    None => vec![Some(w.clone())],
+                };
+            out = out
+                .into_iter()
+                .flat_map(|form| {
+                    choices.iter().map(move |c| {
+                        let mut f = form.clone();
+                        f.extend(c.clone());
+                        f
+                    })
+                })
+                .collect();
+        }
+        out
+    }
+
+    /// Every `hitl …` line in the README's shell examples (and `cargo run -- …`, the
+    /// same commands) is one clap takes: no flag, command or value that is not there.
+    /// (`tests/it/readme.rs` runs them.)
+    #[test]
+    fn every_hitl_command_in_the_readme_parses() {
+        let readme = include_str!("../README.md");
+        let mut checked = 0;
+        let mut in_sh = false;
+        let mut block = String::new();
+        for line in readme.lines() {
+            match (in_sh, line.trim_start()) {
+                (false, "```sh") => in_sh = true,
+                (true, "```") => {
+                    in_sh = false;
+                    for words in shell_commands(&std::mem::take(&mut block)) {
+                        let words: Vec<String> = words
+                            .into_iter()
+                            .skip_while(|w| w.contains('=') && !w.starts_with('-'))
+                            .collect();
+                        let rest = match words.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+                            ["hitl", ..] => &words[1..],
+                            ["cargo", "run", "--release", "--", ..] => &words[4..],
+                            _ => continue,
+                        };
+                        for form in forms(rest) {
+                            let argv = std::iter::once("hitl".to_string()).chain(form);
+                            if let Err(e) = Cli::try_parse_from(argv.clone()) {
+                                panic!("README: `hitl {}` does not parse:\n{e}", rest.join(" "));
+                            }
+                            checked += 1;
+                        }
+                    }
+                }
+                (true, l) => {
+                    block.push_str(l);
+                    block.push('\n');
+                }
+                _ => {}
+            }
+        }
+        assert!(checked >= 25, "only {checked} commands found in the README");
+    }
+
+    #[test]
+    fn readme_shell_is_read_into_commands_and_forms() {
+        let cmds = shell_commands("a 'b c' \"d\" # note\ne f \\\n  g && h | i\nj x|y [--z]\n");
+        assert_eq!(
+            cmds,
+            vec![
+                vec!["a", "b c", "d"],
+                vec!["e", "f", "g"],
+                vec!["h"],
+                vec!["i"],
+                vec!["j", "x|y", "[--z]"],
+            ]
+        );
+        let forms = forms(&cmds[4]);
+        assert_eq!(forms.len(), 4);
+        assert!(forms.contains(&vec!["j".into(), "y".into(), "--z".into()]));
+    }
 }

@@ -17,6 +17,7 @@ mod kept;
 mod layering;
 mod mcp;
 mod presence;
+mod readme;
 mod replicas;
 mod roundtrip;
 mod seeds;
