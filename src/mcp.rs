@@ -40,6 +40,11 @@ use crate::{
 
 /// How often a waiting call tells the client it is still waiting.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+/// How often a waiting call looks whether someone is still at hitl to answer.
+const PRESENCE_EVERY: Duration = Duration::from_millis(250);
+/// What the agent is told when nobody is at hitl: a tool error it can act on.
+const NOBODY_THERE: &str = "nobody is at hitl to answer right now (no terminal prompt or \
+    dashboard is open): ask the user here in the conversation instead, or go on without";
 
 /// How long a stopping server gives its withdrawals to reach the listener.
 const WITHDRAW_WITHIN: Duration = Duration::from_secs(3);
@@ -360,13 +365,20 @@ impl McpServer {
         question: Asked,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let (spool, url, request) = match self.question(question) {
+        let (spool, url, request) = match self.question(question, &context) {
             Ok(found) => found,
             Err(NotAsked(why)) => {
                 return CallToolResult::error(vec![ContentBlock::text(why)]);
             }
         };
-        match self.wait(spool, url, request, context).await {
+        let left = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        match self.wait(spool, url, request, context, left.clone()).await {
+            Ok(None) if left.load(std::sync::atomic::Ordering::Relaxed) => {
+                CallToolResult::structured_error(json!({
+                    "status": "withdrawn",
+                    "message": NOBODY_THERE,
+                }))
+            }
             Ok(Some(answer)) => {
                 let report = report(&answer);
                 if answer.status == AnswerStatus::Answered {
@@ -396,10 +408,15 @@ impl McpServer {
         })?;
         let Some(listener) = ListenerInfo::running(&spool) else {
             return Err(NotAsked(format!(
-                "no hitl listener is running for {}: the human has to start `hitl listen` there",
+                "no hitl listener is running for {}: ask the user here in the conversation \
+                 instead (for hitl, the human has to start `hitl listen` there)",
                 spool.project().display()
             )));
         };
+        if listener.present.is_empty() {
+            // A question nobody sees only stalls the agent: it asks the user itself.
+            return Err(NotAsked(NOBODY_THERE.into()));
+        }
         let url = listener.http.ok_or_else(|| {
             NotAsked(format!(
                 "the hitl listener for {} (pid {}) serves no HTTP, which MCP asks through: \
@@ -412,12 +429,18 @@ impl McpServer {
     }
 
     /// The request for `asked`, and the listener to ask.
-    fn question(&self, asked: Asked) -> Result<(Spool, String, Request), NotAsked> {
+    fn question(
+        &self,
+        asked: Asked,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(Spool, String, Request), NotAsked> {
         let project = self.project.as_path();
         let (spool, url) = self.locate()?;
         let settings = config::load(&Paths::from_env(), Some(&spool.config_file()))
             .map_err(|e| NotAsked(format!("hitl's settings cannot be read: {e:#}")))?;
-        let who = crate::agents::identify();
+        // Named by what the MCP client calls itself, unless it runs in a known agent.
+        let client = context.peer.peer_info().map(|i| i.client_info.name.clone());
+        let who = crate::agents::identify_mcp_client(client.as_deref());
         let timeout = asked.timeout.unwrap_or(settings.ask.timeout);
         let context = match asked.context {
             None | Some(Value::Null) => Value::Null,
@@ -481,7 +504,13 @@ impl McpServer {
             Ok(Step::Decided(d)) => d,
             Ok(Step::Ask(q)) => {
                 let asked = self
-                    .wait(q.spool.clone(), url, q.request.clone(), context)
+                    .wait(
+                        q.spool.clone(),
+                        url,
+                        q.request.clone(),
+                        context,
+                        Arc::default(),
+                    )
                     .await;
                 q.conclude(asked)
             }
@@ -497,12 +526,27 @@ impl McpServer {
         url: String,
         request: Request,
         context: RequestContext<RoleServer>,
+        left: Arc<std::sync::atomic::AtomicBool>,
     ) -> Result<Option<Answer>> {
         let (ct, stopping) = (context.ct.clone(), self.stopping.clone());
+        let watched = spool.clone();
         let stop = async move {
+            // The last person leaving hands the question back (`left`), as a hook
+            // does; a listener restarting meanwhile is waited out.
+            let nobody = async {
+                let mut every = tokio::time::interval(PRESENCE_EVERY);
+                loop {
+                    every.tick().await;
+                    if ListenerInfo::running(&watched).is_some_and(|l| l.present.is_empty()) {
+                        left.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return;
+                    }
+                }
+            };
             tokio::select! {
                 _ = ct.cancelled() => "the agent cancelled the question".to_string(),
                 _ = stopping.cancelled() => "the agent's MCP session ended".to_string(),
+                () = nobody => "nobody is at hitl any more".to_string(),
             }
         };
         let asking = self.calls.spawn(async move {

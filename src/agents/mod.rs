@@ -92,6 +92,36 @@ pub fn identify() -> Identity {
     }
 }
 
+/// Who asks through `hitl mcp`: as [`identify`] says when the server runs inside a
+/// known agent (Claude Code, …) or the agent named itself; otherwise the MCP client,
+/// by the name it gave (`clientInfo.name`), and the process it runs in, instead of
+/// an interpreter's name (`Python-4242`).
+pub fn identify_mcp_client(client: Option<&str>) -> Identity {
+    let who = identify();
+    let named_by_env = std::env::var_os("HITL_AGENT_ID").is_some_and(|v| !v.is_empty());
+    let client = client.map(str::trim).filter(|c| !c.is_empty());
+    let (Some(client), false) = (client, named_by_env) else {
+        return who;
+    };
+    let in_agent = who.id.split('-').next().is_some_and(is_agent_name);
+    if in_agent {
+        return who;
+    }
+    let pid = who.process.map(|p| p.pid).unwrap_or_default();
+    let name = match std::env::var("HITL_AGENT_NAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+    {
+        Some(n) => n,
+        None => format!("{}-{pid}", crate::protocol::text::visible_line(client)),
+    };
+    Identity {
+        id: format!("mcp-{}-{}", sanitize(client), who.id),
+        name,
+        process: who.process,
+    }
+}
+
 /// The nearest ancestor that is an agent, else the session leader, else our parent.
 fn find_agent_process() -> (String, ProcessRef) {
     let me = std::process::id();

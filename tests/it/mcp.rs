@@ -126,12 +126,21 @@ fn the_python_sdk_asks_through_every_tool_and_gets_each_answer() {
 
 /// `hitl mcp` in `p`, driven by rmcp's client.
 async fn rmcp_client(p: &Project) -> RunningService<RoleClient, ()> {
+    rmcp_client_named(p, Some("mcp-rmcp")).await
+}
+
+/// The same, as the agent `agent` names (`HITL_AGENT_ID`), or unnamed.
+async fn rmcp_client_named(p: &Project, agent: Option<&str>) -> RunningService<RoleClient, ()> {
     let mut cmd = tokio::process::Command::new(hitl_bin());
     cmd.arg("mcp")
         .current_dir(&p.dir)
         .env("HITL_HOME", &p.home)
         .env("CLAUDE_PROJECT_DIR", &p.dir)
-        .env("HITL_AGENT_ID", "mcp-rmcp");
+        .env_remove("HITL_AGENT_ID")
+        .env_remove("HITL_AGENT_NAME");
+    if let Some(agent) = agent {
+        cmd.env("HITL_AGENT_ID", agent);
+    }
     ().serve(TokioChildProcess::new(cmd).unwrap())
         .await
         .expect("an MCP session with hitl mcp")
@@ -289,4 +298,69 @@ fn without_a_listener_the_agent_is_told_and_permission_is_denied() {
         );
         client.cancel().await.unwrap();
     });
+}
+
+#[test]
+fn with_nobody_at_hitl_the_agent_is_told_at_once_and_when_the_last_person_leaves() {
+    let p = Arc::new(Project::new());
+    // A listener nobody is at: the agent hears so at once, and asks the user itself.
+    let listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    runtime().block_on(async {
+        let client = rmcp_client(&p).await;
+        let started = std::time::Instant::now();
+        let asked = client
+            .call_tool(call("ask_human", json!({ "question": "Anyone there?" })))
+            .await
+            .unwrap();
+        assert_eq!(asked.is_error, Some(true), "{asked:?}");
+        assert!(
+            text_of(&asked).contains("ask the user here in the conversation"),
+            "{asked:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        client.cancel().await.unwrap();
+    });
+    assert!(p.pending().is_empty(), "nothing was asked");
+    drop(listener);
+
+    // Someone at the terminal prompt: asked; the prompt closes: handed back.
+    let mut listener = p.listen_with_stdin(&["--http", "127.0.0.1:0"]);
+    runtime().block_on(async {
+        // Unnamed: the agent is named by the MCP client's own name, not its process.
+        let client = rmcp_client_named(&p, None).await;
+        let asking = client.call_tool(call("ask_human", json!({ "question": "Still there?" })));
+        let leaving = async {
+            let q = tokio::task::spawn_blocking({
+                let p = p.clone();
+                move || p.wait_pending(1, Duration::from_secs(20)).remove(0)
+            })
+            .await
+            .unwrap();
+            assert!(
+                q["agent_name"].as_str().unwrap().starts_with("rmcp-"),
+                "{q:#}"
+            );
+            assert!(
+                q["agent_id"].as_str().unwrap().starts_with("mcp-rmcp-"),
+                "{q:#}"
+            );
+            drop(listener.child.stdin.take());
+            std::time::Instant::now()
+        };
+        let (result, left_at) = tokio::join!(asking, leaving);
+        let result = result.unwrap();
+        assert!(
+            left_at.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            left_at.elapsed()
+        );
+        assert_eq!(result.is_error, Some(true), "{result:?}");
+        assert!(text_of(&result).contains("nobody is at hitl"), "{result:?}");
+        client.cancel().await.unwrap();
+    });
+    p.wait_pending(0, Duration::from_secs(10));
 }
