@@ -354,15 +354,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             hitl::cmd::listen::unblock_stop_signals()?;
             daemon_runtime(&opts.db)?.block_on(hitl::cmd::serve::run(opts))?
         }
-        Command::Ask(opts) => {
-            return Ok(match hitl::cmd::ask::run(opts) {
-                Ok(code) => ExitCode::from(code),
-                Err(e) => {
-                    eprintln!("hitl: cannot ask: {e:#}");
-                    ExitCode::from(EXIT_CANNOT_ASK)
-                }
-            });
-        }
+        Command::Ask(opts) => return Ok(run_ask(opts)),
         Command::Hook { event } => return Ok(run_hook(event)),
         Command::Mcp { dir } => hitl::mcp::run(dir)?,
         Command::Rules { action, dir, json } => {
@@ -519,6 +511,34 @@ fn hook_event(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<Hook
     clap::ValueEnum::from_str(event.to_str()?, false).ok()
 }
 
+/// `hitl ask …` read by clap with the `ask` command alone: building the model of
+/// every command (and dropping it) was a third of an ask's own work. `None` when
+/// clap has anything to say (help, an error): the whole model then says it, as for
+/// any other command.
+fn ask_options(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<AskOptions> {
+    use clap::{Args, FromArgMatches};
+    let program = args.next()?;
+    if args.next()? != "ask" {
+        return None;
+    }
+    let ask = AskOptions::augment_args(clap::Command::new("ask").no_binary_name(false));
+    let matches = ask
+        .try_get_matches_from(std::iter::once(program).chain(args))
+        .ok()?;
+    AskOptions::from_arg_matches(&matches).ok()
+}
+
+/// Asks; an error is "cannot ask" (exit 3).
+fn run_ask(opts: AskOptions) -> ExitCode {
+    match hitl::cmd::ask::run(opts) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("hitl: cannot ask: {e:#}");
+            ExitCode::from(EXIT_CANNOT_ASK)
+        }
+    }
+}
+
 /// Runs the hook. Stdout is Claude Code's: a failure is said on stderr and means no
 /// opinion, and the exit status is 0 whatever happens.
 fn run_hook(event: HookEvent) -> ExitCode {
@@ -547,6 +567,11 @@ fn main() -> ExitCode {
     hitl::logging::init(first.as_deref());
     if let Some(event) = hook_event(std::env::args_os()) {
         return run_hook(event);
+    }
+    if first.as_deref().is_some_and(|a| a == "ask")
+        && let Some(opts) = ask_options(std::env::args_os())
+    {
+        return run_ask(opts);
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -606,6 +631,52 @@ mod tests {
             &["hitl"],
         ] {
             assert_eq!(hook_event(args(words)), None, "{words:?}");
+        }
+    }
+
+    /// `hitl ask`'s own reading agrees with the whole model's, and leaves help and
+    /// errors to it.
+    #[test]
+    fn ask_is_read_as_the_whole_command_line_reads_it() {
+        let lines: [&[&str]; 4] = [
+            &["hitl", "ask", "Deploy?"],
+            &[
+                "hitl", "ask", "--type", "select", "-o", "a", "-o", "b", "Which", "one?",
+            ],
+            &[
+                "hitl",
+                "ask",
+                "--timeout",
+                "5",
+                "--priority",
+                "urgent",
+                "--json",
+                "-",
+            ],
+            &[
+                "hitl",
+                "ask",
+                "--context",
+                "{\"a\":1}",
+                "--dir",
+                "/tmp",
+                "Q",
+            ],
+        ];
+        for words in lines {
+            let fast = ask_options(args(words)).expect("read");
+            let Command::Ask(full) = Cli::try_parse_from(words).unwrap().command else {
+                panic!("{words:?}")
+            };
+            assert_eq!(format!("{fast:?}"), format!("{full:?}"), "{words:?}");
+        }
+        for words in [
+            &["hitl", "ask"][..],
+            &["hitl", "ask", "--help"],
+            &["hitl", "ask", "--type", "sonnet", "Q"],
+            &["hitl", "answer", "x", "y"],
+        ] {
+            assert!(ask_options(args(words)).is_none(), "{words:?}");
         }
     }
 

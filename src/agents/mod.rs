@@ -58,7 +58,8 @@ fn capitalize(s: &str) -> String {
 fn is_agent_name(comm: &str) -> bool {
     let comm = comm.to_ascii_lowercase();
     AGENT_NAMES.iter().any(|a| {
-        comm == *a || comm.starts_with(&format!("{a}-")) || comm.starts_with(&format!("{a}_"))
+        comm.strip_prefix(a)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['-', '_']))
     })
 }
 
