@@ -215,7 +215,7 @@ enum Command {
     },
     /// Show how past questions ended, newest first.
     History {
-        /// Only this question id.
+        /// Only this question (its id, or the start of one).
         #[arg(long)]
         id: Option<String>,
         /// At most this many rows (0: all).

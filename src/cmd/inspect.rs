@@ -332,13 +332,35 @@ pub async fn history(
 ) -> Result<()> {
     let url = db.unwrap_or_else(|| Paths::from_env().db_url());
     let store = Store::open(&url).await?;
-    let rows = store
+    let mut rows = store
         .history(&HistoryQuery {
-            id,
+            id: id.clone(),
             limit,
             ..HistoryQuery::default()
         })
         .await?;
+    // Not an id: the start of one, as `hitl answer` takes it.
+    if rows.is_empty()
+        && let Some(start) = id.filter(|i| i.chars().count() >= 4)
+    {
+        rows = store
+            .history(&HistoryQuery {
+                id_prefix: Some(start.clone()),
+                limit,
+                ..HistoryQuery::default()
+            })
+            .await?;
+        let ids: std::collections::BTreeSet<&str> = rows.iter().map(|h| h.id.as_str()).collect();
+        let ids: Vec<&str> = ids.into_iter().collect();
+        if ids.len() > 1 {
+            let named = ids.join(", ");
+            store.close().await;
+            anyhow::bail!(
+                "{start} starts {} requests' ids ({named}); give more of it",
+                ids.len()
+            );
+        }
+    }
     store.close().await;
     if as_json {
         println!("{}", serde_json::to_string_pretty(&rows)?);

@@ -291,6 +291,8 @@ pub struct HistoryEntry {
 pub struct HistoryQuery {
     /// Only this request id.
     pub id: Option<String>,
+    /// Only requests whose id starts so (`hitl history 01a2179b`).
+    pub id_prefix: Option<String>,
     /// Only requests in this project folder.
     pub project: Option<String>,
     /// Only requests that stand so (`answered`, `timeout`, …).
@@ -763,6 +765,7 @@ impl Store {
                         OR {contains}(LOWER(COALESCE(answer_json, '')), LOWER($6)) > 0
                         OR {contains}(LOWER(agent_name), LOWER($6)) > 0)
                    AND (CAST($7 AS BIGINT) IS NULL OR asked_ms < $7)
+                   AND (CAST($8 AS TEXT) IS NULL OR substr(id, 1, length($8)) = $8)
                  ORDER BY asked_ms DESC, key DESC
                  LIMIT $3"
         );
@@ -776,6 +779,7 @@ impl Store {
                 // Lowered by the database on both sides: its idea of case holds for both.
                 .bind(&q.text)
                 .bind(q.before_ms)
+                .bind(&q.id_prefix)
                 .fetch_all(pool)
                 .await?;
             Ok(rows

@@ -729,6 +729,14 @@ fn answer_takes_the_start_of_an_id_that_names_one_question() {
         wait_output(waiting, Duration::from_secs(10)).status.code(),
         Some(1)
     );
+    // History takes the start of an id too, and refuses one that two share.
+    let out = p.run(&["history", "--id", &ids[0][..shared + 1], "--json"]);
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0]["id"], ids[0].as_str());
+    let out = p.run(&["history", "--id", &ids[0][..shared]]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("give more of it"));
 }
 
 #[test]
