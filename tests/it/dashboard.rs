@@ -609,6 +609,33 @@ async fn claude_codes_plans_edits_and_questions_are_shown_as_such_and_answered()
     click(&c, &q, "button.approve").await;
     assert_eq!(decision_of(child)["permissionDecision"], "allow");
 
+    // A whole file written: its diff folded to a box that scrolls, the buttons in
+    // sight; "Show all" opens it.
+    let content: String = (1..=200).map(|i| format!("line {i}\n")).collect();
+    let child = hook(
+        &p,
+        "Write",
+        json!({ "file_path": p.dir.join("package.json"), "content": content }),
+    );
+    let q = p.wait_pending(1, Duration::from_secs(10)).remove(0);
+    let diff = find(&c, &format!("{} .diff.folded", card(&q))).await;
+    let (_, _, _, folded) = diff.rectangle().await.unwrap();
+    assert!(folded < 500.0, "folded to a box, not {folded} px");
+    let unfold = find(&c, &format!("{} button.unfold", card(&q))).await;
+    assert!(
+        unfold.text().await.unwrap().contains("Show all"),
+        "its label"
+    );
+    unfold.click().await.unwrap();
+    let (_, _, _, open) = find(&c, &format!("{} .diff", card(&q)))
+        .await
+        .rectangle()
+        .await
+        .unwrap();
+    assert!(open > folded * 2.0, "opened: {open} px after {folded}");
+    click(&c, &q, "button.approve").await;
+    assert_eq!(decision_of(child)["permissionDecision"], "allow");
+
     // AskUserQuestion: an option for one question, "Other" for the next.
     let child = hook(
         &p,
@@ -1281,4 +1308,35 @@ async fn another_users_request_is_marked_and_cannot_pass_for_a_hook() {
         .unwrap();
     assert_eq!(origin, "http");
     c.close().await.unwrap();
+}
+
+/// An asker stopped from outside: its card says the question is kept for it, and
+/// stops saying so when the agent asks again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_kept_for_a_stopped_asker_says_so() {
+    let Some(driver) = driver() else { return };
+    let p = Project::new();
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let (a, q) = ask(&p, &["--timeout", "60", "Keep me?"]);
+    let c = browser(&driver, 1280, 900).await;
+    c.goto(&login_url(&p)).await.unwrap();
+    find(&c, &card(&q)).await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(a.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let note = find(&c, &format!("{} .kept-note:not([hidden])", card(&q))).await;
+    assert!(
+        note.text()
+            .await
+            .unwrap()
+            .starts_with("Asker gone, kept for when it asks again"),
+        "its words"
+    );
+    // Asked again: the same card, no longer kept.
+    let mut again = spawn_ask(&p, &["--timeout", "60", "Keep me?"]);
+    find(&c, &format!("{} .kept-note[hidden]", card(&q))).await;
+    assert_eq!(p.pending().len(), 1);
+    let _ = again.kill();
 }
