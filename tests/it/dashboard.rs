@@ -1339,4 +1339,5 @@ async fn a_question_kept_for_a_stopped_asker_says_so() {
     find(&c, &format!("{} .kept-note[hidden]", card(&q))).await;
     assert_eq!(p.pending().len(), 1);
     let _ = again.kill();
+    let _ = again.wait();
 }
