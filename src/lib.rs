@@ -1,9 +1,10 @@
 //! hitl: a human-in-the-loop broker for AI agents.
 //!
-//! Agents ask through the `.helpers/` file spool (or, later, HTTP, hooks and MCP); one
-//! broker keeps a durable, prioritised queue; humans answer from a terminal, a script or
-//! another UI, and each answer goes back the way its question came. See ARCHITECTURE.md
-//! for the map of modules and how a request flows.
+//! Agents ask through the `.helpers/` file spool (`hitl ask`, the seeds' scripts), over
+//! HTTP, from Claude Code's hooks and through MCP; one broker keeps a durable, prioritised
+//! queue; humans answer from the terminal prompt, the web dashboard or `hitl answer`,
+//! and each answer goes back the way its question came. See ARCHITECTURE.md for the map
+//! of modules and how a request flows, and docs/PROTOCOL.md for the formats.
 
 #![warn(missing_docs)]
 

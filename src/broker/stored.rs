@@ -1,5 +1,5 @@
-//! Requests that live in the store (made over HTTP; hooks, MCP, tasks and mailboxes
-//! next): queued once committed, answered by a conditional *settle* (only a
+//! Requests that live in the store (made over HTTP: seed 004's `/events`, the native
+//! API, and MCP through it; hooks ask through the spool): queued once committed, answered by a conditional *settle* (only a
 //! still-pending row changes, so of racing brokers sharing the store exactly one
 //! wins), timed out exactly at their deadline (nobody else keeps a timer for them),
 //! and queued again from the store after a restart.

@@ -164,7 +164,7 @@ if v is not None:
     sys.stdout.write(v if isinstance(v, str) else json.dumps(v))
 ' "$1" "$2"
     else
-        # Answer files hold one field per line: "  \"field\": VALUE," (see DESIGN.md).
+        # Answer files hold one field per line: "  \"field\": VALUE," (see docs/PROTOCOL.md in hitl's repository).
         local line
         line=$(grep -m1 "^  \"$1\": " "$2") || return 0
         line=${line#*\": }

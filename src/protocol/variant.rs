@@ -1,5 +1,5 @@
 //! Readers for the question formats agents already write, and where each expects its
-//! answer. Four shapes exist in the wild (see DESIGN.md, "Compatibility"):
+//! answer. Four shapes exist in the wild (docs/PROTOCOL.md, "The older formats"):
 //!
 //! | variant         | question file                   | text field | answer file                   |
 //! |-----------------|---------------------------------|------------|-------------------------------|

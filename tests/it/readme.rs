@@ -401,3 +401,37 @@ fn every_shell_block_of_the_readme_is_run() {
         assert_eq!(n, 1, "a README shell block no test here runs:\n{}", b.text);
     }
 }
+
+/// The documents point inside the repository: a reader of a clone finds everything
+/// they name.
+#[test]
+fn the_documents_and_the_code_point_nowhere_outside_the_repository() {
+    let root = checkout();
+    let mut files = vec![
+        root.join("README.md"),
+        root.join("ARCHITECTURE.md"),
+        root.join("docs/PROTOCOL.md"),
+    ];
+    let mut dirs = vec![root.join("src"), root.join("web")];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+            let path = e.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        for outside in ["../shared", "DESIGN.md"] {
+            assert!(!text.contains(outside), "{} names {outside}", f.display());
+        }
+    }
+    for named in ["ARCHITECTURE.md", "docs/PROTOCOL.md"] {
+        assert!(root.join(named).exists(), "{named}");
+    }
+}
