@@ -13,7 +13,7 @@ use clap::{Parser, Subcommand};
 /// `hitl::allocator`).
 #[global_allocator]
 static ALLOCATOR: hitl::allocator::ByRole = hitl::allocator::ByRole;
-use hitl::claude::hook::HookEvent;
+use hitl::claude::decision::HookEvent;
 use hitl::cmd::{
     answer::{AnswerOptions, AnswerWith},
     ask::{AskOptions, EXIT_CANNOT_ASK},

@@ -32,7 +32,10 @@ use serde_json::{Value, json};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
-    claude::hook::{self, Decision, HookEvent, Step},
+    claude::{
+        decision::{Decision, HookEvent},
+        hook::{self, Step},
+    },
     config::{self, Paths},
     protocol::{Answer, AnswerStatus, Kind, Origin, Priority, Request, VERSION},
     spool::{ListenerInfo, Spool},

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::hook::{Decision, HookEvent};
+use super::decision::{Decision, HookEvent};
 use crate::{
     protocol::activity::{ActivityNote, summarize},
     spool::{ListenerInfo, Spool, activity},

@@ -18,7 +18,9 @@ use std::{
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
+use super::decision::{Decision, HookEvent};
 use super::{
+    decision::output,
     elicit::Elicitation,
     feed,
     policy::{self, Concern, Place},
@@ -41,71 +43,6 @@ const ASK_TICK: std::time::Duration = std::time::Duration::from_millis(150);
 /// The largest hook input read (a Write's content can be big; past this a tool
 /// call is left to Claude Code's own prompt rather than read without bound).
 const MAX_INPUT_BYTES: u64 = 16 << 20;
-
-/// The hook events `hitl hook` handles, named as in `hitl hook EVENT`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum HookEvent {
-    /// Before a tool runs: allow, deny or ask, by policy.
-    PreToolUse,
-    /// Claude Code is about to show its permission dialog: answered through hitl.
-    PermissionRequest,
-    /// After a tool ran.
-    PostToolUse,
-    /// Claude Code wants the user's attention.
-    Notification,
-    /// The main agent finished its turn.
-    Stop,
-    /// A subagent finished.
-    SubagentStop,
-    /// The user sent a prompt.
-    UserPromptSubmit,
-    /// A session began.
-    SessionStart,
-    /// A session ended.
-    SessionEnd,
-    /// An MCP server asks the user for input.
-    Elicitation,
-}
-
-/// What the hook says to Claude Code.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Decision {
-    /// No opinion: empty stdout. Claude Code's own permissions decide.
-    NoOpinion,
-    /// No opinion, with a message shown to the user (`systemMessage`).
-    Notice {
-        /// What the user should know.
-        message: String,
-    },
-    /// Let the call run, with why (and, for decision tools, the input to run with).
-    Allow {
-        /// Who approved, and their comment.
-        reason: String,
-        /// The input to run the tool with, replacing Claude's.
-        updated_input: Option<Value>,
-        /// Permission rules for Claude Code to add (PermissionRequest only): its own
-        /// suggestions, when the human chose "always allow".
-        updated_permissions: Option<Value>,
-    },
-    /// Refuse it, with why (shown to Claude).
-    Deny {
-        /// Who denied, and their comment.
-        reason: String,
-    },
-    /// Leave it to Claude Code's own prompt, with why (shown to the user).
-    Ask {
-        /// Why hitl did not decide.
-        reason: String,
-    },
-    /// An MCP server's elicitation answered: `accept` (with the `content`), or
-    /// `decline`.
-    Elicit {
-        /// `accept`, `decline` or `cancel`.
-        action: &'static str,
-        /// What was entered, with `accept` of a form.
-        content: Option<Value>,
-    },
-}
 
 /// Runs the hook for `event` on stdin; writes the decision on stdout.
 pub fn run(event: HookEvent) -> Result<()> {
@@ -758,112 +695,5 @@ fn when_unanswered(unanswered: Unanswered, concern: &Concern, why: &str) -> Deci
         },
         Unanswered::Ask => Decision::Ask { reason },
         Unanswered::None => Decision::NoOpinion,
-    }
-}
-
-/// The stdout JSON for `decision`, in the format of `event`; `None`: print nothing.
-pub fn output(event: HookEvent, decision: &Decision) -> Option<Value> {
-    match (event, decision) {
-        (_, Decision::NoOpinion) => None,
-        (_, Decision::Notice { message }) => Some(json!({ "systemMessage": message })),
-        // An elicitation is accepted or declined; anything else leaves it to Claude
-        // Code's own dialog.
-        (HookEvent::Elicitation, Decision::Elicit { action, content }) => {
-            let mut out = json!({ "hookEventName": "Elicitation", "action": action });
-            if let Some(c) = content {
-                out["content"] = c.clone();
-            }
-            Some(json!({ "hookSpecificOutput": out }))
-        }
-        (HookEvent::Elicitation, Decision::Deny { .. }) => Some(json!({ "hookSpecificOutput": {
-            "hookEventName": "Elicitation", "action": "decline" } })),
-        (HookEvent::Elicitation, _) | (_, Decision::Elicit { .. }) => None,
-        (
-            HookEvent::PermissionRequest,
-            Decision::Allow {
-                updated_input,
-                updated_permissions,
-                ..
-            },
-        ) => {
-            let mut d = json!({ "behavior": "allow" });
-            if let Some(i) = updated_input {
-                d["updatedInput"] = i.clone();
-            }
-            if let Some(p) = updated_permissions {
-                d["updatedPermissions"] = p.clone();
-            }
-            Some(json!({ "hookSpecificOutput": {
-                "hookEventName": "PermissionRequest", "decision": d } }))
-        }
-        (HookEvent::PermissionRequest, Decision::Deny { reason }) => {
-            Some(json!({ "hookSpecificOutput": {
-                "hookEventName": "PermissionRequest",
-                "decision": { "behavior": "deny", "message": reason } } }))
-        }
-        // Claude Code's own dialog is what a PermissionRequest without a decision gets.
-        (HookEvent::PermissionRequest, Decision::Ask { .. }) => None,
-        (_, d) => {
-            let (verdict, reason, updated) = match d {
-                Decision::Allow {
-                    reason,
-                    updated_input,
-                    ..
-                } => ("allow", reason, updated_input.clone()),
-                Decision::Deny { reason } => ("deny", reason, None),
-                Decision::Ask { reason } => ("ask", reason, None),
-                Decision::NoOpinion | Decision::Notice { .. } | Decision::Elicit { .. } => {
-                    unreachable!("handled above")
-                }
-            };
-            let mut out = json!({ "hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "permissionDecision": verdict,
-                "permissionDecisionReason": reason,
-            } });
-            if let Some(i) = updated {
-                out["hookSpecificOutput"]["updatedInput"] = i;
-            }
-            Some(out)
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn decisions_are_written_in_claude_codes_formats() {
-        let allow = Decision::Allow {
-            reason: "ok".into(),
-            updated_input: None,
-            updated_permissions: None,
-        };
-        let deny = Decision::Deny {
-            reason: "no".into(),
-        };
-        assert_eq!(
-            output(HookEvent::PreToolUse, &allow).unwrap(),
-            json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
-                "permissionDecision": "allow", "permissionDecisionReason": "ok"}})
-        );
-        assert_eq!(
-            output(HookEvent::PreToolUse, &deny).unwrap()["hookSpecificOutput"]["permissionDecision"],
-            "deny"
-        );
-        assert_eq!(
-            output(HookEvent::PermissionRequest, &deny).unwrap(),
-            json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
-                "decision": {"behavior": "deny", "message": "no"}}})
-        );
-        assert_eq!(
-            output(HookEvent::PermissionRequest, &allow).unwrap(),
-            json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
-                "decision": {"behavior": "allow"}}})
-        );
-        assert_eq!(output(HookEvent::PreToolUse, &Decision::NoOpinion), None);
-        let ask = Decision::Ask { reason: "?".into() };
-        assert_eq!(output(HookEvent::PermissionRequest, &ask), None);
     }
 }

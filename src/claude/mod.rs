@@ -2,6 +2,7 @@
 //! calls ask the human.
 
 pub mod danger;
+pub mod decision;
 pub mod elicit;
 pub mod feed;
 pub mod hook;
