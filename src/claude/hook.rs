@@ -445,7 +445,7 @@ fn approval_request(
     }
     let always_allow = match concern {
         Concern::Permission => claude_suggestion(input),
-        c => rules::suggest(c),
+        c => policy::offered_rule(c),
     };
     let mut context = json!({
         "tool_name": tool,

@@ -12,18 +12,10 @@ use serde_json::Value;
 
 use super::{
     danger,
-    rules::{self, Rule},
+    rules::{self, Rule, WRITING_TOOLS, glob_matcher},
     shell,
 };
 use crate::config::HookSettings;
-
-/// Tools whose input names a file they write, and the field that names it.
-pub(crate) const WRITING_TOOLS: &[(&str, &str)] = &[
-    ("Edit", "file_path"),
-    ("Write", "file_path"),
-    ("MultiEdit", "file_path"),
-    ("NotebookEdit", "notebook_path"),
-];
 
 /// Why a call needs the human.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,11 +114,6 @@ pub fn validate(settings: &HookSettings) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Whether `glob` reads as a glob (for rules).
-pub(crate) fn check_glob(glob: &str) -> Result<()> {
-    glob_matcher(glob.strip_prefix("~/").unwrap_or(glob)).map(drop)
 }
 
 /// What the policy says of a tool call: `None` when no rule names it.
@@ -574,19 +561,6 @@ fn required_text(glob: &str) -> Option<String> {
     (!best.is_empty()).then(|| best.to_string())
 }
 
-/// A glob (globset's syntax, `*` not crossing `/`) as a regex-lite matcher.
-fn glob_matcher(glob: &str) -> Result<regex_lite::Regex> {
-    let g = globset::GlobBuilder::new(glob)
-        .literal_separator(true)
-        .build()?;
-    // globset's regex asks for bytes mode (`(?-u)`); regex-lite has no Unicode mode
-    // to leave.
-    let re = g.regex();
-    Ok(regex_lite::Regex::new(
-        re.strip_prefix("(?-u)").unwrap_or(re),
-    )?)
-}
-
 /// `path` with `.`, `..` and doubled slashes worked out, without touching the disk.
 pub fn normalise(path: &Path) -> PathBuf {
     shell::lexical(path)
@@ -663,6 +637,16 @@ fn resolve_within(path: &Path, links: usize) -> PathBuf {
             }
             _ => return path.to_path_buf(),
         }
+    }
+}
+
+/// The rule that allows calls like the one `concern` is about from now on: the
+/// same command exactly, or the same file. `None` where no rule can say it.
+pub fn offered_rule(concern: &Concern) -> Option<String> {
+    match concern {
+        Concern::DangerousCommand { part, .. } => rules::for_command(part),
+        Concern::ProtectedPath { path, .. } => rules::for_path(path),
+        _ => None,
     }
 }
 
@@ -921,5 +905,20 @@ mod tests {
         .unwrap_err();
         assert!(format!("{e:#}").contains("[hook] allow"), "{e:#}");
         assert!(validate(&broken).is_err());
+    }
+
+    #[test]
+    fn offered_rules_name_the_same_command_or_file_only() {
+        let c = Concern::DangerousCommand {
+            part: "rm  -rf build/".into(),
+            why: "x".into(),
+        };
+        assert_eq!(offered_rule(&c).unwrap(), "Bash(rm -rf build/)");
+        let p = Concern::ProtectedPath {
+            path: "conf/a*b.json".into(),
+            glob: "x".into(),
+        };
+        assert_eq!(offered_rule(&p).unwrap(), "Edit(conf/a[*]b.json)");
+        assert_eq!(offered_rule(&Concern::DecisionTool), None);
     }
 }

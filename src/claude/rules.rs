@@ -16,7 +16,13 @@ use std::{fmt, path::Path, str::FromStr};
 use anyhow::{Context, Result, bail};
 use nix::fcntl::{Flock, FlockArg};
 
-use super::policy::{Concern, WRITING_TOOLS};
+/// Tools whose input names a file they write, and the field that names it.
+pub(crate) const WRITING_TOOLS: &[(&str, &str)] = &[
+    ("Edit", "file_path"),
+    ("Write", "file_path"),
+    ("MultiEdit", "file_path"),
+    ("NotebookEdit", "notebook_path"),
+];
 
 /// One "always allow" rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +67,7 @@ impl FromStr for Rule {
             }
             Covers::Command { words, prefix }
         } else if WRITING_TOOLS.iter().any(|(t, _)| *t == tool) {
-            super::policy::check_glob(body).with_context(|| format!("rule {text:?}"))?;
+            check_glob(body).with_context(|| format!("rule {text:?}"))?;
             Covers::Path {
                 glob: body.to_string(),
             }
@@ -121,23 +127,43 @@ pub fn parse_all(texts: &[String]) -> Result<Vec<Rule>> {
         .collect()
 }
 
-/// The rule that allows calls like the one `concern` is about from now on: the
-/// same command exactly, or the same file. `None` where no rule can say it.
-pub fn suggest(concern: &Concern) -> Option<String> {
-    let text = match concern {
-        Concern::DangerousCommand { part, .. } => {
-            let words = words_of(part);
-            // A command ending in ":*" would read back as a prefix.
-            if words.is_empty() || words.ends_with(":*") {
-                return None;
-            }
-            format!("Bash({words})")
-        }
-        Concern::ProtectedPath { path, .. } => format!("Edit({})", escape_glob(path)),
-        _ => return None,
-    };
-    // Only what reads back as a rule (a path with brackets may not).
+/// The rule allowing `part` (a command the policy flagged) exactly, if one can say it.
+pub fn for_command(part: &str) -> Option<String> {
+    let words = words_of(part);
+    // A command ending in ":*" would read back as a prefix.
+    if words.is_empty() || words.ends_with(":*") {
+        return None;
+    }
+    readable(format!("Bash({words})"))
+}
+
+/// The rule allowing writes to `path` (a protected file) and no other.
+pub fn for_path(path: &str) -> Option<String> {
+    readable(format!("Edit({})", escape_glob(path)))
+}
+
+/// `text`, if it reads back as a rule (a path with brackets may not).
+fn readable(text: String) -> Option<String> {
     text.parse::<Rule>().ok().map(|r| r.text)
+}
+
+/// Whether `glob` reads as a glob.
+fn check_glob(glob: &str) -> Result<()> {
+    glob_matcher(glob.strip_prefix("~/").unwrap_or(glob)).map(drop)
+}
+
+/// A glob of `[hook]`'s settings (protected paths, safe deletes, `Edit` rules;
+/// globset's syntax, `*` not crossing `/`) as a regex-lite matcher.
+pub(crate) fn glob_matcher(glob: &str) -> Result<regex_lite::Regex> {
+    let g = globset::GlobBuilder::new(glob)
+        .literal_separator(true)
+        .build()?;
+    // globset's regex asks for bytes mode (`(?-u)`); regex-lite has no Unicode mode
+    // to leave.
+    let re = g.regex();
+    Ok(regex_lite::Regex::new(
+        re.strip_prefix("(?-u)").unwrap_or(re),
+    )?)
 }
 
 /// `path` as a glob matching only itself.
@@ -270,18 +296,13 @@ mod tests {
     }
 
     #[test]
-    fn suggestions_name_the_same_command_or_file_only() {
-        let c = Concern::DangerousCommand {
-            part: "rm  -rf build/".into(),
-            why: "x".into(),
-        };
-        assert_eq!(suggest(&c).unwrap(), "Bash(rm -rf build/)");
-        let p = Concern::ProtectedPath {
-            path: "conf/a*b.json".into(),
-            glob: "x".into(),
-        };
-        assert_eq!(suggest(&p).unwrap(), "Edit(conf/a[*]b.json)");
-        assert_eq!(suggest(&Concern::DecisionTool), None);
+    fn rules_offered_name_the_same_command_or_file_only() {
+        assert_eq!(
+            for_command("rm  -rf build/").unwrap(),
+            "Bash(rm -rf build/)"
+        );
+        assert_eq!(for_command("echo a:*"), None);
+        assert_eq!(for_path("conf/a*b.json").unwrap(), "Edit(conf/a[*]b.json)");
     }
 
     #[test]

@@ -29,12 +29,11 @@ use axum::{
     response::{IntoResponse, Response},
 };
 
-use super::{AppState, error::ApiError};
-
-/// The cookie the dashboard keeps the token in, for the server on `port`.
-pub fn cookie_name(port: u16) -> String {
-    format!("hitl_token_{port}")
-}
+use super::{
+    AppState,
+    error::ApiError,
+    login::{SESSION_TTL, cookie_name, cookie_value},
+};
 
 /// What a route needs of its caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -299,16 +298,6 @@ fn presented_token(req: &Request) -> Option<&str> {
     None
 }
 
-/// This server's cookie, if the request carries it: a dashboard session's id.
-pub fn cookie_value<'r>(req: &'r Request, cookie: &str) -> Option<&'r str> {
-    req.headers()
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .find_map(|kv| kv.trim().strip_prefix(cookie)?.strip_prefix('='))
-}
-
 /// The query parameter `name` (`token`, `code`), decoded.
 fn query_param(req: &Request, name: &str) -> Option<String> {
     req.uri()
@@ -393,7 +382,7 @@ pub async fn admit(
         && let Ok(v) = HeaderValue::from_str(&format!(
             "{cookie}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
             state.sessions.start(),
-            super::login::SESSION_TTL.as_secs()
+            SESSION_TTL.as_secs()
         ))
     {
         response.headers_mut().append(header::SET_COOKIE, v);

@@ -37,7 +37,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{net::TcpListener, sync::Semaphore};
 use tower::ServiceExt;
 
-use super::auth::Peer;
+use super::{auth::Peer, error::BODY_LATE};
 
 /// File descriptors kept for everything but HTTP clients: the store's connections,
 /// spool files, inotify, journal and answer writes, WebSocket pushes to agents.
@@ -252,9 +252,6 @@ impl<B> DeadlineBody<B> {
         }
     }
 }
-
-/// What a body that did not arrive in time says.
-pub const BODY_LATE: &str = "the request body did not arrive in time";
 
 impl<B> http_body::Body for DeadlineBody<B>
 where

@@ -31,10 +31,7 @@ use tokio::{
 };
 use tokio_tungstenite::tungstenite::Message;
 
-use super::{
-    hitl::{self, HitlStatus},
-    respond::{self, EndedEvent},
-};
+use super::hitl::{self, EndedEvent, HitlStatus};
 use crate::{
     broker::{BrokerHandle, Change, Finished, PendingRequest},
     config::HttpSettings,
@@ -152,7 +149,7 @@ impl Deliverer {
                     Ok(Change::Finished(f)) => me.finished(f, &store).await,
                     // The activity feed: seed 004's `/stream` shows every agent event.
                     Ok(Change::Activity(a)) if me.events.receiver_count() > 0 => {
-                        let _ = me.events.send(super::respond::event_json(&a.stored()));
+                        let _ = me.events.send(super::hitl::event_json(&a.stored()));
                     }
                     Ok(Change::Activity(_) | Change::Updated(_)) => {}
                     Err(RecvError::Lagged(n)) => tracing::warn!(
@@ -269,7 +266,7 @@ impl Deliverer {
         let event = match self.event_of(event_id) {
             Some(held) => held,
             None => match store.event(event_id).await? {
-                Some(e) => Arc::new(respond::event_json(&e)),
+                Some(e) => Arc::new(hitl::event_json(&e)),
                 None => return Ok(None),
             },
         };

@@ -10,6 +10,9 @@ use axum::{
 };
 use serde::de::DeserializeOwned;
 
+/// What a body that did not arrive in time says (`conn` cuts it, this reports it).
+pub const BODY_LATE: &str = "the request body did not arrive in time";
+
 /// A refusal: status, message, and for 429 how long to wait.
 #[derive(Debug)]
 pub struct ApiError {
@@ -111,9 +114,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "the body is too large (see max_body_bytes in [http])",
                 ),
-                _ if e.body_text().contains(super::conn::BODY_LATE) => ApiError::new(
+                _ if e.body_text().contains(BODY_LATE) => ApiError::new(
                     StatusCode::REQUEST_TIMEOUT,
-                    format!("{} (see body_timeout in [http])", super::conn::BODY_LATE),
+                    format!("{} (see body_timeout in [http])", BODY_LATE),
                 ),
                 status => ApiError::new(status, e.body_text()),
             })?;

@@ -6,12 +6,15 @@
 //! kept in the request's metadata (`hitl_type`) so the answer goes back in the field
 //! its client reads (`response`, `choice`, `approved`, `permission`).
 
-use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize, Serializer, ser::SerializeMap};
 use serde_json::{Map, Value, json};
 
 use crate::{
     api::RespondBody,
     protocol::{Answer, AnswerStatus, FormQuestion, Kind, Priority, Reply, Request, Status, form},
+    store::{NewEvent, StoredEvent},
 };
 
 /// The `humanInTheLoop` object of `POST /events`.
@@ -431,9 +434,99 @@ impl<'a> HitlStatus<'a> {
     }
 }
 
+/// Seed 004's HookEvent for a stored event.
+pub fn event_json(e: &StoredEvent) -> Value {
+    let status = e.event.hitl.as_ref().map(|_| match &e.request {
+        Some(r) => HitlStatus::answered(
+            r.status,
+            &r.request,
+            Some(e.id),
+            r.answer.as_ref(),
+            r.reason.as_deref(),
+        ),
+        None => HitlStatus::new(Status::Pending, None, None),
+    });
+    new_event_json(e.id, &e.event, status.as_ref())
+}
+
+/// Seed 004's HookEvent for `event`, stored as event `id`; `status` is its request's
+/// `humanInTheLoopStatus` (only an event with `humanInTheLoop` has one).
+pub fn new_event_json(id: i64, event: &NewEvent, status: Option<&HitlStatus>) -> Value {
+    let mut v = json!({
+        "id": id,
+        "source_app": event.source_app,
+        "session_id": event.session_id,
+        "hook_event_type": event.hook_event_type,
+        "payload": event.payload,
+        "timestamp": event.timestamp_ms,
+    });
+    for (k, x) in &event.extra {
+        v[k.as_str()] = x.clone();
+    }
+    if let Some(h) = &event.hitl {
+        v["humanInTheLoop"] = h.clone();
+        v["humanInTheLoopStatus"] = status
+            .and_then(|s| serde_json::to_value(s).ok())
+            .unwrap_or_else(|| json!({ "status": "pending" }));
+    }
+    v
+}
+
+/// A request's seed 004 event with the status it ended in: the event as it was
+/// made, its `humanInTheLoopStatus` replaced (added at the end if it had none).
+/// Serialised without copying the event, which can be large.
+pub struct EndedEvent<'a> {
+    /// The event as it was made or stored.
+    pub event: Arc<Value>,
+    /// How its request ended.
+    pub status: HitlStatus<'a>,
+}
+
+impl Serialize for EndedEvent<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let Some(fields) = self.event.as_object() else {
+            return self.event.serialize(s);
+        };
+        let replaced = fields.contains_key(STATUS_FIELD);
+        let mut map = s.serialize_map(Some(fields.len() + usize::from(!replaced)))?;
+        for (k, v) in fields {
+            if k == STATUS_FIELD {
+                map.serialize_entry(k, &self.status)?;
+            } else {
+                map.serialize_entry(k, v)?;
+            }
+        }
+        if !replaced {
+            map.serialize_entry(STATUS_FIELD, &self.status)?;
+        }
+        map.end()
+    }
+}
+
+const STATUS_FIELD: &str = "humanInTheLoopStatus";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ended_event_is_the_event_with_its_status_replaced_or_added() {
+        let status = || HitlStatus::new(Status::Withdrawn, None, Some("went away"));
+        let with_status = json!({
+            "id": 3, "payload": { "b": [1, "x"] }, "humanInTheLoop": { "question": "q" },
+            "humanInTheLoopStatus": { "status": "pending" }, "timestamp": 5,
+        });
+        let bare = json!({ "id": 3, "payload": {} });
+        for event in [with_status, bare] {
+            let mut want = event.clone();
+            want["humanInTheLoopStatus"] = serde_json::to_value(status()).unwrap();
+            let got = EndedEvent {
+                event: Arc::new(event),
+                status: status(),
+            };
+            assert_eq!(serde_json::to_string(&got).unwrap(), want.to_string());
+        }
+    }
 
     fn spec(kind: &str) -> HitlSpec {
         serde_json::from_value(json!({

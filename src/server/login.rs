@@ -180,14 +180,29 @@ impl Sessions {
     }
 }
 
+/// The cookie the dashboard keeps the token in, for the server on `port`.
+pub fn cookie_name(port: u16) -> String {
+    format!("hitl_token_{port}")
+}
+
+/// This server's cookie, if the request carries it: a dashboard session's id.
+pub fn cookie_value<'r>(req: &'r axum::extract::Request, cookie: &str) -> Option<&'r str> {
+    req.headers()
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|kv| kv.trim().strip_prefix(cookie)?.strip_prefix('='))
+}
+
 /// `POST /api/v1/logout`: ends the caller's session and clears its cookie.
 pub async fn logout(
     State(state): State<Arc<super::AppState>>,
     req: axum::extract::Request,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let cookie = super::auth::cookie_name(state.local_addr.port());
-    if let Some(id) = super::auth::cookie_value(&req, &cookie) {
+    let cookie = cookie_name(state.local_addr.port());
+    if let Some(id) = cookie_value(&req, &cookie) {
         state.sessions.end(id);
     }
     let mut response = (StatusCode::OK, Json(json!({ "logged_out": true }))).into_response();

@@ -17,10 +17,9 @@ use super::{
     AppState,
     auth::Caller,
     error::{ApiError, JsonBody, QueryParams},
-    hitl::{self, HitlSpec},
-    hitl::{HitlStatus, ResponseData},
+    hitl::{self, EndedEvent, HitlSpec, HitlStatus, ResponseData},
     json::Json,
-    respond::{self, EndedEvent, Ids, Lookup},
+    respond::{self, Ids, Lookup},
 };
 use crate::{
     api::RespondBody,
@@ -122,7 +121,7 @@ pub async fn create_event(
     // The event as the response shows it is made before the event moves to the
     // broker (no copy of it); only its id is to come.
     let Some(hitl_value) = &event.hitl else {
-        let mut v = respond::new_event_json(0, &event, None);
+        let mut v = hitl::new_event_json(0, &event, None);
         let id = state
             .broker
             .record_event(event)
@@ -140,7 +139,7 @@ pub async fn create_event(
     request.set_creator(caller.who(&state));
     super::limits::other_users_share(&state.broker, &mut request).await?;
     let pending = HitlStatus::new(Status::Pending, None, None);
-    let mut v = respond::new_event_json(0, &event, Some(&pending));
+    let mut v = hitl::new_event_json(0, &event, Some(&pending));
     let submitted = state
         .broker
         .ask(request, Origin::Http, event)
@@ -156,7 +155,7 @@ pub async fn create_event(
             .await
             .map_err(ApiError::internal)?
         {
-            Some(s) => v = respond::event_json(&s),
+            Some(s) => v = hitl::event_json(&s),
             None => return Err(ApiError::internal("a stored event could not be read back")),
         },
     }
@@ -365,7 +364,7 @@ pub async fn recent(
         .recent_events(limit, FEED_BYTES)
         .await
         .map_err(ApiError::internal)?;
-    Ok(Json(events.iter().map(respond::event_json).collect()))
+    Ok(Json(events.iter().map(hitl::event_json).collect()))
 }
 
 /// `GET /events/filter-options`.

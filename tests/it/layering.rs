@@ -1,7 +1,7 @@
-//! The modules' dependencies form no circle: each top-level module of `src/` (and
-//! each command of `src/cmd/`) is read for the modules it names, and the graph must
-//! be acyclic, so that every layer can be understood, and tested, without the ones
-//! above it.
+//! The modules' dependencies form no circle: each top-level module of `src/`, and
+//! each file inside every folder of it, is read for the modules it names, and each
+//! graph must be acyclic, so that every layer (and every file within one) can be
+//! understood, and tested, without the ones above it.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -152,8 +152,67 @@ fn modules_depend_on_each_other_without_circles() {
             assert!(!top[low].contains(high), "{low} uses {high}");
         }
     }
-    let cmd = graph_of(&src.join("cmd"), "super");
-    assert_eq!(circle(&cmd), None, "a circle among the commands: {cmd:#?}");
+}
+
+/// The graph of the files directly in `src/<folder>/`: what each names as
+/// `super::NAME` or `crate::<folder>::NAME`.
+fn folder_graph(src: &Path, folder: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let dir = src.join(folder);
+    let mut graph = graph_of(&dir, "super");
+    for (file, deps) in graph_of(&dir, &format!("crate::{folder}")) {
+        graph.entry(file).or_default().extend(deps);
+    }
+    graph
+}
+
+#[test]
+fn the_files_inside_each_folder_depend_on_each_other_without_circles() {
+    let src = crate::support::checkout().join("src");
+    let mut folders = 0;
+    for e in std::fs::read_dir(&src).unwrap().map(Result::unwrap) {
+        if !e.path().is_dir() {
+            continue;
+        }
+        let folder = e.file_name().to_string_lossy().into_owned();
+        let graph = folder_graph(&src, &folder);
+        assert_eq!(
+            circle(&graph),
+            None,
+            "a circle in src/{folder}/: {graph:#?}"
+        );
+        folders += 1;
+    }
+    assert!(folders >= 8, "only {folders} folders read");
+}
+
+#[test]
+fn a_circle_between_two_files_of_a_folder_is_found() {
+    let src = tempfile::tempdir().unwrap();
+    let dir = src.path().join("claude");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("mod.rs"), "pub mod feed;\npub mod hook;\n").unwrap();
+    std::fs::write(
+        dir.join("feed.rs"),
+        "use super::hook::{Decision, HookEvent};\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("hook.rs"), "use super::{elicit, feed};\n").unwrap();
+    let graph = folder_graph(src.path(), "claude");
+    assert_eq!(
+        circle(&graph),
+        Some(vec![
+            "feed".to_string(),
+            "hook".to_string(),
+            "feed".to_string()
+        ])
+    );
+    // Named the long way round, too.
+    std::fs::write(
+        dir.join("hook.rs"),
+        "fn f() { crate::claude::feed::note() }\n",
+    )
+    .unwrap();
+    assert!(circle(&folder_graph(src.path(), "claude")).is_some());
 }
 
 #[test]
