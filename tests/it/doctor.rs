@@ -64,7 +64,12 @@ fn a_project_in_order_passes_and_each_broken_part_is_reported_with_its_fix() {
     assert_eq!(out.status.code(), Some(0), "{report:#}");
     assert_eq!(report["ok"], true);
     for c in report["checks"].as_array().unwrap() {
-        assert_eq!(c["status"], "ok", "in order, yet: {c:#}");
+        // inotify counts every instance of this user's, other tests' included: a
+        // busy machine may be warned of, never failed.
+        match c["check"].as_str() {
+            Some("inotify") => assert_ne!(c["status"], "fail", "{c:#}"),
+            _ => assert_eq!(c["status"], "ok", "in order, yet: {c:#}"),
+        }
     }
     assert!(
         finding(&report, "claude")["summary"]
