@@ -318,7 +318,7 @@ fn with_nobody_at_hitl_the_agent_is_told_at_once_and_when_the_last_person_leaves
             "{asked:?}"
         );
         assert!(
-            started.elapsed() < Duration::from_secs(2),
+            started.elapsed() < Duration::from_secs(10),
             "{:?}",
             started.elapsed()
         );
@@ -354,7 +354,7 @@ fn with_nobody_at_hitl_the_agent_is_told_at_once_and_when_the_last_person_leaves
         let (result, left_at) = tokio::join!(asking, leaving);
         let result = result.unwrap();
         assert!(
-            left_at.elapsed() < Duration::from_secs(2),
+            left_at.elapsed() < Duration::from_secs(10),
             "{:?}",
             left_at.elapsed()
         );
