@@ -16,6 +16,9 @@
 //! allocated by either, and never changes: every block is freed by the allocator
 //! that made it.
 
+// A global allocator is unsafe by its trait's definition, and mimalloc's set-up is C.
+#![allow(unsafe_code)]
+
 use std::{
     alloc::{GlobalAlloc, Layout, System},
     sync::atomic::{AtomicU8, Ordering},

@@ -7,6 +7,9 @@
 //! of modules and how a request flows, and docs/PROTOCOL.md for the formats.
 
 #![warn(missing_docs)]
+// Unsafe code only where a module says why (`allow(unsafe_code)` beside it): the
+// allocator, the WAL-gathering VFS, and single system calls std and nix do not wrap.
+#![deny(unsafe_code)]
 
 pub mod agents;
 pub mod allocator;

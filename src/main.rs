@@ -5,6 +5,8 @@
 //! 3 cannot ask (bad arguments, not initialised), 130 interrupted (question withdrawn).
 //! Every other command: 0 success, 1 failure, 2 bad arguments.
 
+#![deny(unsafe_code)]
+
 use std::{io::Write, path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};

@@ -53,6 +53,7 @@ impl Broker {
 fn release_free_memory() {
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only walks the allocator's own free lists.
+    #[allow(unsafe_code)] // malloc_trim: glibc's, with no safe wrapper
     unsafe {
         nix::libc::malloc_trim(0);
     }

@@ -196,6 +196,7 @@ pub fn run(opts: DemoOptions) -> Result<u8> {
     // Ctrl-C stops the listener and withdraws the questions (they get it too, as
     // the terminal's foreground group); the demo itself stays to clean up.
     // SAFETY: the handler does nothing; exec resets it for the children.
+    #[allow(unsafe_code)] // installing a signal handler is unsafe in nix's API
     unsafe {
         nix::sys::signal::signal(
             nix::sys::signal::Signal::SIGINT,

@@ -112,6 +112,7 @@ pub fn nudge(pid: u32, start_time: Option<u64>) {
     // process could go to another of its threads, which does not block it (and so
     // drops it) instead.
     // SAFETY: tgkill takes three integers and touches no memory of ours.
+    #[allow(unsafe_code)] // tgkill: neither std nor nix signals one thread of another process
     unsafe {
         nix::libc::syscall(nix::libc::SYS_tgkill, pid, pid, NUDGE as i32);
     }

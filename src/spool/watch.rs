@@ -79,6 +79,7 @@ impl SpoolWatcher {
             .context("starting the file watcher (inotify)")?;
         // SAFETY: `Fd` owns the inotify descriptor, closes it only when dropped (after
         // the registration, which it lives inside), and always returns that same fd.
+        #[allow(unsafe_code)] // tokio's registration of a raw fd it does not own
         let registered =
             unsafe { AsyncFd::register_with_interest(Fd(inotify), tokio::io::Interest::READABLE) };
         let fd = Arc::new(

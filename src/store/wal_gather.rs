@@ -28,6 +28,9 @@
 //! Only the writer opens files through this VFS; every other method is the
 //! platform's own (the unix VFS's ignore the VFS pointer they are given).
 
+// A SQLite VFS is C callbacks over raw pointers, checked by the tests beside it.
+#![allow(unsafe_code)]
+
 use std::{
     ffi::{CStr, CString, c_int, c_void},
     ptr,
