@@ -2,7 +2,8 @@
 //! exit code. Nothing else lives here.
 //!
 //! Exit codes: `hitl ask` 0 answered (approved), 1 cancelled or denied, 2 timed out,
-//! 3 cannot ask (bad arguments, not initialised), 130 interrupted (question withdrawn).
+//! 3 cannot ask (bad arguments, not initialised), 130 interrupted by Ctrl-C (question
+//! withdrawn), 143/129 stopped by SIGTERM/SIGHUP (question kept for the same command).
 //! Every other command: 0 success, 1 failure, 2 bad arguments.
 
 #![deny(unsafe_code)]

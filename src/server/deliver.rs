@@ -31,7 +31,7 @@ use tokio::{
 };
 use tokio_tungstenite::tungstenite::Message;
 
-use super::hitl::{self, EndedEvent, HitlStatus};
+use super::seed004::{self, EndedEvent, HitlStatus};
 use crate::{
     broker::{BrokerHandle, Change, Finished, PendingRequest},
     config::HttpSettings,
@@ -149,7 +149,7 @@ impl Deliverer {
                     Ok(Change::Finished(f)) => me.finished(f, &store).await,
                     // The activity feed: seed 004's `/stream` shows every agent event.
                     Ok(Change::Activity(a)) if me.events.receiver_count() > 0 => {
-                        let _ = me.events.send(super::hitl::event_json(&a.stored()));
+                        let _ = me.events.send(super::seed004::event_json(&a.stored()));
                     }
                     Ok(Change::Activity(_) | Change::Updated(_)) => {}
                     Err(RecvError::Lagged(n)) => tracing::warn!(
@@ -266,7 +266,7 @@ impl Deliverer {
         let event = match self.event_of(event_id) {
             Some(held) => held,
             None => match store.event(event_id).await? {
-                Some(e) => Arc::new(hitl::event_json(&e)),
+                Some(e) => Arc::new(seed004::event_json(&e)),
                 None => return Ok(None),
             },
         };
@@ -404,7 +404,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub fn push_payload(f: &Finished) -> Value {
     let p = &f.pending;
     match &f.answer {
-        Some(a) => hitl::response_data(&p.request, p.event_id, a),
+        Some(a) => seed004::response_data(&p.request, p.event_id, a),
         None => json!({
             "status": f.status.as_str(),
             "eventId": p.event_id,
@@ -427,13 +427,13 @@ pub fn spool_event(p: &PendingRequest, status: Status, f: Option<&Finished>) -> 
         "timestamp": p.request.timestamp.as_millisecond(),
         "humanInTheLoop": {
             "question": p.request.content,
-            "type": hitl::seed_type(&p.request),
+            "type": seed004::seed_type(&p.request),
             "choices": p.request.options,
         },
-        "humanInTheLoopStatus": hitl::status_object(status, answer, reason),
+        "humanInTheLoopStatus": seed004::status_object(status, answer, reason),
     });
     if let Some(a) = answer.filter(|_| status != Status::Timeout) {
-        v["humanInTheLoopStatus"]["response"] = hitl::response_data(&p.request, None, a);
+        v["humanInTheLoopStatus"]["response"] = seed004::response_data(&p.request, None, a);
     }
     v
 }

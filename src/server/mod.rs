@@ -12,7 +12,6 @@ mod dashboard;
 mod deliver;
 mod error;
 mod guard;
-pub mod hitl;
 mod json;
 mod limits;
 pub mod login;
@@ -23,6 +22,7 @@ mod respond;
 mod routes;
 mod schema;
 mod seed;
+pub mod seed004;
 mod stream;
 
 use std::{net::SocketAddr, sync::Arc, time::Instant};

@@ -17,10 +17,9 @@ use super::{
     AppState,
     auth::Caller,
     error::{ApiError, JsonBody, QueryParams},
-    hitl,
     json::Json,
     respond::{self, Ids, Lookup},
-    seed,
+    seed, seed004,
 };
 use crate::{
     api::{self, CreateRequest, RequestView, RespondBody},
@@ -107,7 +106,7 @@ pub async fn create(
     };
     let kind = match body.kind.as_deref() {
         None => Kind::Text,
-        Some(k) => hitl::kind_of(k).ok_or_else(|| {
+        Some(k) => seed004::kind_of(k).ok_or_else(|| {
             ApiError::bad_request(format!(
                 "type {k:?} is not text, yesno, select, multiselect, approval, permission or questions"
             ))
@@ -186,7 +185,7 @@ pub async fn create(
         extra: Map::new(),
         timestamp_ms: request.timestamp.as_millisecond(),
         hitl: Some(json!({
-            "type": hitl::seed_type(&request),
+            "type": seed004::seed_type(&request),
             "question": request.content,
             "choices": request.options,
             "timeout": request.timeout,

@@ -13,7 +13,7 @@ use super::{
     AppState,
     deliver::{self, Deliverer, DeliveryStatus},
     error::ApiError,
-    hitl,
+    seed004,
 };
 use crate::{
     api::RespondBody,
@@ -149,10 +149,10 @@ pub async fn respond(
         },
         None => return Err(ApiError::not_found(format!("no request {id}"))),
     };
-    let reply = hitl::reply_for(&pending.request, body).map_err(|e| {
+    let reply = seed004::reply_for(&pending.request, body).map_err(|e| {
         ApiError::bad_request(format!(
             "{e} (request {id} is a {} request)",
-            hitl::seed_type(&pending.request)
+            seed004::seed_type(&pending.request)
         ))
     })?;
     let by = body.responded_by.clone().unwrap_or_else(|| by.to_string());

@@ -17,9 +17,9 @@ use super::{
     AppState,
     auth::Caller,
     error::{ApiError, JsonBody, QueryParams},
-    hitl::{self, EndedEvent, HitlSpec, HitlStatus, ResponseData},
     json::Json,
     respond::{self, Ids, Lookup},
+    seed004::{self, EndedEvent, HitlSpec, HitlStatus, ResponseData},
 };
 use crate::{
     api::RespondBody,
@@ -121,7 +121,7 @@ pub async fn create_event(
     // The event as the response shows it is made before the event moves to the
     // broker (no copy of it); only its id is to come.
     let Some(hitl_value) = &event.hitl else {
-        let mut v = hitl::new_event_json(0, &event, None);
+        let mut v = seed004::new_event_json(0, &event, None);
         let id = state
             .broker
             .record_event(event)
@@ -133,13 +133,13 @@ pub async fn create_event(
     };
     let spec = HitlSpec::deserialize(hitl_value)
         .map_err(|e| ApiError::bad_request(format!("humanInTheLoop: {e}")))?;
-    let mut request = hitl::request_from_spec(&spec, &event.source_app, &event.session_id)
+    let mut request = seed004::request_from_spec(&spec, &event.source_app, &event.session_id)
         .map_err(ApiError::bad_request)?;
     // Any caller may name any app and session: who really asked goes with it.
     request.set_creator(caller.who(&state));
     super::limits::other_users_share(&state.broker, &mut request).await?;
     let pending = HitlStatus::new(Status::Pending, None, None);
-    let mut v = hitl::new_event_json(0, &event, Some(&pending));
+    let mut v = seed004::new_event_json(0, &event, Some(&pending));
     let submitted = state
         .broker
         .ask(request, Origin::Http, event)
@@ -155,7 +155,7 @@ pub async fn create_event(
             .await
             .map_err(ApiError::internal)?
         {
-            Some(s) => v = hitl::event_json(&s),
+            Some(s) => v = seed004::event_json(&s),
             None => return Err(ApiError::internal("a stored event could not be read back")),
         },
     }
@@ -205,7 +205,7 @@ pub async fn respond_event(
     });
     let idempotency_key = match &event.status.response {
         Some(data) => data.idempotency_key.clone(),
-        None => hitl::idempotency_key(&p.request.id, &done.answer),
+        None => seed004::idempotency_key(&p.request.id, &done.answer),
     };
     Ok(Json(Responded {
         success: true,
@@ -364,7 +364,7 @@ pub async fn recent(
         .recent_events(limit, FEED_BYTES)
         .await
         .map_err(ApiError::internal)?;
-    Ok(Json(events.iter().map(hitl::event_json).collect()))
+    Ok(Json(events.iter().map(seed004::event_json).collect()))
 }
 
 /// `GET /events/filter-options`.

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::{AppState, error::ApiError, hitl};
+use super::{AppState, error::ApiError, seed004};
 use crate::broker::Change;
 
 /// A request that is not a WebSocket upgrade gets the API's JSON error, not plain text.
@@ -47,7 +47,7 @@ pub async fn seed_stream(
         .await
         .map_err(ApiError::internal)?;
     recent.reverse();
-    let initial: Vec<Value> = recent.iter().map(hitl::event_json).collect();
+    let initial: Vec<Value> = recent.iter().map(seed004::event_json).collect();
     Ok(ws.on_upgrade(move |mut socket: WebSocket| async move {
         if send(&mut socket, json!({ "type": "initial", "data": initial })).await.is_err() {
             return;
@@ -117,7 +117,7 @@ pub async fn changes_stream(
                         Ok(Change::Queued(p)) => json!({ "type": "queued", "request": p }),
                         Ok(Change::Updated(p)) => json!({ "type": "updated", "request": p }),
                         Ok(Change::Activity(a)) => json!({
-                            "type": "activity", "event": super::hitl::event_json(&a.stored()),
+                            "type": "activity", "event": super::seed004::event_json(&a.stored()),
                         }),
                         Ok(Change::Finished(f)) => json!({
                             "type": "finished", "id": f.id(), "origin": f.pending.request.shown_origin(f.pending.origin),

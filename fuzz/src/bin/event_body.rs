@@ -1,6 +1,6 @@
 //! A body of seed 004's `POST /events`, down to the request it asks for.
 
-use hitl::server::hitl::{HitlSpec, request_from_spec};
+use hitl::server::seed004::{HitlSpec, request_from_spec};
 
 fn main() {
     afl::fuzz!(|data: &[u8]| {

@@ -1,7 +1,7 @@
 //! A respond body (seed 004's and the native API's), against a request of each kind:
 //! whatever it is read as must fit that request, as the broker checks every reply.
 
-use hitl::{api::RespondBody, protocol::Kind, server::hitl::reply_for};
+use hitl::{api::RespondBody, protocol::Kind, server::seed004::reply_for};
 
 fn main() {
     afl::fuzz!(|data: &[u8]| {
