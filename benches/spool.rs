@@ -27,7 +27,7 @@ use std::{
 };
 
 use hitl::{
-    protocol::{Asker, Kind, Priority, Request},
+    protocol::{Asker, Kind, Request},
     spool::{Spool, wait::AnswerWait, write_atomic},
 };
 use nix::{
@@ -423,26 +423,13 @@ fn row(name: &str, s: &Stats, verdict: &str) {
 fn question(id: &str) -> Vec<u8> {
     let me = hitl::agents::this_process();
     let r = Request {
-        version: 1,
         id: id.to_string(),
-        agent_id: "bench".into(),
-        agent_name: "Bench".into(),
-        working_dir: None,
-        timestamp: jiff::Timestamp::now(),
-        kind: Kind::Text,
-        content: "How fast is this?".into(),
-        options: Vec::new(),
-        questions: Vec::new(),
-        priority: Priority::Normal,
         timeout: Some(600),
-        context: serde_json::Value::Null,
-        metadata: serde_json::Map::new(),
         asker: Some(Asker {
             pid: me.pid,
             start_time: Some(me.start_time),
         }),
-        created_by: None,
-        source: None,
+        ..Request::new("bench", "Bench", Kind::Text, "How fast is this?")
     };
     serde_json::to_vec_pretty(&r).unwrap()
 }

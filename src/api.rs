@@ -7,76 +7,88 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::protocol::{Answer, FormQuestion, Kind, Origin, Priority, Reply, Request, Status};
+use crate::protocol::{Answer, Kind, Origin, Reply, Request, Status};
 
-/// The body of `POST /api/v1/requests`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The body of `POST /api/v1/requests`: a [`Request`]'s own fields but those its
+/// way in sets ([`CreateRequest::SET_BY_SERVER`]), plus how to recognise a repeat
+/// and the way the asker came. Read with [`CreateRequest::from_json`], which refuses
+/// a field the server sets and a field nobody knows, as the OpenAPI document says.
+#[derive(Debug, Clone, Deserialize)]
 pub struct CreateRequest {
-    /// What to ask.
-    #[serde(alias = "question")]
-    pub content: String,
-    /// text, yesno, select, multiselect, approval, permission (or a seed 004 type).
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    /// The choices of select and multiselect.
-    #[serde(default, alias = "choices")]
-    pub options: Vec<String>,
-    /// The questions of a `questions` request (AskUserQuestion's shape).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub questions: Vec<FormQuestion>,
-    /// Seconds to wait; 0 for ever (default 300).
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "whole_seconds"
-    )]
-    pub timeout: Option<u64>,
-    /// normal, high or urgent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub priority: Option<Priority>,
-    /// Context for the human.
-    #[serde(default)]
-    pub context: Value,
-    /// The asking agent's id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_id: Option<String>,
-    /// Its name for people.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_name: Option<String>,
-    /// Where the agent works.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub working_dir: Option<String>,
+    /// What to ask, as a request says it.
+    #[serde(flatten)]
+    pub request: Request,
     /// A repeat with the same key returns the first request.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idempotency_key: Option<String>,
-    /// Free-form labels.
     #[serde(default)]
-    pub metadata: Map<String, Value>,
+    pub idempotency_key: Option<String>,
     /// The way the asker came when one of hitl's own adapters asks over HTTP (`hook`,
     /// `mcp`, …); `http` when absent. Never `spool`: spool questions are files.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub origin: Option<Origin>,
 }
 
 impl CreateRequest {
+    /// The fields of a [`Request`] the server sets, whatever a body would say: who
+    /// made it, when, and under which id.
+    pub const SET_BY_SERVER: [&str; 6] = [
+        "version",
+        "id",
+        "timestamp",
+        "asker",
+        "created_by",
+        "source",
+    ];
+
     /// The body that asks `r` (its id is the server's to choose), come by `origin`.
     pub fn from_request(r: &Request, origin: Origin, idempotency_key: &str) -> CreateRequest {
         CreateRequest {
-            content: r.content.clone(),
-            kind: Some(r.kind.as_str().to_string()),
-            options: r.options.clone(),
-            questions: r.questions.clone(),
-            timeout: Some(r.timeout.unwrap_or(0)),
-            priority: Some(r.priority),
-            context: r.context.clone(),
-            agent_id: Some(r.agent_id.clone()),
-            agent_name: Some(r.agent_name.clone()),
-            working_dir: r.working_dir.clone(),
+            request: Request {
+                // Absent is the API's default of 300 s; none is 0, for ever.
+                timeout: Some(r.timeout.unwrap_or(0)),
+                ..r.clone()
+            },
             idempotency_key: Some(idempotency_key.to_string()),
-            metadata: Map::new(),
             origin: (origin != Origin::Http).then_some(origin),
         }
+    }
+
+    /// Reads a body, or says which field is wrong and why.
+    pub fn from_json(body: Map<String, Value>) -> Result<CreateRequest, String> {
+        if let Some(f) = Self::SET_BY_SERVER.iter().find(|f| body.contains_key(**f)) {
+            return Err(format!("{f} is set by the server; leave it out"));
+        }
+        let create: CreateRequest =
+            serde_path_to_error::deserialize(Value::Object(body)).map_err(|e| {
+                match e.path().to_string() {
+                    p if p == "." => e.inner().to_string(),
+                    p => format!("{p}: {}", e.inner()),
+                }
+            })?;
+        if let Some(f) = create.request.unknown.keys().next() {
+            return Err(format!(
+                "unknown field {f:?} (see /api/v1/openapi.json); free-form labels go in metadata"
+            ));
+        }
+        Ok(create)
+    }
+}
+
+impl Serialize for CreateRequest {
+    /// The request's fields but those the server sets, then the key and origin.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let Ok(Value::Object(mut body)) = serde_json::to_value(&self.request) else {
+            return Err(serde::ser::Error::custom("a request is always an object"));
+        };
+        for f in Self::SET_BY_SERVER {
+            body.remove(f);
+        }
+        if let Some(k) = &self.idempotency_key {
+            body.insert("idempotency_key".into(), Value::from(k.as_str()));
+        }
+        if let Some(o) = self.origin {
+            body.insert("origin".into(), Value::from(o.as_str()));
+        }
+        body.serialize(s)
     }
 }
 
@@ -193,19 +205,61 @@ pub struct Responded {
     pub delivery_status: String,
 }
 
-/// Seconds as any JSON number with no fraction (`30` or `30.0`: JSON does not tell
-/// them apart, and neither do JSON Schema's integers).
-fn whole_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
-        return Ok(None);
-    };
-    if let Some(u) = n.as_u64() {
-        return Ok(Some(u));
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Kind, Priority};
+    use serde_json::json;
+
+    fn body(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        }
     }
-    match n.as_f64() {
-        Some(f) if f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64 => Ok(Some(f as u64)),
-        _ => Err(serde::de::Error::custom(format!(
-            "timeout {n} is not a whole number of seconds"
-        ))),
+
+    #[test]
+    fn a_create_body_is_a_request_without_what_the_server_sets() {
+        let r = Request {
+            options: vec!["a".into(), "b".into()],
+            priority: Priority::High,
+            ..Request::new("ag", "Ag", Kind::Select, "Which?")
+        };
+        let sent = serde_json::to_value(CreateRequest::from_request(&r, Origin::Mcp, "k")).unwrap();
+        for f in CreateRequest::SET_BY_SERVER {
+            assert!(sent.get(f).is_none(), "{f} is the server's: {sent}");
+        }
+        let read = CreateRequest::from_json(body(sent)).unwrap();
+        assert_eq!(read.origin, Some(Origin::Mcp));
+        assert_eq!(read.idempotency_key.as_deref(), Some("k"));
+        assert_eq!(
+            (
+                read.request.kind,
+                read.request.options,
+                read.request.priority
+            ),
+            (Kind::Select, r.options, Priority::High)
+        );
+        // None waits for ever: sent as 0, as the API's absent means 300 s.
+        assert_eq!(read.request.timeout, Some(0));
+    }
+
+    #[test]
+    fn a_create_body_says_which_field_is_wrong() {
+        let err = |v: Value| CreateRequest::from_json(body(v)).unwrap_err();
+        assert!(err(json!({"content": "?", "id": "x"})).contains("id is set by the server"));
+        let e = err(json!({"content": "?", "timout": 5}));
+        assert!(e.contains("unknown field \"timout\""), "{e}");
+        let e = err(json!({"content": "?", "type": "poem"}));
+        assert!(e.contains("unknown type \"poem\""), "{e}");
+        let e = err(json!({"content": "?", "timeout": "soon"}));
+        assert!(e.contains("number of seconds"), "{e}");
+        assert!(
+            CreateRequest::from_json(body(json!({"content": "?", "type": "choice",
+            "options": ["a"], "agent_id": 7, "timeout": 1.5})))
+            .is_ok_and(|c| c.request.kind == Kind::Select
+                && c.request.agent_id == "7"
+                && c.request.timeout == Some(2))
+        );
     }
 }

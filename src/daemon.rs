@@ -277,7 +277,7 @@ mod tests {
     use super::*;
     use crate::{
         broker::Change,
-        protocol::{Kind, Priority, Reply, Request},
+        protocol::{Kind, Reply, Request},
     };
 
     #[test]
@@ -320,23 +320,8 @@ mod tests {
         let client =
             crate::client::Client::with_token(&base, Some(token.trim().to_string())).unwrap();
         let request = Request {
-            version: 1,
-            id: String::new(),
-            agent_id: "t".into(),
-            agent_name: "T".into(),
-            working_dir: None,
-            timestamp: jiff::Timestamp::now(),
-            kind: Kind::Text,
-            content: "Who answers?".into(),
-            options: Vec::new(),
-            questions: Vec::new(),
-            priority: Priority::Normal,
             timeout: Some(30),
-            context: serde_json::Value::Null,
-            metadata: serde_json::Map::new(),
-            asker: None,
-            created_by: None,
-            source: None,
+            ..Request::new("t", "T", Kind::Text, "Who answers?")
         };
         let id = client
             .create(&request, crate::protocol::Origin::Http, "k-1")

@@ -37,7 +37,7 @@ use crate::{
         hook::{self, Step},
     },
     config::{self, Paths},
-    protocol::{Answer, AnswerStatus, Kind, Origin, Priority, Request, VERSION},
+    protocol::{Answer, AnswerStatus, Kind, Origin, Priority, Request},
     spool::{ListenerInfo, Spool},
 };
 
@@ -451,23 +451,12 @@ impl McpServer {
             Some(other) => json!({ "context": other }),
         };
         let request = Request {
-            version: VERSION,
-            id: String::new(),
-            agent_id: who.id,
-            agent_name: who.name,
             working_dir: Some(project.display().to_string()),
-            timestamp: jiff::Timestamp::now(),
-            kind: asked.kind,
-            content: asked.content,
             options: asked.options,
-            questions: Vec::new(),
             priority: asked.priority.unwrap_or(settings.ask.priority),
             timeout: Some(timeout).filter(|&t| t > 0),
             context,
-            metadata: Default::default(),
-            asker: None,
-            created_by: None,
-            source: None,
+            ..Request::new(who.id, who.name, asked.kind, asked.content)
         };
         Ok((spool, url, request))
     }

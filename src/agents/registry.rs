@@ -429,23 +429,13 @@ mod tests {
         assert_eq!(list_agents(&spool, &HashSet::new())[0].questions_asked, 0);
         // The broker counts each question it takes, with the agent's process.
         let mut req = crate::protocol::Request {
-            version: 1,
             id: "q1".into(),
-            agent_id: who.id.clone(),
-            agent_name: who.name.clone(),
-            working_dir: None,
-            timestamp: Timestamp::now(),
-            kind: crate::protocol::Kind::Text,
-            content: "?".into(),
-            options: Vec::new(),
-            questions: Vec::new(),
-            priority: crate::protocol::Priority::Normal,
-            timeout: None,
-            context: Value::Null,
-            metadata: Map::new(),
-            asker: None,
-            created_by: None,
-            source: None,
+            ..Request::new(
+                who.id.clone(),
+                who.name.clone(),
+                crate::protocol::Kind::Text,
+                "?",
+            )
         };
         let me = crate::process::this_process();
         req.metadata.insert(

@@ -635,23 +635,8 @@ impl Broker {
                     .map(|b| String::from_utf8_lossy(&b[..b.len().min(200)]).into_owned())
                     .unwrap_or_default();
                 let request = Request {
-                    version: crate::protocol::VERSION,
                     id: id.to_string(),
-                    agent_id: "unknown".into(),
-                    agent_name: "unknown".into(),
-                    working_dir: None,
-                    timestamp: Timestamp::now(),
-                    kind: crate::protocol::Kind::Text,
-                    content: preview,
-                    options: Vec::new(),
-                    questions: Vec::new(),
-                    priority: crate::protocol::Priority::Normal,
-                    timeout: None,
-                    context: serde_json::Value::Null,
-                    metadata: serde_json::Map::new(),
-                    asker: None,
-                    created_by: None,
-                    source: None,
+                    ..Request::new("unknown", "unknown", crate::protocol::Kind::Text, preview)
                 };
                 self.stats.total_errors += 1;
                 self.record(StoreOp::Finished {

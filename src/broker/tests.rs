@@ -124,23 +124,9 @@ impl Harness {
     /// Writes a question file as `hitl ask` does and tells the broker.
     fn ask(&self, id: &str, kind: Kind, options: &[&str], tweak: impl FnOnce(&mut Request)) {
         let mut r = Request {
-            version: 1,
             id: id.to_string(),
-            agent_id: "agent-1".into(),
-            agent_name: "Agent 1".into(),
-            working_dir: None,
-            timestamp: Timestamp::now(),
-            kind,
-            content: format!("question {id}?"),
             options: options.iter().map(|o| o.to_string()).collect(),
-            questions: Vec::new(),
-            priority: Priority::Normal,
-            timeout: None,
-            context: serde_json::Value::Null,
-            metadata: serde_json::Map::new(),
-            asker: None,
-            created_by: None,
-            source: None,
+            ..Request::new("agent-1", "Agent 1", kind, format!("question {id}?"))
         };
         tweak(&mut r);
         let path = self.question_path(id);
@@ -168,7 +154,7 @@ impl Harness {
         };
         for _ in 0..500 {
             if let Some(h) = self.reader.history(&q).await.unwrap().pop()
-                && h.status == status
+                && h.status.as_str() == status
             {
                 return h;
             }
@@ -461,23 +447,9 @@ async fn a_stored_request_is_asked_answered_and_requeued_after_a_restart() {
     let h = Harness::start().await;
     let mut changes = h.handle.subscribe();
     let request = |content: &str| Request {
-        version: 1,
-        id: String::new(),
-        agent_id: "web".into(),
-        agent_name: "Web".into(),
-        working_dir: None,
-        timestamp: Timestamp::now(),
-        kind: Kind::Yesno,
-        content: content.into(),
-        options: Vec::new(),
-        questions: Vec::new(),
         priority: Priority::High,
         timeout: Some(600),
-        context: serde_json::Value::Null,
-        metadata: serde_json::Map::new(),
-        asker: None,
-        created_by: None,
-        source: None,
+        ..Request::new("web", "Web", Kind::Yesno, content)
     };
     let event = || NewEvent {
         source_app: "web".into(),

@@ -28,9 +28,7 @@ use super::{
 };
 use crate::{
     config::{self, HookSettings, Paths, Unanswered},
-    protocol::{
-        Answer, AnswerStatus, FormQuestion, Kind, Origin, Priority, Request, VERSION, form,
-    },
+    protocol::{Answer, AnswerStatus, FormQuestion, Kind, Origin, Priority, Request, form},
     spool::{self, ListenerInfo, Spool, ask::Asked},
 };
 
@@ -461,21 +459,13 @@ fn approval_request(
     if let Some(rule) = always_allow {
         context["always_allow"] = json!(rule);
     }
+    let kind = match settings.types.get(tool) {
+        _ if event == HookEvent::PermissionRequest => Kind::Permission,
+        Some(&k) if k.is_approval() => k,
+        _ => Kind::Approval,
+    };
     Request {
-        version: VERSION,
-        id: String::new(),
-        agent_id,
-        agent_name,
         working_dir: Some(place.cwd.display().to_string()),
-        timestamp: jiff::Timestamp::now(),
-        kind: match settings.types.get(tool) {
-            _ if event == HookEvent::PermissionRequest => Kind::Permission,
-            Some(&k) if k.is_approval() => k,
-            _ => Kind::Approval,
-        },
-        content,
-        options: Vec::new(),
-        questions: Vec::new(),
         priority: if concern.is_dangerous() {
             Priority::High
         } else {
@@ -483,10 +473,7 @@ fn approval_request(
         },
         timeout: Some(settings.timeout_for(tool)).filter(|&t| t > 0),
         context,
-        metadata: Default::default(),
-        asker: None,
-        created_by: None,
-        source: None,
+        ..Request::new(agent_id, agent_name, kind, content)
     }
 }
 

@@ -15,8 +15,7 @@ use crate::{
     agents,
     config::{self, Paths},
     protocol::{
-        Answer, Asker, FormQuestion, Kind, MAX_TIMEOUT_SECS, Origin, Priority, Request, VERSION,
-        form,
+        Answer, Asker, FormQuestion, Kind, MAX_TIMEOUT_SECS, Origin, Priority, Request, form,
     },
     spool::{self, ListenerInfo, Spool, ask::Asked, kept::Found},
 };
@@ -139,17 +138,11 @@ fn build_request(
         metadata.insert(agents::AGENT_PROCESS_KEY.into(), serde_json::to_value(p)?);
     }
     let request = Request {
-        version: VERSION,
         id: uuid::Uuid::now_v7().simple().to_string(),
-        agent_id: who.id.clone(),
-        agent_name: who.name.clone(),
         working_dir: std::env::current_dir()
             .ok()
             .or_else(|| spool.map(|s| s.project().to_path_buf()))
             .map(|d| d.display().to_string()),
-        timestamp: jiff::Timestamp::now(),
-        kind,
-        content,
         options: opts.options.clone(),
         questions,
         priority: opts.priority.unwrap_or(settings.ask.priority),
@@ -160,8 +153,7 @@ fn build_request(
             pid: me.pid,
             start_time: Some(me.start_time),
         }),
-        created_by: None,
-        source: None,
+        ..Request::new(&who.id, &who.name, kind, content)
     };
     Ok((request, who))
 }

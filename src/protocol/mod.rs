@@ -9,6 +9,7 @@
 pub mod activity;
 pub mod form;
 mod id;
+mod lenient;
 mod origin;
 mod request;
 mod status;

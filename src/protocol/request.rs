@@ -9,10 +9,11 @@ use serde_json::{Map, Value};
 use super::{
     Origin, VERSION,
     form::{self, FormQuestion},
+    lenient,
 };
 
-/// What kind of reply a question wants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+/// What kind of reply a question wants. Read by [`Kind::parse`], aliases and all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// Free text.
@@ -58,18 +59,44 @@ impl Kind {
         }
     }
 
-    /// Reads a kind name, accepting the aliases older agents write.
+    /// Every name a kind is read by, its own first: the aliases older agents and
+    /// seed 004 write. [`Kind::parse`] reads them, ignoring case and spaces around.
+    pub const NAMES: &'static [(&'static str, Kind)] = &[
+        ("text", Kind::Text),
+        ("voice", Kind::Text),
+        ("input", Kind::Text),
+        ("question", Kind::Text),
+        ("question_input", Kind::Text),
+        ("yesno", Kind::Yesno),
+        ("yes_no", Kind::Yesno),
+        ("yes/no", Kind::Yesno),
+        ("confirm", Kind::Yesno),
+        ("bool", Kind::Yesno),
+        ("boolean", Kind::Yesno),
+        ("select", Kind::Select),
+        ("choice", Kind::Select),
+        ("single", Kind::Select),
+        ("radio", Kind::Select),
+        ("multiselect", Kind::Multiselect),
+        ("multi_select", Kind::Multiselect),
+        ("multi", Kind::Multiselect),
+        ("checkbox", Kind::Multiselect),
+        ("choices", Kind::Multiselect),
+        ("approval", Kind::Approval),
+        ("approve", Kind::Approval),
+        ("permission", Kind::Permission),
+        ("questions", Kind::Questions),
+        ("form", Kind::Questions),
+        ("askuserquestion", Kind::Questions),
+    ];
+
+    /// Reads a kind name, accepting the aliases older agents write ([`Kind::NAMES`]).
     pub fn parse(s: &str) -> Option<Kind> {
-        Some(match s.trim().to_ascii_lowercase().as_str() {
-            "text" | "voice" | "input" | "question" | "question_input" => Kind::Text,
-            "yesno" | "yes_no" | "yes/no" | "confirm" | "bool" | "boolean" => Kind::Yesno,
-            "select" | "choice" | "single" | "radio" => Kind::Select,
-            "multiselect" | "multi_select" | "multi" | "checkbox" | "choices" => Kind::Multiselect,
-            "approval" | "approve" => Kind::Approval,
-            "permission" => Kind::Permission,
-            "questions" | "form" | "askuserquestion" => Kind::Questions,
-            _ => return None,
-        })
+        let s = s.trim();
+        Kind::NAMES
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(s))
+            .map(|&(_, k)| k)
     }
 
     /// True for the kinds whose answer is approve or deny.
@@ -105,16 +132,21 @@ impl std::str::FromStr for Kind {
     }
 }
 
+impl<'de> Deserialize<'de> for Kind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Kind, D::Error> {
+        lenient::by_name(d)
+    }
+}
+
 impl fmt::Display for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-/// How soon a question should be answered. Ordered: `Urgent` is the greatest.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
-)]
+/// How soon a question should be answered. Ordered: `Urgent` is the greatest. Read
+/// by [`Priority::parse`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
     /// The default.
@@ -136,14 +168,25 @@ impl Priority {
         }
     }
 
-    /// Reads a priority name; `low` is taken as normal.
+    /// Every name a priority is read by, its own first; `low` and `medium` are
+    /// taken as normal, `critical` as urgent, and an empty name as the default.
+    pub const NAMES: &'static [(&'static str, Priority)] = &[
+        ("normal", Priority::Normal),
+        ("low", Priority::Normal),
+        ("medium", Priority::Normal),
+        ("", Priority::Normal),
+        ("high", Priority::High),
+        ("urgent", Priority::Urgent),
+        ("critical", Priority::Urgent),
+    ];
+
+    /// Reads a priority name ([`Priority::NAMES`]), ignoring case and spaces around.
     pub fn parse(s: &str) -> Option<Priority> {
-        Some(match s.trim().to_ascii_lowercase().as_str() {
-            "normal" | "low" | "medium" | "" => Priority::Normal,
-            "high" => Priority::High,
-            "urgent" | "critical" => Priority::Urgent,
-            _ => return None,
-        })
+        let s = s.trim();
+        Priority::NAMES
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(s))
+            .map(|&(_, p)| p)
     }
 }
 
@@ -152,6 +195,12 @@ impl std::str::FromStr for Priority {
     fn from_str(s: &str) -> Result<Priority, String> {
         Priority::parse(s)
             .ok_or_else(|| format!("unknown priority {s:?}; expected normal, high or urgent"))
+    }
+}
+
+impl<'de> Deserialize<'de> for Priority {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Priority, D::Error> {
+        lenient::by_name(d)
     }
 }
 
@@ -173,43 +222,79 @@ pub struct Asker {
 }
 
 /// A question from an agent, in the canonical v1 form.
+///
+/// The one definition of a request: question files, the native API's create body
+/// (`api::CreateRequest` flattens it), stored requests and every view are
+/// this type through serde. Its fields are read forgivingly ([`lenient`]), as agents
+/// write them by hand; the fields a way in owns (`id`, `timestamp`, `created_by`…)
+/// may be absent and are filled by that way in. Build one with [`Request::new`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Request {
     /// Always [`VERSION`].
+    #[serde(default = "version")]
     pub version: u32,
-    /// Unique within its project's spool; `[A-Za-z0-9_.-]{1,128}`.
+    /// Unique within its project's spool; `[A-Za-z0-9_.-]{1,128}`. Empty until the
+    /// way in gives it one (a file's name, the store's event id).
+    #[serde(default, deserialize_with = "lenient::scalar_string")]
     pub id: String,
     /// The asking agent's stable id.
+    #[serde(default, deserialize_with = "lenient::scalar_string")]
     pub agent_id: String,
-    /// A name for people, such as `Claude-41235`.
+    /// A name for people, such as `Claude-41235`; the agent's id when it gave none.
+    #[serde(default, deserialize_with = "lenient::null_as_default")]
     pub agent_name: String,
     /// Where the agent works.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "working_directory",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub working_dir: Option<String>,
     /// When it was asked.
+    #[serde(default = "Timestamp::now", deserialize_with = "lenient::timestamp")]
     pub timestamp: Timestamp,
     /// What kind of reply it wants.
-    #[serde(rename = "type")]
+    #[serde(
+        rename = "type",
+        default,
+        deserialize_with = "lenient::null_as_default"
+    )]
     pub kind: Kind,
     /// The question itself, exactly as the agent wrote it.
     pub content: String,
     /// Choices for select and multiselect.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::option_texts",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub options: Vec<String>,
     /// The questions of a `questions` request.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub questions: Vec<FormQuestion>,
     /// How soon it should be answered.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::null_as_default")]
     pub priority: Priority,
-    /// Seconds the agent waits; `None` waits for ever.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Seconds the agent waits; `None` and `Some(0)` wait for ever.
+    #[serde(
+        default,
+        deserialize_with = "lenient::timeout",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub timeout: Option<u64>,
     /// Free-form context for the human (file, command, diff…).
     #[serde(default, skip_serializing_if = "is_empty_object")]
     pub context: Value,
     /// Everything else the agent sent, kept as it was.
-    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::metadata",
+        skip_serializing_if = "Map::is_empty"
+    )]
     pub metadata: Map<String, Value>,
     /// The waiting process, when the asker said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -217,15 +302,28 @@ pub struct Request {
     /// Who created it over HTTP, as the server saw the caller: [`CREATED_BY_USER`] (the
     /// token, or a loopback process of the server's own OS user), else another OS user
     /// of this machine (`uid 1001 (bob)`), whatever agent name it gave. Set by the
-    /// server, never read from a body; absent for the spool, where only the user can
-    /// write.
+    /// server, never taken from a body or a file; absent for the spool, where only
+    /// the user can write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
     /// What kind of asker wrote a question file, when it says: `hitl hook` asks through
     /// the spool like `hitl ask`, and its questions are shown with the origin `hook`.
     /// Only what a request is shown as: its way back is that of the way it came.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::source",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub source: Option<Origin>,
+    /// Fields this build does not know, as they were sent. Never kept here: a
+    /// question file's go into `metadata` ([`Request::complete`]), and the API
+    /// refuses a body that has any.
+    #[serde(flatten, skip_serializing)]
+    pub unknown: Map<String, Value>,
+}
+
+fn version() -> u32 {
+    VERSION
 }
 
 /// [`Request::created_by`] for the user's own callers.
@@ -237,6 +335,38 @@ pub const CREATED_BY_USER: &str = "user";
 pub const OTHER_USER_MAX_TIMEOUT_SECS: u64 = 24 * 3600;
 
 impl Request {
+    /// A `kind` question asking `content`, from the agent `agent_id` (shown as
+    /// `agent_name`), asked now, with every other field at its default: no id yet
+    /// (the way in gives it one), normal priority, waiting for ever. Set the rest
+    /// with struct update syntax: `Request { options, ..Request::new(…) }`.
+    pub fn new(
+        agent_id: impl Into<String>,
+        agent_name: impl Into<String>,
+        kind: Kind,
+        content: impl Into<String>,
+    ) -> Request {
+        Request {
+            version: VERSION,
+            id: String::new(),
+            agent_id: agent_id.into(),
+            agent_name: agent_name.into(),
+            working_dir: None,
+            timestamp: Timestamp::now(),
+            kind,
+            content: content.into(),
+            options: Vec::new(),
+            questions: Vec::new(),
+            priority: Priority::Normal,
+            timeout: None,
+            context: Value::Null,
+            metadata: Map::new(),
+            asker: None,
+            created_by: None,
+            source: None,
+            unknown: Map::new(),
+        }
+    }
+
     /// Who else than the user created it, if someone did: shown beside it in every
     /// view, so a request another OS user made in an agent's name is not mistaken for
     /// the agent's.
@@ -736,24 +866,31 @@ mod tests {
 
     fn req(kind: Kind, options: &[&str]) -> Request {
         Request {
-            version: 1,
             id: "q1".into(),
-            agent_id: "a1".into(),
-            agent_name: "A".into(),
-            working_dir: None,
             timestamp: Timestamp::UNIX_EPOCH,
-            kind,
-            content: "?".into(),
             options: options.iter().map(|s| s.to_string()).collect(),
-            questions: Vec::new(),
-            priority: Priority::Normal,
             timeout: Some(10),
-            context: Value::Null,
-            metadata: Map::new(),
-            asker: None,
-            created_by: None,
-            source: None,
+            ..Request::new("a1", "A", kind, "?")
         }
+    }
+
+    #[test]
+    fn every_kind_and_priority_reads_its_own_name() {
+        for k in Kind::ALL {
+            assert_eq!(Kind::parse(k.as_str()), Some(k));
+            assert!(Kind::NAMES.contains(&(k.as_str(), k)));
+            let v = serde_json::to_value(k).unwrap();
+            assert_eq!(serde_json::from_value::<Kind>(v).unwrap(), k);
+        }
+        for p in [Priority::Normal, Priority::High, Priority::Urgent] {
+            assert_eq!(Priority::parse(p.as_str()), Some(p));
+        }
+        assert_eq!(Kind::parse(" Choice "), Some(Kind::Select));
+        let e = serde_json::from_value::<Kind>(serde_json::json!("poem")).unwrap_err();
+        assert!(
+            e.to_string().contains("expected one of: text, yesno"),
+            "{e}"
+        );
     }
 
     #[test]

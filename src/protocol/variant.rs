@@ -12,13 +12,10 @@
 //! except that claude-helpers takes an answer starting with `ERROR:` as a failure.
 
 use jiff::Timestamp;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use thiserror::Error;
 
-use super::{
-    Answer, AnswerStatus, Asker, Kind, Origin, Priority, Request, VERSION, id::validate_id, now,
-    parse_timestamp,
-};
+use super::{Answer, AnswerStatus, Kind, Request, VERSION, id::validate_id, now};
 
 /// Which format a question arrived in; decides the answer's path and shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -97,22 +94,14 @@ pub enum ParseError {
     /// No `content`, `question` or `prompt`.
     #[error("no question text: expected a string field \"content\", \"question\" or \"prompt\"")]
     NoText,
-    /// A field had the wrong type.
-    #[error("field {field:?} must be {expected}")]
-    WrongType {
-        /// The field's name.
-        field: &'static str,
-        /// What it must be.
-        expected: &'static str,
+    /// A field that is not what it must be (the wrong type, an unknown kind…).
+    #[error("{field}: {reason}")]
+    Invalid {
+        /// Where, as a path (`timeout`, `questions[0].options`).
+        field: String,
+        /// What is wrong with it.
+        reason: String,
     },
-    /// An unknown `type`.
-    #[error(
-        "unknown type {0:?}; expected text, yesno, select, multiselect, approval or permission"
-    )]
-    UnknownKind(String),
-    /// An unknown `priority`.
-    #[error("unknown priority {0:?}; expected normal, high or urgent")]
-    UnknownPriority(String),
     /// An id that could escape its folder or is otherwise unusable.
     #[error("bad {field}: {reason}")]
     BadId {
@@ -201,158 +190,55 @@ pub fn parse_question_at(
     } else {
         return Err(ParseError::NoText);
     };
-    let content = match obj.remove(text_field) {
-        Some(Value::String(s)) => s,
+    // The older formats differ from the canonical one only in the name of the
+    // question's text and what an absent id means: once renamed, serde reads them all.
+    match obj.remove(text_field) {
+        Some(text @ Value::String(_)) => obj.insert("content".into(), text),
         _ => return Err(ParseError::NoText),
     };
+    if obj.get("timestamp").is_none_or(Value::is_null) {
+        obj.insert("timestamp".into(), Value::String(undated.to_string()));
+    }
+    let mut request: Request =
+        serde_path_to_error::deserialize(Value::Object(obj)).map_err(|e| ParseError::Invalid {
+            field: e.path().to_string(),
+            reason: e.inner().to_string(),
+        })?;
 
-    let id = match take_scalar_string(&mut obj, "id")? {
-        Some(id) => id,
-        None => file_stem.to_string(),
-    };
-    validate_id(&id).map_err(|e| ParseError::BadId {
+    if request.id.is_empty() {
+        request.id = file_stem.to_string();
+    }
+    validate_id(&request.id).map_err(|e| ParseError::BadId {
         field: "id",
         reason: e.to_string(),
     })?;
-    let agent_id = take_scalar_string(&mut obj, "agent_id")?.unwrap_or_else(|| match variant {
-        Variant::ClaudeHelpers => file_stem.to_string(),
-        _ => "unknown".to_string(),
-    });
-    validate_id(&agent_id).map_err(|e| ParseError::BadId {
+    if request.agent_id.is_empty() {
+        request.agent_id = match variant {
+            Variant::ClaudeHelpers => file_stem.to_string(),
+            _ => "unknown".to_string(),
+        };
+    }
+    validate_id(&request.agent_id).map_err(|e| ParseError::BadId {
         field: "agent_id",
         reason: e.to_string(),
     })?;
-    let agent_name = take_string(&mut obj, "agent_name")?.unwrap_or_else(|| agent_id.clone());
-    let working_dir = match take_string(&mut obj, "working_dir")? {
-        Some(d) => Some(d),
-        None => take_string(&mut obj, "working_directory")?,
-    };
-    let timestamp = match obj.remove("timestamp") {
-        Some(v) => parse_timestamp(&v).ok_or(ParseError::WrongType {
-            field: "timestamp",
-            expected: "an ISO-8601 string or a unix time",
-        })?,
-        None => undated,
-    };
-    let kind = match take_string(&mut obj, "type")? {
-        Some(k) => Kind::parse(&k).ok_or(ParseError::UnknownKind(k))?,
-        None => Kind::Text,
-    };
-    let options = match obj.remove("options") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items
-            .into_iter()
-            .map(|v| match v {
-                Value::String(s) => Ok(s),
-                Value::Number(n) => Ok(n.to_string()),
-                _ => Err(ParseError::WrongType {
-                    field: "options",
-                    expected: "an array of strings",
-                }),
-            })
-            .collect::<Result<_, _>>()?,
-        Some(_) => {
-            return Err(ParseError::WrongType {
-                field: "options",
-                expected: "an array of strings",
-            });
-        }
-    };
-    if kind.needs_options() && options.is_empty() {
-        return Err(ParseError::NoOptions(kind));
+    if request.agent_name.is_empty() {
+        request.agent_name = request.agent_id.clone();
     }
-    let questions = match obj.remove("questions") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(v) => serde_json::from_value(v).map_err(|_| ParseError::WrongType {
-            field: "questions",
-            expected: "an array of {question, header?, options?: [{label, description?}], multiSelect?}",
-        })?,
-    };
-    if kind == Kind::Questions {
-        super::form::check(&questions).map_err(ParseError::BadForm)?;
-    }
-    let priority = match take_string(&mut obj, "priority")? {
-        Some(p) => Priority::parse(&p).ok_or(ParseError::UnknownPriority(p))?,
-        None => Priority::Normal,
-    };
-    let timeout = match obj.remove("timeout") {
-        None | Some(Value::Null) => None,
-        Some(Value::Number(n)) => match n.as_f64() {
-            Some(f) if f >= 0.0 && f.is_finite() => Some(f.ceil() as u64).filter(|&t| t > 0),
-            _ => {
-                return Err(ParseError::WrongType {
-                    field: "timeout",
-                    expected: "a number of seconds, 0 or more",
-                });
-            }
-        },
-        Some(Value::String(s)) => match s.trim().parse::<u64>() {
-            Ok(t) => Some(t).filter(|&t| t > 0),
-            Err(_) => {
-                return Err(ParseError::WrongType {
-                    field: "timeout",
-                    expected: "a number of seconds, 0 or more",
-                });
-            }
-        },
-        Some(_) => {
-            return Err(ParseError::WrongType {
-                field: "timeout",
-                expected: "a number of seconds, 0 or more",
-            });
-        }
-    };
-    let context = obj.remove("context").unwrap_or(Value::Null);
-    let asker = match obj.remove("asker") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(
-            serde_json::from_value::<Asker>(v).map_err(|_| ParseError::WrongType {
-                field: "asker",
-                expected: "an object {pid, start_time?}",
-            })?,
-        ),
-    };
-    obj.remove("version");
-    // What kind of asker wrote the file, when it names one (`hitl hook` does): only
-    // shown. Anything else under that name is kept like any unknown field.
-    let source = obj
-        .get("source")
-        .and_then(Value::as_str)
-        .and_then(Origin::parse)
-        .filter(|o| *o != Origin::Spool);
-    if source.is_some() {
-        obj.remove("source");
-    }
-    let mut metadata = match obj.remove("metadata") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(m)) => m,
-        Some(other) => Map::from_iter([("metadata".to_string(), other)]),
-    };
+    request.version = VERSION;
+    request.timeout = request.timeout.filter(|&t| t > 0);
+    // Only a server says who created a request; a file cannot claim it.
+    request.created_by = None;
     // Unknown fields are kept, never refused.
-    metadata.extend(obj);
-
-    Ok(ParsedQuestion {
-        request: Request {
-            version: VERSION,
-            id,
-            agent_id,
-            agent_name,
-            working_dir,
-            timestamp,
-            kind,
-            content,
-            options,
-            questions,
-            priority,
-            timeout,
-            context,
-            metadata,
-            asker,
-            created_by: None,
-            source,
-        },
-        variant,
-    })
+    let unknown = std::mem::take(&mut request.unknown);
+    request.metadata.extend(unknown);
+    if request.kind.needs_options() && request.options.is_empty() {
+        return Err(ParseError::NoOptions(request.kind));
+    }
+    if request.kind == Kind::Questions {
+        super::form::check(&request.questions).map_err(ParseError::BadForm)?;
+    }
+    Ok(ParsedQuestion { request, variant })
 }
 
 fn json_error(e: &serde_json::Error) -> ParseError {
@@ -368,37 +254,6 @@ pub(crate) fn type_name(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
-    }
-}
-
-/// Removes `key`, which must be a string when present.
-fn take_string(
-    obj: &mut Map<String, Value>,
-    key: &'static str,
-) -> Result<Option<String>, ParseError> {
-    match obj.remove(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(ParseError::WrongType {
-            field: key,
-            expected: "a string",
-        }),
-    }
-}
-
-/// Removes `key`, which may be a string or an integer (some scripts write numeric ids).
-fn take_scalar_string(
-    obj: &mut Map<String, Value>,
-    key: &'static str,
-) -> Result<Option<String>, ParseError> {
-    match obj.remove(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(Value::Number(n)) if n.is_u64() || n.is_i64() => Ok(Some(n.to_string())),
-        Some(_) => Err(ParseError::WrongType {
-            field: key,
-            expected: "a string",
-        }),
     }
 }
 
@@ -493,14 +348,11 @@ mod tests {
         ));
         assert!(matches!(
             parse_question(br#"{"content":"a","type":"poem"}"#, "x"),
-            Err(ParseError::UnknownKind(_))
+            Err(ParseError::Invalid { field, .. }) if field == "type"
         ));
         assert!(matches!(
             parse_question(br#"{"content":"a","timeout":"soon"}"#, "x"),
-            Err(ParseError::WrongType {
-                field: "timeout",
-                ..
-            })
+            Err(ParseError::Invalid { field, .. }) if field == "timeout"
         ));
         assert!(matches!(
             parse_question(br#"{"content":"a","type":"select"}"#, "x"),

@@ -24,7 +24,7 @@ use super::{
 use crate::{
     api::{self, CreateRequest, RequestView, RespondBody},
     broker::{Change, PendingRequest},
-    protocol::{Answer, Kind, Origin, Request, Status},
+    protocol::{Answer, Origin, Request, Status},
     store::{HistoryQuery, NewEvent, StoredRequest},
 };
 
@@ -84,8 +84,9 @@ pub async fn create(
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     QueryParams(q): QueryParams<CreateQuery>,
-    JsonBody(body): JsonBody<CreateRequest>,
+    JsonBody(body): JsonBody<Map<String, Value>>,
 ) -> Result<Response, ApiError> {
+    let body = CreateRequest::from_json(body).map_err(ApiError::bad_request)?;
     let wait = q.wait.unwrap_or(0.0);
     if !wait.is_finite() || !(0.0..=300.0).contains(&wait) {
         return Err(ApiError::bad_request("wait must be 0 to 300 seconds"));
@@ -104,15 +105,8 @@ pub async fn create(
         }
         Some(o) => o,
     };
-    let kind = match body.kind.as_deref() {
-        None => Kind::Text,
-        Some(k) => seed004::kind_of(k).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "type {k:?} is not text, yesno, select, multiselect, approval, permission or questions"
-            ))
-        })?,
-    };
-    if body.content.trim().is_empty() {
+    let mut request = body.request;
+    if request.content.trim().is_empty() {
         return Err(ApiError::bad_request("content (the question) is empty"));
     }
     let mut key_holder = Map::new();
@@ -120,7 +114,7 @@ pub async fn create(
         key_holder.insert("idempotencyKey".into(), json!(k));
     }
     let key = seed::idempotency_key(&headers, &mut key_holder, &caller, &state)?;
-    if let Some(t) = body.timeout
+    if let Some(t) = request.timeout
         && t > crate::protocol::MAX_TIMEOUT_SECS
     {
         return Err(ApiError::bad_request(format!(
@@ -128,38 +122,23 @@ pub async fn create(
             crate::protocol::MAX_TIMEOUT_SECS
         )));
     }
-    let agent_id = body.agent_id.clone().unwrap_or_else(|| "http".into());
-    crate::protocol::validate_id(&agent_id)
+    if request.agent_id.is_empty() {
+        request.agent_id = "http".into();
+    }
+    crate::protocol::validate_id(&request.agent_id)
         .map_err(|e| ApiError::bad_request(format!("agent_id: {e}")))?;
-    let agent_name = body.agent_name.clone().unwrap_or_else(|| agent_id.clone());
-    if agent_name.chars().count() > 128 || agent_name.chars().any(char::is_control) {
+    if request.agent_name.is_empty() {
+        request.agent_name = request.agent_id.clone();
+    }
+    if request.agent_name.chars().count() > 128 || request.agent_name.chars().any(char::is_control)
+    {
         return Err(ApiError::bad_request(
             "agent_name must be at most 128 characters, none of them control characters",
         ));
     }
-    let mut metadata = body.metadata.clone();
-    if let Some(k) = &body.kind {
-        metadata.insert("hitl_type".into(), json!(k));
-    }
-    let mut request = Request {
-        version: crate::protocol::VERSION,
-        id: String::new(),
-        agent_id,
-        agent_name,
-        working_dir: body.working_dir.clone(),
-        timestamp: jiff::Timestamp::now(),
-        kind,
-        content: body.content.clone(),
-        options: body.options.clone(),
-        questions: body.questions.clone(),
-        priority: body.priority.unwrap_or_default(),
-        timeout: Some(body.timeout.unwrap_or(300)).filter(|&t| t > 0),
-        context: body.context.clone(),
-        metadata,
-        asker: None,
-        created_by: None,
-        source: None,
-    };
+    request.timestamp = jiff::Timestamp::now();
+    // Absent waits the API's default; 0 waits for ever.
+    request.timeout = Some(request.timeout.unwrap_or(300)).filter(|&t| t > 0);
     request.set_creator(creator);
     super::limits::other_users_share(&state.broker, &mut request).await?;
     let agent_id = request.agent_id.clone();
@@ -292,7 +271,7 @@ pub async fn list(
     let rows = state
         .store
         .history(&HistoryQuery {
-            status: (status != "all").then(|| status.to_string()),
+            status: Status::parse(status),
             agent: q.agent.clone(),
             text: text.map(str::to_string),
             before_ms,

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::protocol::{MAX_TIMEOUT_SECS, form::MAX_FORM_QUESTIONS};
+use crate::protocol::{Kind, MAX_TIMEOUT_SECS, Priority, form::MAX_FORM_QUESTIONS};
 
 /// Text with something in it besides whitespace.
 const NOT_BLANK: &str = r"\S";
@@ -14,6 +14,23 @@ const NOT_BLANK: &str = r"\S";
 const NO_CONTROLS: &str = r"^[^\u0000-\u001f\u007f-\u009f]*$";
 /// The id rule: `[A-Za-z0-9_.-]{1,128}`, not `.` or `..`.
 const ID: &str = r"^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,128}$";
+
+/// An enum of names (read ignoring case), or null.
+fn names<'a>(names: impl Iterator<Item = &'a str>) -> Value {
+    let names: Vec<&str> = names.collect();
+    json!({ "anyOf": [
+        { "enum": names },
+        { "type": "null" },
+    ] })
+}
+
+/// Every name of the kinds that `which` picks.
+fn kinds_named(which: fn(Kind) -> bool) -> impl Iterator<Item = &'static str> {
+    Kind::NAMES
+        .iter()
+        .filter(move |(_, k)| which(*k))
+        .map(|(n, _)| *n)
+}
 
 /// A `questions` request's questions (AskUserQuestion's shape).
 fn form_questions() -> Value {
@@ -59,28 +76,33 @@ pub fn components() -> Value {
             "required": ["content"],
             "properties": {
                 "content": { "type": "string", "pattern": NOT_BLANK, "description": "The question." },
-                "type": { "enum": ["text", "yesno", "select", "multiselect", "approval", "permission",
-                                   "questions", "question", "question_input", "choice", null] },
-                "options": { "type": "array", "items": { "type": "string" } },
-                "questions": form_questions(),
-                "timeout": { "type": ["integer", "null"], "minimum": 0, "maximum": MAX_TIMEOUT_SECS,
-                             "description": "Seconds; 0 waits for ever (default 300)." },
-                "priority": { "enum": ["normal", "high", "urgent", null] },
+                "type": names(Kind::NAMES.iter().map(|(n, _)| *n)),
+                "options": { "type": ["array", "null"], "items": { "type": ["string", "number"] } },
+                "questions": { "anyOf": [form_questions(), { "type": "null" }] },
+                "timeout": { "type": ["number", "null"], "minimum": 0, "maximum": MAX_TIMEOUT_SECS,
+                             "description": "Seconds, a fraction rounding up; 0 waits for ever (default 300)." },
+                "priority": names(Priority::NAMES.iter().map(|(n, _)| *n)),
                 "context": { "description": "Any JSON, shown to the human." },
-                "agent_id": { "type": ["string", "null"], "pattern": ID },
+                "agent_id": { "description": "Empty or null: `http`.",
+                              "anyOf": [{ "type": "string", "pattern": ID }, { "const": "" },
+                                        { "type": "integer", "minimum": 0, "maximum": u64::MAX },
+                                        { "type": "null" }] },
                 "agent_name": { "type": ["string", "null"], "maxLength": 128, "pattern": NO_CONTROLS },
                 "working_dir": { "type": ["string", "null"] },
+                "working_directory": { "type": ["string", "null"], "description": "Another name of working_dir." },
                 "idempotency_key": { "type": ["string", "null"], "minLength": 1, "maxLength": 200 },
                 "origin": { "enum": ["http", "hook", "mcp", "task", "mailbox", null],
                             "description": "The way the asker came, when one of hitl's own adapters asks over HTTP (default http)." },
-                "metadata": { "type": "object" },
+                "metadata": { "description": "Free-form labels: an object (anything else is kept under the key metadata)." },
             },
             "allOf": [
-                // A choice needs its options,
-                { "if": { "required": ["type"], "properties": { "type": { "enum": ["select", "multiselect", "choice"] } } },
-                  "then": { "required": ["options"], "properties": { "options": { "minItems": 1 } } } },
+                // One name of the working folder, not both;
+                { "not": { "required": ["working_dir", "working_directory"] } },
+                // a choice needs its options,
+                { "if": { "required": ["type"], "properties": { "type": names(kinds_named(Kind::needs_options)) } },
+                  "then": { "required": ["options"], "properties": { "options": { "type": "array", "minItems": 1 } } } },
                 // and a form its questions.
-                { "if": { "required": ["type"], "properties": { "type": { "const": "questions" } } },
+                { "if": { "required": ["type"], "properties": { "type": names(kinds_named(|k| k == Kind::Questions)) } },
                   "then": { "required": ["questions"],
                             "properties": { "questions": { "type": "array", "minItems": 1 } } } },
             ],

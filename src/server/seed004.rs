@@ -111,26 +111,17 @@ pub fn request_from_spec(
     if spec.requires_response == Some(false) {
         metadata.insert("requires_response".into(), json!(false));
     }
+    // The session id names the agent; ids follow the one rule whatever a client
+    // sends (the original stays in the metadata).
+    let agent_id = crate::protocol::id_from(session_id, 128, "unknown");
     let request = Request {
-        version: crate::protocol::VERSION,
-        id: String::new(),
-        // The session id names the agent; ids follow the one rule whatever a client
-        // sends (the original stays in the metadata).
-        agent_id: crate::protocol::id_from(session_id, 128, "unknown"),
-        agent_name: source_app.to_string(),
-        working_dir: None,
-        timestamp: jiff::Timestamp::now(),
-        kind,
-        content: spec.question.clone(),
         options,
         questions: spec.questions.clone().unwrap_or_default(),
         priority,
         timeout,
         context: spec.context.clone().unwrap_or(Value::Null),
         metadata,
-        asker: None,
-        created_by: None,
-        source: None,
+        ..Request::new(agent_id, source_app, kind, spec.question.clone())
     };
     match request.shape_error() {
         Some(why) => Err(format!("humanInTheLoop: {why}")),

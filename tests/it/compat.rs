@@ -2,7 +2,7 @@
 //! The fixtures in `tests/fixtures/v1/` are frozen; never edit them, add new ones.
 
 use hitl::{
-    protocol::{AnswerStatus, Kind, Priority, Variant, parse_question},
+    protocol::{AnswerStatus, Kind, Priority, Status, Variant, parse_question},
     store::{HistoryQuery, Store},
 };
 
@@ -58,6 +58,6 @@ fn v1_history_database() {
     );
     assert!(
         rows.iter()
-            .any(|h| h.kind == "approval" && h.status == "answered")
+            .any(|h| h.kind == Kind::Approval && h.status == Status::Answered)
     );
 }

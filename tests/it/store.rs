@@ -103,23 +103,14 @@ async fn pg_store() -> anyhow::Result<(Store, SchemaGuard)> {
 
 fn request(id: &str, content: &str, at: i64) -> Request {
     Request {
-        version: 1,
         id: id.to_string(),
-        agent_id: "agent-1".into(),
-        agent_name: "Agent One".into(),
         working_dir: Some("/w".into()),
         timestamp: jiff::Timestamp::from_second(at).unwrap(),
-        kind: Kind::Select,
-        content: content.to_string(),
         options: vec!["a".into(), "b".into()],
-        questions: Vec::new(),
         priority: Priority::High,
         timeout: Some(30),
         context: serde_json::json!({"file": "x.rs"}),
-        metadata: serde_json::Map::new(),
-        asker: None,
-        created_by: None,
-        source: None,
+        ..Request::new("agent-1", "Agent One", Kind::Select, content.to_string())
     }
 }
 
@@ -158,7 +149,7 @@ fn a_request_is_recorded_once_and_ends_once() {
             store.apply(&[asked(&r), asked(&r)]).await.unwrap();
             let h = store.history(&HistoryQuery::default()).await.unwrap();
             assert_eq!(h.len(), 1, "{name}: one row for a repeated ask");
-            assert_eq!(h[0].status, "pending", "{name}");
+            assert_eq!(h[0].status, Status::Pending, "{name}");
 
             let a = Answer::from_reply(&r, Reply::Text("b".into()), "terminal");
             store
@@ -185,7 +176,7 @@ fn a_request_is_recorded_once_and_ends_once() {
                 .await
                 .unwrap();
             let h = store.history(&HistoryQuery::default()).await.unwrap();
-            assert_eq!(h[0].status, "answered", "{name}");
+            assert_eq!(h[0].status, Status::Answered, "{name}");
             assert_eq!(h[0].answer.as_deref(), Some("b"), "{name}");
             assert_eq!(h[0].responded_by.as_deref(), Some("terminal"), "{name}");
             assert!(store.undelivered().await.unwrap().is_empty(), "{name}");
@@ -221,7 +212,7 @@ fn text_round_trips_exactly_and_history_filters() {
                 .await
                 .unwrap();
             assert_eq!(one.len(), 1, "{name}");
-            assert_eq!(one[0].priority, "high", "{name}");
+            assert_eq!(one[0].priority, Priority::High, "{name}");
             let none = store
                 .history(&HistoryQuery {
                     project: Some("/other".into()),
@@ -300,7 +291,7 @@ fn racing_writers_record_exactly_one_end() {
             let h = store.history(&HistoryQuery::default()).await.unwrap();
             assert_eq!(h.len(), 50, "{name}");
             for e in h {
-                assert_eq!(e.status, "answered", "{name}");
+                assert_eq!(e.status, Status::Answered, "{name}");
                 // The recorded answer and responder belong to the same writer.
                 assert_eq!(e.answer.as_deref(), e.responded_by.as_deref(), "{name}");
             }
