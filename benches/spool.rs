@@ -72,8 +72,8 @@ fn main() {
         if !run("roundtrip") {
             break;
         }
-        let (base, real) = round_trips(&parent, rounds);
-        let (base, real) = (stats(&base), stats(&real));
+        let (base, real, plain) = round_trips(&parent, rounds);
+        let (base, real, plain) = (stats(&base), stats(&real), stats(&plain));
         println!(
             "round trip on {fs_name} ({}), {rounds} rounds, [spool] fsync off (the default):",
             fs_type(&parent)
@@ -87,6 +87,12 @@ fn main() {
             met(real.p99 <= base.p99 * 3.0)
         );
         row("  hitl listen --auto-answer", &real, &verdict);
+        let worth = format!(
+            "plain ÷ fast: p50 {:.2}×, p99 {:.2}×",
+            plain.p50 / real.p50,
+            plain.p99 / real.p99
+        );
+        row("  the same, HITL_FAST_PATHS=0", &plain, &worth);
         println!();
     }
 
@@ -466,12 +472,13 @@ fn temp_project(parent: &Path) -> (tempfile::TempDir, Spool) {
 
 /// The raw baseline, then the real thing, in the same run: this process asks, and
 /// first a second process (bare inotify, the same writes and fsyncs) answers, then
-/// `hitl listen --auto-answer`. Each block runs back to back after a warm-up.
+/// `hitl listen --auto-answer`, then that again without the fast paths (both sides).
+/// Each block runs back to back after a warm-up.
 ///
 /// (Alternating single rounds instead measures a listener that has gone idle between
 /// questions: its threads park, and waking them costs more than waking the baseline's
 /// one thread. See the closing note of the first session for those figures.)
-fn round_trips(parent: &Path, rounds: usize) -> (Vec<f64>, Vec<f64>) {
+fn round_trips(parent: &Path, rounds: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let (_base_tmp, base) = temp_project(parent);
     let mut responder = Command::new(std::env::current_exe().unwrap())
         .args([
@@ -509,7 +516,25 @@ fn round_trips(parent: &Path, rounds: usize) -> (Vec<f64>, Vec<f64>) {
         .map(|i| ask_once(&real, &format!("l{i}")))
         .collect();
     stop(listener);
-    (b, r)
+
+    // The plain way, both sides: no nudge, slots or spares; the store writer's
+    // thread and SQLite's own VFS.
+    hitl::tuning::configure(false);
+    let (tmp, plain) = temp_project(parent);
+    let (listener, _) = start_listener(
+        &tmp.path().join("home"),
+        plain.project(),
+        &["--ui", "none", "--auto-answer", "ok"],
+    );
+    for i in 0..10 {
+        ask_once(&plain, &format!("w{i}"));
+    }
+    let p = (0..rounds)
+        .map(|i| ask_once(&plain, &format!("p{i}")))
+        .collect();
+    stop(listener);
+    hitl::tuning::configure(true);
+    (b, r, p)
 }
 
 /// The baseline's responder: wait for a question with inotify, read it, write the
@@ -556,6 +581,12 @@ fn start_listener(home: &Path, project: &Path, args: &[&str]) -> (Child, f64) {
         .args(args)
         .arg(project)
         .env("HITL_HOME", home)
+        // The listener takes the fast paths when this process does (`round_trips`
+        // measures both ways).
+        .env(
+            hitl::tuning::ENV,
+            if hitl::tuning::fast_paths() { "1" } else { "0" },
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

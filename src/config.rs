@@ -77,6 +77,23 @@ pub struct Settings {
     pub history: HistorySettings,
     /// `[hook]`: what `hitl hook` asks the human about, and what it says unanswered.
     pub hook: HookSettings,
+    /// `[tuning]`: the fast paths' switch.
+    pub tuning: TuningSettings,
+}
+
+/// `[tuning]` settings.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TuningSettings {
+    /// Take the fast paths (see [`crate::tuning`]); off, hitl takes the plain way
+    /// everywhere, to tell whether a problem is theirs. `HITL_FAST_PATHS` wins.
+    pub fast_paths: bool,
+}
+
+impl Default for TuningSettings {
+    fn default() -> TuningSettings {
+        TuningSettings { fast_paths: true }
+    }
 }
 
 /// `[hook]` settings: the policy of `hitl hook`, Claude Code's hook handler. A tool
@@ -468,6 +485,13 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # Browser origins allowed to call the API and open its WebSockets, like
 # "http://localhost:5173" (no wildcards).
 # allowed_origins = []
+
+[tuning]
+# Take the fast paths: commits on the caller's thread when the store is idle, SQLite's
+# WAL written in one piece per commit, files made ahead of need, a signal that wakes a
+# waiting asker. Off takes the plain way everywhere (HITL_FAST_PATHS=0 does the same),
+# to tell whether a problem is theirs.
+# fast_paths = true
 # Names the server answers to besides 127.0.0.1, ::1, localhost and its own address.
 # allowed_hosts = []
 # Hosts besides loopback that answers may be pushed to (responseWebSocketUrl).
@@ -613,6 +637,7 @@ pub fn load(paths: &Paths, project_config: Option<&Path>) -> Result<Settings> {
             .parse()
             .with_context(|| format!("HITL_TIMEOUT={t:?} is not a number of seconds"))?;
     }
+    crate::tuning::configure(settings.tuning.fast_paths);
     Ok(settings)
 }
 

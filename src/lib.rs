@@ -28,4 +28,5 @@ pub mod replica;
 pub mod server;
 pub mod spool;
 pub mod store;
+pub mod tuning;
 pub mod ui;

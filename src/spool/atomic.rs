@@ -222,6 +222,9 @@ pub fn write_atomic_spared(
     bytes: &[u8],
     durable: bool,
 ) -> io::Result<()> {
+    if !crate::tuning::fast_paths() {
+        return write_atomic(tmp_dir, dest, bytes, durable);
+    }
     let tmp = match claim_named_spare(tmp_dir, dest) {
         Some((tmp, file)) => fill(file, tmp, bytes, durable)?,
         None => write_temp(tmp_dir, dest, bytes, durable)?,
@@ -299,6 +302,9 @@ pub const SLOTS_DIR: &str = "slot";
 /// answer came another way; `None` when the spool has no slot folder (made by
 /// `hitl init` and the listener) or the file could not be made.
 pub fn leave_answer_slot(tmp_dir: &Path, dest: &Path) -> Option<PathBuf> {
+    if !crate::tuning::fast_paths() {
+        return None;
+    }
     let slot = tmp_dir.join(SLOTS_DIR).join(dest.file_name()?);
     if move_named_spare(tmp_dir, &slot) {
         return Some(slot);
@@ -365,6 +371,9 @@ fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
 /// up. The listener calls it while its spool is quiet, so the files' making is on
 /// nobody's path. Returns how many it made.
 pub fn keep_named_spares(tmp_dir: &Path) -> usize {
+    if !crate::tuning::fast_paths() {
+        return 0;
+    }
     use std::os::unix::fs::DirBuilderExt;
     let spares = tmp_dir.join(SPARES_DIR);
     let _ = fs::DirBuilder::new().mode(0o700).create(&spares);
@@ -401,6 +410,9 @@ fn take_spare(dir: &Path) -> Option<File> {
 /// the last minutes), and made here it is off the next asker's path. An unnamed file
 /// leaves nothing behind when the process ends, however it ends.
 pub fn keep_spare(dir: &Path) {
+    if !crate::tuning::fast_paths() {
+        return;
+    }
     let mut spares = SPARES.lock().unwrap_or_else(|e| e.into_inner());
     if spares.len() >= MAX_SPARES || spares.iter().any(|(d, _)| d == dir) {
         return;
@@ -469,6 +481,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let dest = |n: &str| dir.path().join(n);
         let n = NAMED_SPARES as usize;
+        if !crate::tuning::fast_paths() {
+            // The plain way: no spares; every write makes its own file.
+            assert_eq!(keep_named_spares(dir.path()), 0);
+            write_atomic_spared(dir.path(), &dest("s"), b"s", false).unwrap();
+            assert_eq!(fs::read(dest("s")).unwrap(), b"s");
+            return;
+        }
         assert_eq!(keep_named_spares(dir.path()), n);
         assert_eq!(keep_named_spares(dir.path()), 0, "all there already");
         let spares = || fs::read_dir(dir.path().join(SPARES_DIR)).unwrap().count();
@@ -516,6 +535,16 @@ mod tests {
         assert_eq!(leave_answer_slot(&tmp, &dest), None);
         fs::create_dir(tmp.join(SLOTS_DIR)).unwrap();
         keep_named_spares(&tmp);
+        if !crate::tuning::fast_paths() {
+            // The plain way: no slot; the answer is a file of its own.
+            assert_eq!(leave_answer_slot(&tmp, &dest), None);
+            assert_eq!(
+                create_exclusive(&tmp, &dest, b"one", false).unwrap(),
+                Created::Created
+            );
+            assert_eq!(fs::read(&dest).unwrap(), b"one");
+            return;
+        }
         let slot = leave_answer_slot(&tmp, &dest).unwrap();
         assert_eq!(slot, tmp.join(SLOTS_DIR).join("a.json"));
         let ino = fs::metadata(&slot).unwrap().ino();
@@ -568,7 +597,9 @@ mod tests {
             let tmp = dir.path().join("tmp");
             fs::create_dir_all(tmp.join(SLOTS_DIR)).unwrap();
             let dest = dir.path().join("a.json");
-            leave_answer_slot(&tmp, &dest).unwrap();
+            // Without the fast paths there is no slot, and still one winner.
+            let slot = leave_answer_slot(&tmp, &dest);
+            assert_eq!(slot.is_some(), crate::tuning::fast_paths());
             let results: Vec<(Created, String)> = std::thread::scope(|s| {
                 let hs: Vec<_> = (0..4)
                     .map(|i| {

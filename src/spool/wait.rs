@@ -98,6 +98,9 @@ const WITHDRAW: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
 /// asker takes it, and any other process is left alone. Best effort: an asker not
 /// nudged (one waiting in another thread) finds the file a little later.
 pub fn nudge(pid: u32, start_time: Option<u64>) {
+    if !crate::tuning::fast_paths() {
+        return;
+    }
     let Some(s) = crate::process::main_thread_stat(pid) else {
         return;
     };
@@ -122,8 +125,11 @@ impl AnswerWait {
     /// Prepares to wait for `dir/name`. Blocks SIGINT/SIGTERM/SIGHUP for this thread so
     /// they arrive through the signalfd; call it before starting other threads.
     pub fn new(dir: &Path, name: &str) -> io::Result<AnswerWait> {
+        // Blocking the nudge's signal is what asks for it: without the fast paths,
+        // the broker is not asked, and the wait is inotify's from the start.
+        let fast = crate::tuning::fast_paths();
         let mut set = SigSet::empty();
-        for sig in WITHDRAW.into_iter().chain([NUDGE]) {
+        for sig in WITHDRAW.into_iter().chain(fast.then_some(NUDGE)) {
             set.add(sig);
         }
         let old_mask = SigSet::thread_get_mask().map_err(io::Error::from)?;
@@ -133,7 +139,8 @@ impl AnswerWait {
         let watch = if super::is_network_fs(dir) || std::env::var_os("HITL_FORCE_POLL").is_some() {
             Watch::Poll
         } else {
-            Watch::Nudge(Instant::now() + NUDGE_FOR)
+            // Past at once without the fast paths: inotify from the first wait.
+            Watch::Nudge(Instant::now() + if fast { NUDGE_FOR } else { Duration::ZERO })
         };
         Ok(AnswerWait {
             dir: dir.to_path_buf(),
@@ -293,6 +300,14 @@ mod tests {
     #[test]
     fn a_nudge_reaches_a_waiting_asker_and_no_one_else() {
         let (mut asker, mut out, start) = witness(true);
+        if !crate::tuning::fast_paths() {
+            // The plain way nudges nobody: askers wait on inotify alone.
+            nudge(asker.id(), Some(start));
+            assert_eq!(line(&mut out), "idle");
+            let _ = asker.kill();
+            let _ = asker.wait();
+            return;
+        }
         // Someone else under a reused pid: left alone.
         nudge(asker.id(), Some(start + 1));
         assert_eq!(line(&mut out), "idle");
