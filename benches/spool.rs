@@ -503,38 +503,32 @@ fn round_trips(parent: &Path, rounds: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let _ = responder.kill();
     let _ = responder.wait();
 
-    let (tmp, real) = temp_project(parent);
-    let (listener, _) = start_listener(
-        &tmp.path().join("home"),
-        real.project(),
-        &["--ui", "none", "--auto-answer", "ok"],
-    );
-    for i in 0..10 {
-        ask_once(&real, &format!("w{i}"));
-    }
-    let r = (0..rounds)
-        .map(|i| ask_once(&real, &format!("l{i}")))
-        .collect();
-    stop(listener);
-
+    let r = listener_rounds(parent, rounds);
     // The plain way, both sides: no nudge, slots or spares; the store writer's
     // thread and SQLite's own VFS.
     hitl::tuning::configure(false);
-    let (tmp, plain) = temp_project(parent);
+    let p = listener_rounds(parent, rounds);
+    hitl::tuning::configure(true);
+    (b, r, p)
+}
+
+/// `rounds` questions answered by `hitl listen --auto-answer` in a new project,
+/// after a warm-up; each one's milliseconds.
+fn listener_rounds(parent: &Path, rounds: usize) -> Vec<f64> {
+    let (tmp, spool) = temp_project(parent);
     let (listener, _) = start_listener(
         &tmp.path().join("home"),
-        plain.project(),
+        spool.project(),
         &["--ui", "none", "--auto-answer", "ok"],
     );
     for i in 0..10 {
-        ask_once(&plain, &format!("w{i}"));
+        ask_once(&spool, &format!("w{i}"));
     }
-    let p = (0..rounds)
-        .map(|i| ask_once(&plain, &format!("p{i}")))
+    let times = (0..rounds)
+        .map(|i| ask_once(&spool, &format!("l{i}")))
         .collect();
     stop(listener);
-    hitl::tuning::configure(true);
-    (b, r, p)
+    times
 }
 
 /// The baseline's responder: wait for a question with inotify, read it, write the
