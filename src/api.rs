@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::protocol::{Answer, Kind, Origin, Reply, Request, Status};
+use crate::protocol::{Answer, AnswerShape, Kind, Origin, Reply, Request, Status};
 
 /// The body of `POST /api/v1/requests`: a [`Request`]'s own fields but those its
 /// way in sets ([`CreateRequest::SET_BY_SERVER`]), plus how to recognise a repeat
@@ -180,6 +180,8 @@ pub struct RequestView {
     pub origin: Origin,
     /// The request.
     pub request: Request,
+    /// How it is answered: what UIs draw their controls from.
+    pub answer_shape: AnswerShape,
     /// Its answer, once it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<Answer>,

@@ -131,7 +131,7 @@ pub struct AskHuman {
     pub question: String,
     /// The kind of answer wanted (default text).
     #[serde(rename = "type", default)]
-    pub kind: Option<AnswerKind>,
+    pub kind: Option<AskedKind>,
     /// The choices, for select and multiselect (two or more).
     #[serde(default)]
     pub options: Vec<String>,
@@ -141,7 +141,7 @@ pub struct AskHuman {
     pub timeout: Option<u64>,
     /// How soon it should be answered (default: the project's `[ask] priority`).
     #[serde(default)]
-    pub priority: Option<PriorityName>,
+    pub priority: Option<Priority>,
     /// What helps the human answer: files, a diff, a command, links (text or JSON).
     #[serde(default)]
     pub context: Option<Value>,
@@ -160,7 +160,7 @@ pub struct RequestApproval {
     pub timeout: Option<u64>,
     /// How soon it should be answered (default: the project's `[ask] priority`).
     #[serde(default)]
-    pub priority: Option<PriorityName>,
+    pub priority: Option<Priority>,
 }
 
 /// `permission_prompt`'s arguments, as `claude -p --permission-prompt-tool` sends
@@ -177,53 +177,28 @@ pub struct PermissionPrompt {
     pub tool_use_id: Option<String>,
 }
 
-/// The kinds of answer `ask_human` takes.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum AnswerKind {
-    /// Free text.
-    Text,
-    /// Yes or no.
-    Yesno,
-    /// One of `options`.
-    Select,
-    /// Any of `options`.
-    Multiselect,
-    /// Approve or deny, with a comment.
-    Approval,
-}
+/// A kind of answer `ask_human` takes: those an agent asks plainly
+/// ([`Kind::asked_plainly`]), read by their names and aliases.
+#[derive(Debug, Clone, Copy)]
+pub struct AskedKind(Kind);
 
-impl From<AnswerKind> for Kind {
-    fn from(k: AnswerKind) -> Kind {
-        match k {
-            AnswerKind::Text => Kind::Text,
-            AnswerKind::Yesno => Kind::Yesno,
-            AnswerKind::Select => Kind::Select,
-            AnswerKind::Multiselect => Kind::Multiselect,
-            AnswerKind::Approval => Kind::Approval,
+impl<'de> Deserialize<'de> for AskedKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<AskedKind, D::Error> {
+        match Kind::deserialize(d)? {
+            k if k.asked_plainly() => Ok(AskedKind(k)),
+            k => Err(serde::de::Error::custom(format!(
+                "ask_human does not ask {k} questions"
+            ))),
         }
     }
 }
 
-/// Priorities as the tools name them.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum PriorityName {
-    /// The default.
-    Normal,
-    /// Ahead of normal questions.
-    High,
-    /// Ahead of everything.
-    Urgent,
-}
-
-impl From<PriorityName> for Priority {
-    fn from(p: PriorityName) -> Priority {
-        match p {
-            PriorityName::Normal => Priority::Normal,
-            PriorityName::High => Priority::High,
-            PriorityName::Urgent => Priority::Urgent,
-        }
+impl JsonSchema for AskedKind {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "AnswerKind".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        Kind::schema_of(Kind::asked_plainly)
     }
 }
 
@@ -260,7 +235,7 @@ impl McpServer {
         Parameters(args): Parameters<AskHuman>,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let kind: Kind = args.kind.map_or(Kind::Text, Kind::from);
+        let kind: Kind = args.kind.map_or(Kind::Text, |k| k.0);
         if kind.needs_options() && args.options.len() < 2 {
             return Err(ErrorData::invalid_params(
                 format!("a {kind} question needs two or more options"),
@@ -272,7 +247,7 @@ impl McpServer {
             content: args.question,
             options: args.options,
             timeout: args.timeout,
-            priority: args.priority.map(Priority::from),
+            priority: args.priority,
             context: args.context,
         };
         Ok(self.ask_and_report(question, context).await)
@@ -292,7 +267,7 @@ impl McpServer {
             content: format!("Approve: {}?", args.action.trim_end_matches('?')),
             options: Vec::new(),
             timeout: args.timeout,
-            priority: args.priority.map(Priority::from),
+            priority: args.priority,
             context: args.context,
         };
         Ok(self.ask_and_report(question, context).await)

@@ -401,7 +401,7 @@ function card_for(p) {
       if (ctx) card.append(el("pre", { class: "context", text: ctx }));
     }
   }
-  card.append(widget(r));
+  card.append(widget(r, p.answer_shape));
   card.append(el("p", { class: "error", role: "alert" }));
   return card;
 }
@@ -543,67 +543,88 @@ function age(ts) {
   return s < 60 ? `${s}s` : s < 3600 ? `${Math.floor(s / 60)}m` : `${Math.floor(s / 3600)}h`;
 }
 
-/** The answer controls for a request's type. */
-function widget(r) {
+/**
+ * The answer controls for a request, drawn from the shape of its answer that the
+ * server sends (`answer_shape`: how it is answered, and in which field of the
+ * respond body), never from the request's type.
+ * @param {object} r the request
+ * @param {{input: "text"|"choice"|"decision"|"form", field: string, options?: string[],
+ *          many?: boolean, always?: string, value?: object}} shape
+ */
+function widget(r, shape) {
   const form = el("form", { class: "answer" });
   form.addEventListener("submit", (e) => e.preventDefault());
   const send = (body) => answer(r, form, body);
-  switch (r.type) {
-    case "yesno":
-      form.append(
-        el("button", { type: "button", class: "yes", text: "Yes", onclick: () => send({ response: "yes" }) }),
-        el("button", { type: "button", class: "no", text: "No", onclick: () => send({ response: "no" }) }));
-      break;
-    case "select":
-      for (const o of r.options || []) {
-        form.append(el("button", { type: "button", class: "option", text: o, onclick: () => send({ choice: o }) }));
+  const field = shape.field;
+  switch (shape.input) {
+    case "choice":
+      if (shape.many) {
+        const boxes = shape.options.map((o) => {
+          const box = el("input", { type: "checkbox", value: o });
+          form.append(el("label", { class: "check" }, box, el("span", { text: o })));
+          return box;
+        });
+        form.append(el("button", { type: "submit", class: "send", text: "Send",
+          onclick: () => send({ [field]: boxes.filter((b) => b.checked).map((b) => b.value) }) }));
+      } else {
+        // Yes and no have buttons of their own look; any other choice is an option.
+        for (const o of shape.options) {
+          const look = (o === "yes" || o === "no") && shape.options.length === 2 ? o : "option";
+          const text = look === "option" ? o : o[0].toUpperCase() + o.slice(1);
+          form.append(el("button", { type: "button", class: look, text, onclick: () => send({ [field]: o }) }));
+        }
       }
       break;
-    case "multiselect": {
-      const boxes = (r.options || []).map((o) => {
-        const box = el("input", { type: "checkbox", value: o });
-        form.append(el("label", { class: "check" }, box, el("span", { text: o })));
-        return box;
-      });
-      form.append(el("button", { type: "submit", class: "send", text: "Send",
-        onclick: () => send({ choices: boxes.filter((b) => b.checked).map((b) => b.value) }) }));
-      break;
-    }
-    case "approval":
-    case "permission": {
+    case "decision": {
       const comment = el("input", { type: "text", class: "comment", placeholder: "Comment (optional)", "aria-label": "Comment" });
-      const field = r.type === "permission" ? "permission" : "approved";
       const decide = (ok, always) => {
         const body = { [field]: ok };
         if (comment.value.trim()) body.comment = comment.value.trim();
         if (always) body.always = true;
         send(body);
       };
-      form.append(comment, dictation(comment),
+      form.append(...present(comment, dictation(comment),
         el("button", { type: "button", class: "approve", text: "Approve", onclick: () => decide(true, false) }),
-        el("button", { type: "button", class: "deny", text: "Deny", onclick: () => decide(false, false) }));
-      const rule = r.context && r.context.always_allow;
-      if (rule) {
-        form.append(el("button", { type: "button", class: "always", text: `Always allow ${rule}`,
+        el("button", { type: "button", class: "deny", text: "Deny", onclick: () => decide(false, false) })));
+      if (shape.always) {
+        form.append(el("button", { type: "button", class: "always", text: `Always allow ${shape.always}`,
           onclick: () => decide(true, true) }));
       }
       break;
     }
-    case "questions":
-      questions(r, form, send);
+    case "form":
+      questions(r, form, (answers) => send({ [field]: answers }));
       break;
     default: {
-      const text = el("textarea", { class: "text", rows: "2", "aria-label": "Your answer" });
+      // A number (the asker's rule) is typed in a number field; other text in a box.
+      const rule = shape.value || null;
+      const numeric = rule && (rule.type === "integer" || rule.type === "number");
+      const text = numeric ? el("input", numberAttrs(rule, { class: "text number", "aria-label": "Your answer" }))
+        : el("textarea", { class: "text", rows: "2", "aria-label": "Your answer" });
+      if (rule && rule.maxLength !== undefined) text.maxLength = rule.maxLength;
       text.addEventListener("keydown", (e) => {
-        if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) send({ response: text.value });
+        if (e.key === "Enter" && (numeric || e.ctrlKey || e.metaKey)) send({ [field]: text.value });
       });
-      form.append(text, dictation(text), el("button", { type: "submit", class: "send", text: "Send",
-        onclick: () => send({ response: text.value }) }));
+      form.append(...present(text, numeric ? null : dictation(text), el("button", { type: "submit", class: "send",
+        text: "Send", onclick: () => send({ [field]: text.value }) })));
     }
   }
   form.append(el("button", { type: "button", class: "dismiss", text: "Dismiss",
     onclick: () => cancel(r, form) }));
   return form;
+}
+
+/** The nodes given, without the absent ones (`append` would show `null` as text). */
+function present(...nodes) {
+  return nodes.filter((n) => n);
+}
+
+/** `attrs` for a number field under `rule` (its type, `minimum`, `maximum`). */
+function numberAttrs(rule, attrs) {
+  const out = { ...attrs, type: "number", step: rule.type === "integer" ? "1" : "any" };
+  if (rule.minimum !== undefined) out.min = String(rule.minimum);
+  if (rule.maximum !== undefined) out.max = String(rule.maximum);
+  return out;
 }
 
 /** A form of questions (Claude Code's AskUserQuestion, an MCP elicitation). */
@@ -626,13 +647,9 @@ function questions(r, form, send) {
       return { q, picks, other: null };
     }
     const numeric = rule && (rule.type === "integer" || rule.type === "number");
-    const attrs = { type: numeric ? "number" : "text", class: "other",
+    const base = { type: "text", class: "other",
       placeholder: picks.length ? "Other…" : "Your answer", "aria-label": `Other answer to: ${q.question}` };
-    if (numeric) {
-      attrs.step = rule.type === "integer" ? "1" : "any";
-      if (rule.minimum !== undefined) attrs.min = String(rule.minimum);
-      if (rule.maximum !== undefined) attrs.max = String(rule.maximum);
-    }
+    const attrs = numeric ? numberAttrs(rule, base) : base;
     if (rule && rule.maxLength !== undefined) attrs.maxlength = String(rule.maxLength);
     const other = el("input", attrs);
     set.append(el("span", { class: "other-row" }, other, numeric ? null : dictation(other)));
@@ -645,7 +662,7 @@ function questions(r, form, send) {
       const chosen = picks.filter((p) => p.checked).map((p) => p.value);
       answers[q.question] = (other && other.value.trim()) || chosen.join(", ");
     }
-    send({ answers });
+    send(answers);
   } }));
 }
 

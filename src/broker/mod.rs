@@ -46,7 +46,7 @@ pub use handle::{Asked, BrokerHandle};
 pub use queue::{Queue, QueueKey};
 
 use crate::{
-    protocol::{Answer, Origin, Request, Status, Variant},
+    protocol::{Answer, AnswerShape, Origin, Request, Status, Variant},
     spool::{Spool, watch::SpoolEvent},
     store::{StoreMsg, StoreOp, StoreSender, Undelivered},
 };
@@ -109,6 +109,8 @@ pub struct PendingRequest {
     pub event_id: Option<i64>,
     /// The question.
     pub request: Request,
+    /// How it is answered: what UIs draw their controls from.
+    pub answer_shape: AnswerShape,
     /// The format it came in.
     #[serde(skip)]
     pub variant: Variant,
@@ -482,6 +484,7 @@ impl Broker {
             project,
             origin,
             event_id,
+            answer_shape: parsed.request.answer_shape(),
             request: parsed.request,
             variant: parsed.variant,
             kept_until: None,

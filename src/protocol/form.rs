@@ -37,7 +37,7 @@ pub struct FormQuestion {
 }
 
 /// What an answer to a form question must be.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ValueRule {
     /// `choice` (its options only), `integer`, `number` or `text`.
@@ -61,7 +61,7 @@ pub struct ValueRule {
 }
 
 /// The kinds of [`ValueRule`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ValueType {
     /// One (or, where several may be picked, some) of the options; no text of one's own.

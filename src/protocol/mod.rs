@@ -9,6 +9,7 @@
 pub mod activity;
 pub mod form;
 mod id;
+mod kind;
 mod lenient;
 mod origin;
 mod request;
@@ -19,10 +20,11 @@ mod variant;
 
 pub use form::{FormOption, FormQuestion};
 pub use id::{IdError, id_from, is_valid_id, short_id, validate_id};
+pub use kind::{AnswerShape, Kind};
 pub use origin::Origin;
 pub use request::{
-    Answer, AnswerStatus, Asker, CREATED_BY_USER, Kind, OTHER_USER_MAX_TIMEOUT_SECS, Priority,
-    Reply, Request,
+    Answer, AnswerStatus, Asker, CREATED_BY_USER, OTHER_USER_MAX_TIMEOUT_SECS, Priority, Reply,
+    Request,
 };
 pub use status::Status;
 pub use time::{now, parse_timestamp};

@@ -42,6 +42,7 @@ fn request_view(
         id: r.id.clone(),
         status,
         origin: r.shown_origin(origin),
+        answer_shape: r.answer_shape(),
         request: r.clone(),
         answer: answer.cloned(),
         reason: reason.map(str::to_string),

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::protocol::{Kind, MAX_TIMEOUT_SECS, Priority, form::MAX_FORM_QUESTIONS};
+use crate::protocol::{AnswerShape, Kind, MAX_TIMEOUT_SECS, Priority, form::MAX_FORM_QUESTIONS};
 
 /// Text with something in it besides whitespace.
 const NOT_BLANK: &str = r"\S";
@@ -58,8 +58,27 @@ fn form_questions() -> Value {
     })
 }
 
+/// The schemas generated from the types themselves (schemars), under
+/// `components.schemas`, which their `$ref`s point into.
+fn generated() -> serde_json::Map<String, Value> {
+    let mut settings = schemars::generate::SchemaSettings::draft2020_12();
+    settings.definitions_path = "/components/schemas/".into();
+    let mut generator = settings.into_generator();
+    generator.subschema_for::<AnswerShape>();
+    generator.take_definitions(true)
+}
+
 /// `components.schemas`.
 pub fn components() -> Value {
+    let mut schemas = hand_written();
+    if let Value::Object(m) = &mut schemas {
+        m.extend(generated());
+    }
+    schemas
+}
+
+/// The schemas not generated yet.
+fn hand_written() -> Value {
     json!({
         "Error": {
             "type": "object",
@@ -178,12 +197,13 @@ pub fn components() -> Value {
         },
         "RequestView": {
             "type": "object",
-            "required": ["id", "status", "origin", "request"],
+            "required": ["id", "status", "origin", "request", "answer_shape"],
             "properties": {
                 "id": { "type": "string" },
                 "status": { "type": "string" },
                 "origin": { "type": "string" },
                 "request": { "type": "object" },
+                "answer_shape": { "$ref": "#/components/schemas/AnswerShape" },
                 "answer": { "type": "object" },
                 "reason": { "type": "string" },
             },

@@ -49,15 +49,6 @@ pub struct HitlSpec {
     pub priority: Option<String>,
 }
 
-/// The kind a seed type stands for.
-pub fn kind_of(seed_type: &str) -> Option<Kind> {
-    Some(match seed_type {
-        "question" | "question_input" => Kind::Text,
-        "choice" => Kind::Select,
-        other => Kind::parse(other)?,
-    })
-}
-
 /// The longest timeout accepted, in seconds (a week).
 const MAX_TIMEOUT: f64 = crate::protocol::MAX_TIMEOUT_SECS as f64;
 
@@ -68,7 +59,7 @@ pub fn request_from_spec(
     source_app: &str,
     session_id: &str,
 ) -> Result<Request, String> {
-    let kind = kind_of(&spec.kind).ok_or_else(|| {
+    let kind = Kind::parse(&spec.kind).ok_or_else(|| {
         format!(
             "humanInTheLoop.type {:?} is not one of question, question_input, approval, \
              permission, choice",
@@ -133,11 +124,7 @@ pub fn request_from_spec(
 pub fn seed_type(r: &Request) -> String {
     match r.metadata.get("hitl_type").and_then(Value::as_str) {
         Some(t) => t.to_string(),
-        None => match r.kind {
-            Kind::Select => "choice".into(),
-            Kind::Text => "question".into(),
-            k => k.as_str().into(),
-        },
+        None => r.kind.seed004_name().into(),
     }
 }
 
