@@ -184,6 +184,12 @@ impl Client {
 
     /// The request `id` and its status, as the server has it.
     pub async fn get(&self, id: &str) -> Result<Option<(Request, Status)>> {
+        Ok(self.view(id).await?.map(|v| (v.request, v.status)))
+    }
+
+    /// Request `id` as the server shows it (where it stands, its project), or `None`
+    /// when it has no such request.
+    pub async fn view(&self, id: &str) -> Result<Option<RequestView>> {
         let url = format!("{}/api/v1/requests/{id}", self.base);
         let (status, v) = self
             .send(self.http.get(url), "looking the request up")
@@ -196,7 +202,7 @@ impl Client {
                 .with_context(|| format!("looking request {id} up on {}", self.base));
         }
         let view: RequestView = serde_json::from_value(v).context("reading the request")?;
-        Ok(Some((view.request, view.status)))
+        Ok(Some(view))
     }
 
     /// Every pending request the server holds, in answering order.

@@ -1,9 +1,13 @@
 //! `hitl answer` and `hitl cancel`: answer from any terminal or script, with or without
 //! a listener running.
 //!
-//! The answer goes straight into the spool with the same exclusive create the broker
-//! uses, so whoever writes first wins and everyone else is told who did. A running
-//! broker sees the answer file appear and takes the question out of its queue.
+//! With the project's listener running, the answer goes through it, as every other
+//! responder's does (`POST /api/v1/requests/{id}/respond`): the broker writes the
+//! file, records the history and tells its UIs. Without one (or for a question it has
+//! not taken yet) the answer goes straight into the spool with the same exclusive
+//! create the broker uses, so whoever writes first wins and everyone else is told who
+//! did; a broker started later finds the answer file and takes the question out of its
+//! queue.
 
 use std::path::PathBuf;
 
@@ -303,6 +307,16 @@ pub async fn run(mut opts: AnswerOptions) -> Result<()> {
             spool.project().display()
         );
     };
+    // With the project's listener running, the answer goes through it, as every
+    // other responder's does: it writes the file, records the history and tells its
+    // UIs. One it has not taken yet (just written) is answered here.
+    if let Some(listener) = crate::spool::ListenerInfo::running(&spool).and_then(|l| l.http)
+        && answer_through_listener(&listener, &opts, &spool, &q.request)
+            .await?
+            .is_some()
+    {
+        return Ok(());
+    }
     let answer_path = questions::answer_path(&spool, &q);
     if let Some(existing) = questions::read_answer(&answer_path)
         && existing.id == q.request.id
@@ -356,6 +370,37 @@ fn print_done(answer: &Answer, json: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Answers the spool question `question` of `spool` through the project's listener
+/// at `base`. `None`: the listener does not hold that very question (not taken yet,
+/// or the id names another project's question or a request made over HTTP).
+async fn answer_through_listener(
+    base: &str,
+    opts: &AnswerOptions,
+    spool: &Spool,
+    question: &Request,
+) -> Result<Option<()>> {
+    let client = crate::client::Client::new(base)?;
+    let Ok(Some(view)) = client.view(&question.id).await else {
+        return Ok(None);
+    };
+    let same = view.project.as_deref() == Some(spool.project())
+        && view.request.agent_id == question.agent_id
+        && view.request.timestamp == question.timestamp;
+    if !same {
+        return Ok(None);
+    }
+    if view.status != Status::Pending {
+        bail!("question {} is already {}", opts.id, view.status);
+    }
+    let reply = reply_for(opts, &view.request)?;
+    let answer = client
+        .respond(&view.request, &reply, &responder())
+        .await
+        .with_context(|| format!("question {} was not answered", opts.id))?;
+    print_done(&answer, opts.json)?;
+    Ok(Some(()))
 }
 
 /// Answers request `opts.id` on the server at `base`. `None`: the server has no such
