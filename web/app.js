@@ -10,6 +10,24 @@ import { widget } from "/ui/answer.js";
 import { diff_of } from "/ui/diff.js";
 import { markdown } from "/ui/markdown.js";
 
+// The messages /api/v1/stream sends (src/server/stream.rs), as this page reads them.
+/**
+ * @typedef {object} Pending  a pending request (src/broker/mod.rs, PendingRequest)
+ * @property {object} request  the request itself (docs/PROTOCOL.md, "A question")
+ * @property {string} origin  how it came: spool, http, hook, mcp…
+ * @property {object} answer_shape  how it is answered (src/protocol/kind.rs, AnswerShape)
+ * @property {string} [project]  a spool question's project folder
+ * @property {string} [kept_until]  its asker was stopped; kept until then (RFC 3339)
+ *
+ * @typedef {{type: "snapshot", pending: Pending[], more: number}} Snapshot
+ * @typedef {{type: "queued"|"updated", request: Pending}} Queued
+ * @typedef {{type: "finished", id: string, origin: string, status: string,
+ *            responded_by: ?string, answer: ?object, reason: ?string}} Finished
+ * @typedef {{type: "activity", event: object}} Activity
+ * @typedef {{type: "lagged", missed: number}} Lagged
+ * @typedef {Snapshot|Queued|Finished|Activity|Lagged} StreamMessage
+ */
+
 const PRIORITY = { urgent: 0, high: 1, normal: 2 };
 
 const pending = new Map(); // request id -> pending request (as the stream gives it)
@@ -257,6 +275,7 @@ function connect() {
   });
 }
 
+/** Takes one message of the stream into the page. @param {StreamMessage} msg */
 function onChange(msg) {
   switch (msg.type) {
     case "snapshot":
