@@ -50,6 +50,11 @@ fn serve(home: &std::path::Path, db: &str) -> Server {
 }
 
 fn serve_binary(binary: &str, home: &std::path::Path, db: &str) -> Server {
+    serve_with(binary, home, db, true)
+}
+
+/// `hitl serve` from `binary`, with its fast paths or without (`HITL_FAST_PATHS=0`).
+fn serve_with(binary: &str, home: &std::path::Path, db: &str, fast_paths: bool) -> Server {
     // One client making thousands of requests a second: the per-user create budget
     // (`[http] create_rate_limit`, a policy, not a cost) would refuse most of them.
     std::fs::create_dir_all(home).unwrap();
@@ -57,6 +62,7 @@ fn serve_binary(binary: &str, home: &std::path::Path, db: &str) -> Server {
     let mut child = Command::new(binary)
         .args(["serve", "--http", "127.0.0.1:0", "--db", db])
         .env("HITL_HOME", home)
+        .env("HITL_FAST_PATHS", if fast_paths { "1" } else { "0" })
         .env(
             "HITL_LOG",
             std::env::var("BENCH_HITL_LOG").unwrap_or("error".into()),
@@ -518,6 +524,27 @@ fn sqlite_set(
     if part("pairs") {
         pairs_set(rt, &sqlite, secs);
     }
+    if part("seed") {
+        let plain_home = tmp.join("plain");
+        let db = format!("sqlite://{}", tmp.join("plain.db").display());
+        let plain = serve_with(&hitl(), &plain_home, &db, false);
+        fast_paths_set(rt, &sqlite, &plain, rounds);
+    }
+}
+
+/// Seed 004's client round with the fast paths and without them (`HITL_FAST_PATHS=0`:
+/// the store writer's thread for every commit, SQLite's own VFS), alternating runs.
+fn fast_paths_set(rt: &tokio::runtime::Runtime, fast: &Server, plain: &Server, rounds: usize) {
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for _ in 0..2 {
+        with.push(pct(&rt.block_on(seed_round(fast, rounds)), 0.5));
+        without.push(pct(&rt.block_on(seed_round(plain, rounds)), 0.5));
+    }
+    let (with, without) = (pct(&with, 0.5), pct(&without, 0.5));
+    println!(
+        "SQLite: seed round p50 with the fast paths {with:.3} ms, without (HITL_FAST_PATHS=0) {without:.3} ms: plain ÷ fast {:.2}x",
+        without / with
+    );
 }
 
 /// Create -> respond -> the asker's long poll returns, three runs.
