@@ -40,7 +40,7 @@ impl Broker {
     pub(super) fn note_arrived(&mut self, spool: usize, path: PathBuf) {
         self.files.notes.push((spool, path));
         // The note's file was a spare: another is made once the spool is quiet.
-        self.quiet_soon();
+        self.history.quiet_soon();
         if self.files.notes.len() > MAX_WAITING_NOTES {
             self.take_notes();
         }
@@ -141,7 +141,7 @@ impl Broker {
             ack: Some(tell),
         };
         if held {
-            self.hold(msg);
+            self.history.hold(msg);
         } else {
             self.write(msg);
         }

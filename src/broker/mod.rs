@@ -18,10 +18,12 @@
 //!
 //! The code is split by concern: this file holds the queue and the lifecycle every
 //! origin shares; `handle` the API responders and transports use; `spool` the file
-//! side; `stored` the requests that live in the store; `snapshot` the queue file.
+//! side; `stored` the requests that live in the store; `history` when history writes
+//! go to the store (held back while the spool is busy); `snapshot` the queue file.
 
 mod activity;
 mod handle;
+mod history;
 pub mod presence;
 mod queue;
 mod snapshot;
@@ -69,10 +71,6 @@ const TICK: Duration = Duration::from_millis(100);
 const LIVENESS_EVERY: Duration = Duration::from_secs(1);
 /// How often it sweeps the agent registry.
 const SWEEP_EVERY: Duration = Duration::from_secs(10);
-/// Held history goes once the spool has been this quiet (see [`Broker::write`]).
-const HISTORY_QUIET: Duration = Duration::from_millis(1);
-/// At most this many history writes are held back between ticks.
-const MAX_HELD: usize = 1024;
 /// The queue snapshot is rewritten at most this often.
 const SNAPSHOT_EVERY: Duration = Duration::from_millis(200);
 
@@ -310,7 +308,8 @@ pub struct Broker {
     deadlines: BTreeSet<(Timestamp, u64)>,
     queue: Queue,
     next_seq: u64,
-    store: StoreSender,
+    /// History writes, and when they go (`history.rs`).
+    history: history::HistoryWrites,
     /// True while more work waits for this task than the command in hand: the
     /// answer's history write then joins the writer's batch instead of going at once.
     backlog: bool,
@@ -319,11 +318,6 @@ pub struct Broker {
     written_rx: mpsc::UnboundedReceiver<Written>,
     commands_rx: mpsc::UnboundedReceiver<Command>,
     stats: BrokerStats,
-    /// History writes held back a moment (see [`Broker::write`]).
-    held: Vec<StoreMsg>,
-    /// When the spool will have been quiet a moment, if nothing happens first: the
-    /// held writes go then, and the spare files askers took are made again.
-    quiet_due: Option<tokio::time::Instant>,
     /// The file side: spools, their indexes, partial files, the journal.
     files: spool::Files,
     /// The requests that live in the store.
@@ -352,15 +346,13 @@ impl Broker {
             deadlines: BTreeSet::new(),
             queue: Queue::default(),
             next_seq: 1,
-            store,
+            history: history::HistoryWrites::new(store),
             backlog: true,
             changes,
             written_tx,
             written_rx,
             commands_rx,
             stats: BrokerStats::default(),
-            held: Vec::new(),
-            quiet_due: None,
             files: spool::Files::new(spools, undelivered),
             stored: stored::Stored::new(stored_pending),
         };
@@ -386,7 +378,7 @@ impl Broker {
         );
         tokio::pin!(shutdown);
         loop {
-            let quiet_due = self.quiet_due;
+            let quiet_due = self.history.quiet_due();
             tokio::select! {
                 biased;
                 _ = &mut shutdown => break,
@@ -413,7 +405,7 @@ impl Broker {
                         None => std::future::pending().await,
                     }
                 } => {
-                    self.release_held();
+                    self.history.release();
                     self.refill_spares();
                 }
                 _ = tick.tick() => {
@@ -424,7 +416,7 @@ impl Broker {
                     self.take_notes();
                     self.flush_registry_notes();
                     self.flush_reports();
-                    self.release_held();
+                    self.history.release();
                     self.refill_spares();
                     if now.duration_since(last_liveness) >= LIVENESS_EVERY {
                         last_liveness = now;
@@ -448,7 +440,7 @@ impl Broker {
         self.take_notes();
         self.flush_registry_notes();
         self.flush_reports();
-        self.release_held();
+        self.history.release();
     }
 
     /// What a start does before following events: the journal and the store's
@@ -634,42 +626,11 @@ impl Broker {
         self.write(op.into());
     }
 
-    /// Sends a write to the store writer. A spool question's history (`Asked`,
-    /// `Finished`) is held back until the spool has been quiet for [`HISTORY_QUIET`],
-    /// or the next tick, or a write that must follow it: it is safe meanwhile, since
-    /// the question's `journal/` link (kept until its end is committed) and its
-    /// `deliveries` row replay it after a crash. A question answered at once then finds
-    /// the writer free for the one record on its asker's path, its `Delivering` row,
-    /// instead of queued behind the last question's history (which was most of a disk
-    /// round trip). History trails by at most a tick.
+    /// Sends a write to the store writer, when [`history`] says: an answer's own
+    /// record on this thread when nothing else waits ([`Broker::answer_at_once`]).
     fn write(&mut self, msg: StoreMsg) {
-        match msg.op {
-            StoreOp::Asked { .. } | StoreOp::Finished { .. } => return self.hold(msg),
-            StoreOp::Delivering { .. } | StoreOp::Settle { .. } if self.answer_at_once() => {
-                self.store.write_now_or_send(msg);
-                return;
-            }
-            StoreOp::Delivering { .. } => {}
-            _ => self.release_held(),
-        }
-        self.store.send(msg);
-    }
-
-    /// Holds `msg` back with the spool's history (see [`Broker::write`]); sends what
-    /// is held, then it, once [`MAX_HELD`] writes wait.
-    fn hold(&mut self, msg: StoreMsg) {
-        if self.held.len() >= MAX_HELD {
-            self.release_held();
-            self.store.send(msg);
-            return;
-        }
-        self.held.push(msg);
-        self.quiet_soon();
-    }
-
-    /// Something happened in a spool: [`Broker::quiet_due`] starts again.
-    fn quiet_soon(&mut self) {
-        self.quiet_due = Some(tokio::time::Instant::now() + HISTORY_QUIET);
+        let at_once = self.answer_at_once();
+        self.history.write(msg, at_once);
     }
 
     /// Whether an answer's write (its record, its file) goes on this thread now
@@ -677,14 +638,6 @@ impl Broker {
     /// (`[spool] fsync`) would hold it up.
     fn answer_at_once(&self) -> bool {
         !self.backlog && !self.opts.durable
-    }
-
-    /// Sends the held-back writes, in order.
-    fn release_held(&mut self) {
-        self.quiet_due = None;
-        for msg in self.held.drain(..) {
-            self.store.send(msg);
-        }
     }
 
     /// Starts delivering an answer the way its request came; [`Broker::on_written`]
