@@ -78,9 +78,24 @@ pub enum ValueType {
 pub const SKIP: &str = "-";
 
 impl ValueRule {
+    /// A number, whole or not, from `minimum` to `maximum` (each when given).
+    pub fn number(
+        minimum: Option<serde_json::Number>,
+        maximum: Option<serde_json::Number>,
+    ) -> ValueRule {
+        ValueRule {
+            kind: ValueType::Number,
+            minimum,
+            maximum,
+            min_length: None,
+            max_length: None,
+            format: None,
+        }
+    }
+
     /// Why `answer` (already a chosen label or the human's own text) does not fit,
-    /// if it does not.
-    fn check(&self, answer: &str, options: &[FormOption]) -> Result<(), String> {
+    /// if it does not; `options`: the labels a choice may be.
+    pub fn check(&self, answer: &str, options: &[FormOption]) -> Result<(), String> {
         let range = |n: f64| -> Result<(), String> {
             if let Some(min) = self.minimum.as_ref().and_then(serde_json::Number::as_f64)
                 && n < min
