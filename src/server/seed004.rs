@@ -238,13 +238,14 @@ pub fn reply_for(r: &Request, body: &RespondBody) -> Result<Reply, String> {
             };
             Ok(Reply::Answers(answers))
         }
-        Kind::Text => {
+        // Every other kind is answered with text, read as the kind reads it.
+        _ => {
             let t = text.ok_or_else(|| {
                 format!(
                     "a {kind} request is answered with \"response\": text (or \"cancelled\": true)"
                 )
             })?;
-            Ok(Reply::Text(t.clone()))
+            r.interpret(t)
         }
     }
 }
@@ -341,11 +342,12 @@ impl<'a> ResponseData<'a> {
                 }
                 Kind::Select => data.choice = Some(&a.content),
                 Kind::Multiselect => data.choices = Some(a.choices.as_deref().unwrap_or(&[])),
-                Kind::Text | Kind::Yesno => data.response = Some(&a.content),
                 Kind::Questions => {
                     data.answers = Some(a.answers.as_ref().unwrap_or(&NO_ANSWERS));
                     data.response = Some(&a.content);
                 }
+                // Every other kind's answer is its text.
+                _ => data.response = Some(&a.content),
             }
         }
         data
