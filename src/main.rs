@@ -167,7 +167,8 @@ enum Command {
         /// The answer: text, an option's number or text, y/n; for a questions
         /// request, one answer per question (each an option's number or label,
         /// numbers separated by commas where several may be picked, or your own text).
-        #[arg(required_unless_present_any = ["approve", "deny"], conflicts_with_all = ["approve", "deny"])]
+        #[arg(required_unless_present_any = ["approve", "deny"], conflicts_with_all = ["approve", "deny"],
+              allow_negative_numbers = true)]
         text: Vec<String>,
         /// Approve an approval or permission request.
         #[arg(long, conflicts_with = "deny")]
