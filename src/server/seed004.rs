@@ -651,11 +651,11 @@ mod tests {
                     Kind::Multiselect => {
                         data["choices"] = json!(a.choices.clone().unwrap_or_default())
                     }
-                    Kind::Text | Kind::Yesno => data["response"] = json!(a.content),
                     Kind::Questions => {
                         data["answers"] = json!(a.answers.clone().unwrap_or_default());
                         data["response"] = json!(a.content);
                     }
+                    _ => data["response"] = json!(a.content),
                 }
             }
             if let Some(c) = &a.comment {
