@@ -41,7 +41,7 @@ pub struct AskOptions {
     #[arg(required = true, value_name = "QUESTION")]
     pub question: Vec<String>,
     /// What kind of answer is wanted (text, yesno, select, multiselect, approval,
-    /// permission or questions).
+    /// permission, questions or number).
     #[arg(long = "type", short = 't', default_value = "text")]
     pub kind: Kind,
     /// A choice for select and multiselect (repeat for each).
@@ -53,6 +53,12 @@ pub struct AskOptions {
     /// printed a line per question ("question: answer"); `--json` has the map.
     #[arg(long, value_name = "JSON")]
     pub questions: Option<String>,
+    /// The least a number answer may be (type number).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub min: Option<serde_json::Number>,
+    /// The most a number answer may be (type number).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub max: Option<serde_json::Number>,
     /// Seconds to wait; 0 waits for ever (default: the [ask] timeout setting, 300).
     #[arg(long, value_name = "S")]
     pub timeout: Option<u64>,
@@ -115,6 +121,14 @@ fn build_request(
             (Kind::Questions, questions)
         }
     };
+    if (opts.min.is_some() || opts.max.is_some()) && kind != Kind::Number {
+        bail!("--min and --max go with --type number");
+    }
+    if let (Some(min), Some(max)) = (&opts.min, &opts.max)
+        && min.as_f64() > max.as_f64()
+    {
+        bail!("--min {min} is more than --max {max}: no number could answer");
+    }
     let timeout = opts.timeout.unwrap_or(settings.ask.timeout);
     if timeout > MAX_TIMEOUT_SECS {
         bail!(
@@ -145,6 +159,8 @@ fn build_request(
             .map(|d| d.display().to_string()),
         options: opts.options.clone(),
         questions,
+        minimum: opts.min.clone(),
+        maximum: opts.max.clone(),
         priority: opts.priority.unwrap_or(settings.ask.priority),
         timeout: Some(timeout).filter(|&t| t > 0),
         context,

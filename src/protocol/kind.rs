@@ -30,11 +30,14 @@ pub enum Kind {
     /// Several questions at once (`questions`), each answered with options or the
     /// human's own text: Claude Code's AskUserQuestion.
     Questions,
+    /// A number, whole or decimal, from the request's `minimum` to its `maximum`
+    /// (each when given).
+    Number,
 }
 
 impl Kind {
     /// Every kind, in the order help texts list them.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Text,
         Kind::Yesno,
         Kind::Select,
@@ -42,6 +45,7 @@ impl Kind {
         Kind::Approval,
         Kind::Permission,
         Kind::Questions,
+        Kind::Number,
     ];
 
     /// The name used on the wire and on the command line.
@@ -54,6 +58,7 @@ impl Kind {
             Kind::Approval => "approval",
             Kind::Permission => "permission",
             Kind::Questions => "questions",
+            Kind::Number => "number",
         }
     }
 
@@ -86,6 +91,8 @@ impl Kind {
         ("questions", Kind::Questions),
         ("form", Kind::Questions),
         ("askuserquestion", Kind::Questions),
+        ("number", Kind::Number),
+        ("numeric", Kind::Number),
     ];
 
     /// Reads a kind name, accepting the aliases older agents write ([`Kind::NAMES`]).
@@ -142,6 +149,7 @@ impl Kind {
             Kind::Multiselect => "some of its options",
             Kind::Approval | Kind::Permission => "approve or deny",
             Kind::Questions => "an answer to each of its questions",
+            Kind::Number => "a number",
         }
     }
 
@@ -164,6 +172,7 @@ impl Kind {
             Kind::Multiselect => "Choose numbers, separated by commas",
             Kind::Approval | Kind::Permission => "[a]pprove or [d]eny, then an optional comment",
             Kind::Questions => "Answer each question, one per line",
+            Kind::Number => "Answer with a number",
         }
     }
 }
@@ -265,7 +274,16 @@ impl Request {
             Kind::Questions => AnswerShape::Form {
                 field: field("answers"),
             },
+            Kind::Number => AnswerShape::Text {
+                field: field("response"),
+                value: Some(self.number_rule()),
+            },
         }
+    }
+
+    /// What a `number` answer must be: a number within the request's range.
+    fn number_rule(&self) -> ValueRule {
+        ValueRule::number(self.minimum.clone(), self.maximum.clone())
     }
 
     /// Why its kind cannot be asked as it stands, if it cannot: a select or
@@ -290,6 +308,10 @@ impl Request {
         let t = typed.trim();
         match self.kind {
             Kind::Text => Ok(Reply::Text(typed.to_string())),
+            Kind::Number => {
+                self.number_rule().check(t, &[])?;
+                Ok(Reply::Text(t.to_string()))
+            }
             Kind::Yesno => match t.to_ascii_lowercase().as_str() {
                 "y" | "yes" | "true" | "1" => Ok(Reply::Text("yes".into())),
                 "n" | "no" | "false" | "0" => Ok(Reply::Text("no".into())),
@@ -373,6 +395,12 @@ impl Request {
     pub fn auto_reply(&self, text: &str) -> Reply {
         match self.kind {
             Kind::Text => Reply::Text(text.to_string()),
+            // The least it may be, else 0 (or the most, when that is below 0).
+            Kind::Number => Reply::Text(match (&self.minimum, &self.maximum) {
+                (Some(min), _) => min.to_string(),
+                (None, Some(max)) if max.as_f64().is_some_and(|m| m < 0.0) => max.to_string(),
+                _ => "0".into(),
+            }),
             Kind::Yesno => Reply::Text("yes".into()),
             Kind::Select => Reply::Text(self.options.first().cloned().unwrap_or_default()),
             Kind::Multiselect => {
@@ -409,6 +437,7 @@ impl Reply {
         match (self, kind) {
             (Reply::Cancel { .. }, _) => Ok(()),
             (Reply::Text(_), Kind::Text) => Ok(()),
+            (Reply::Text(t), Kind::Number) => r.number_rule().check(t.trim(), &[]),
             (Reply::Text(t), Kind::Yesno) if t == "yes" || t == "no" => Ok(()),
             (Reply::Text(t), Kind::Yesno) => Err(format!("{t:?} is not yes or no")),
             (Reply::Text(t), Kind::Select) if is_option(t) => Ok(()),
@@ -558,7 +587,14 @@ mod tests {
         let names = offered.get("enum").unwrap();
         assert_eq!(
             names,
-            &serde_json::json!(["text", "yesno", "select", "multiselect", "approval"])
+            &serde_json::json!([
+                "text",
+                "yesno",
+                "select",
+                "multiselect",
+                "approval",
+                "number"
+            ])
         );
     }
 }

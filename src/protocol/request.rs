@@ -157,6 +157,12 @@ pub struct Request {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub questions: Vec<FormQuestion>,
+    /// The least a `number` answer may be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimum: Option<serde_json::Number>,
+    /// The most a `number` answer may be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maximum: Option<serde_json::Number>,
     /// How soon it should be answered.
     #[serde(default, deserialize_with = "lenient::null_as_default")]
     pub priority: Priority,
@@ -237,6 +243,8 @@ impl Request {
             content: content.into(),
             options: Vec::new(),
             questions: Vec::new(),
+            minimum: None,
+            maximum: None,
             priority: Priority::Normal,
             timeout: None,
             context: Value::Null,

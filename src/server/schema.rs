@@ -100,6 +100,8 @@ fn hand_written() -> Value {
                 "questions": { "anyOf": [form_questions(), { "type": "null" }] },
                 "timeout": { "type": ["number", "null"], "minimum": 0, "maximum": MAX_TIMEOUT_SECS,
                              "description": "Seconds, a fraction rounding up; 0 waits for ever (default 300)." },
+                "minimum": { "type": ["number", "null"], "description": "The least a number answer may be." },
+                "maximum": { "type": ["number", "null"], "description": "The most a number answer may be." },
                 "priority": names(Priority::NAMES.iter().map(|(n, _)| *n)),
                 "context": { "description": "Any JSON, shown to the human." },
                 "agent_id": { "description": "Empty or null: `http`.",

@@ -883,3 +883,61 @@ fn the_demo_runs_to_the_end_by_itself_and_leaves_nothing_behind() {
     assert_eq!(fs::read_dir(&tmp).unwrap().count(), 0);
     assert!(!p.home.join("hitl.db").exists());
 }
+
+/// `hitl ask --type number --min --max`: `hitl answer` is refused outside the range or
+/// with anything but a number, and a number inside is printed by the asker.
+#[test]
+fn a_number_question_is_answered_with_a_number_in_its_range() {
+    let p = Project::new();
+    let out = p.run(&[
+        "ask",
+        "--type",
+        "number",
+        "--min",
+        "5",
+        "--max",
+        "1",
+        "How many?",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let out = p.run(&["ask", "--min", "1", "How many?"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "--min without --type number: {out:?}"
+    );
+    let child = spawn_ask(
+        &p,
+        &[
+            "--type",
+            "number",
+            "--min",
+            "-2",
+            "--max",
+            "10",
+            "--timeout",
+            "30",
+            "How many?",
+        ],
+    );
+    let id = p.wait_pending(1, Duration::from_secs(10))[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (bad, why) in [
+        ("11", "more than 10"),
+        ("-3", "less than -2"),
+        ("lots", "not a number"),
+    ] {
+        let out = p.run(&["answer", &id, bad]);
+        assert!(!out.status.success(), "{bad}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(why),
+            "{bad}: {out:?}"
+        );
+    }
+    assert!(p.run(&["answer", &id, "-1.5"]).status.success());
+    let out = wait_output(child, Duration::from_secs(10));
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "-1.5\n");
+}

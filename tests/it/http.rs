@@ -1324,3 +1324,36 @@ fn a_create_can_wait_for_the_end_in_the_same_call() {
     let (s, v) = json_of(api.post("/api/v1/requests?wait=301", &body));
     assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
 }
+
+/// A `number` request over the API: its answer shape says a number from its minimum
+/// to its maximum, and a reply outside them, or not a number, is refused; one inside
+/// is the asker's answer.
+#[test]
+fn a_number_request_takes_only_a_number_in_its_range() {
+    let api = Api::start(None);
+    let (s, c) = json_of(api.post_open(
+        "/api/v1/requests",
+        &json!({ "content": "How many replicas?", "type": "number", "minimum": 1, "maximum": 5 }),
+    ));
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    assert_eq!(
+        c["answer_shape"],
+        json!({ "input": "text", "field": "response",
+                "value": { "type": "number", "minimum": 1, "maximum": 5 } })
+    );
+    let id = c["id"].as_str().unwrap().to_string();
+    let respond = |v: Value| json_of(api.post(&format!("/api/v1/requests/{id}/respond"), &v));
+    for (bad, why) in [
+        ("9", "more than 5"),
+        ("0.5", "less than 1"),
+        ("many", "not a number"),
+    ] {
+        let (s, e) = respond(json!({ "response": bad }));
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}: {e}");
+        assert!(e["error"].as_str().unwrap().contains(why), "{bad}: {e}");
+    }
+    let (s, done) = respond(json!({ "response": "2.5" }));
+    assert_eq!(s, StatusCode::OK, "{done}");
+    let (_, ended) = json_of(api.get(&format!("/api/v1/requests/{id}/wait")));
+    assert_eq!(ended["answer"]["content"], "2.5");
+}
