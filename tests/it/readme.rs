@@ -166,7 +166,7 @@ fn the_ask_examples_run_against_a_listener() {
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(
         lines,
-        ["PostgreSQL", "yes", "Express", "approved", "Express"],
+        ["PostgreSQL", "yes", "Express", "approved", "1", "Express"],
         "{}",
         text(&out)
     );
