@@ -1341,3 +1341,53 @@ async fn a_question_kept_for_a_stopped_asker_says_so() {
     let _ = again.kill();
     let _ = again.wait();
 }
+
+/// A number request is a number field with its range; a number outside it is refused
+/// with the server's reason on the card, and one inside is the asker's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_number_request_is_answered_in_a_number_field_within_its_range() {
+    let Some(driver) = driver() else { return };
+    let p = Project::new();
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let c = browser(&driver, 1280, 900).await;
+    c.goto(&login_url(&p)).await.unwrap();
+    let (child, q) = ask(
+        &p,
+        &[
+            "--type",
+            "number",
+            "--min",
+            "1",
+            "--max",
+            "8",
+            "--timeout",
+            "60",
+            "How many workers?",
+        ],
+    );
+    let field = find(
+        &c,
+        &format!("{} input[type=number][min=\"1\"][max=\"8\"]", card(&q)),
+    )
+    .await;
+    field.send_keys("9").await.unwrap();
+    click(&c, &q, "button.send").await;
+    let error = find(&c, &format!("{} .error", card(&q))).await;
+    let start = Instant::now();
+    loop {
+        let said = error.text().await.unwrap();
+        if said.contains("more than 8") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the card says {said:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    field.clear().await.unwrap();
+    field.send_keys("3").await.unwrap();
+    click(&c, &q, "button.send").await;
+    assert_eq!(answer_of(child), "3\n");
+    gone(&c, &card(&q), Duration::from_secs(5)).await;
+}
