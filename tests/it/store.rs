@@ -604,8 +604,9 @@ async fn the_wal_stays_bounded_under_steady_writes() {
     let started = std::time::Instant::now();
     let (mut written, mut largest) = (0u64, 0u64);
     let limit = hitl::store::sqlite_writer::WAL_RESTART_BYTES;
-    // Enough to matter, however slow the machine is today.
-    while written < 4 * limit {
+    // Enough to matter, however slow the machine is today: a WAL never started over
+    // would pass every bound below.
+    while written < 6 * limit {
         assert!(
             started.elapsed() < Duration::from_secs(120),
             "too slow: {written} bytes"
@@ -624,11 +625,14 @@ async fn the_wal_stays_bounded_under_steady_writes() {
         largest >> 20
     );
     assert!(
-        written > 3 * limit,
+        written > 5 * limit,
         "the test wrote too little to matter: {written}"
     );
+    // A restart that readers hold back is tried again a second later, and what is
+    // written meanwhile stays in the WAL: one CI run on SQLite's own VFS
+    // (HITL_FAST_PATHS=0) saw it reach 3 × the limit; unbounded, it would be 6 ×.
     assert!(
-        largest < 3 * limit,
+        largest < 4 * limit,
         "the WAL reached {largest} bytes for {written} written (limit {limit})"
     );
     // Once quiet, the next write starts it over and cuts the file back.
