@@ -394,13 +394,7 @@ async fn answer_through_listener(
     if view.status != Status::Pending {
         bail!("question {} is already {}", opts.id, view.status);
     }
-    let reply = reply_for(opts, &view.request)?;
-    let answer = client
-        .respond(&view.request, &reply, &responder())
-        .await
-        .with_context(|| format!("question {} was not answered", opts.id))?;
-    print_done(&answer, opts.json)?;
-    Ok(Some(()))
+    respond_with(&client, &view.request, opts).await.map(Some)
 }
 
 /// Answers request `opts.id` on the server at `base`. `None`: the server has no such
@@ -413,13 +407,21 @@ async fn answer_remote(base: &str, opts: &AnswerOptions) -> Result<Option<()>> {
     if status != Status::Pending {
         bail!("question {} is already {status} (on {base})", opts.id);
     }
-    let reply = reply_for(opts, &request)?;
+    respond_with(&client, &request, opts).await.map(Some)
+}
+
+/// Sends `opts`' reply to the pending `request` through `client`, and says what it sent.
+async fn respond_with(
+    client: &crate::client::Client,
+    request: &Request,
+    opts: &AnswerOptions,
+) -> Result<()> {
+    let reply = reply_for(opts, request)?;
     let answer = client
-        .respond(&request, &reply, &responder())
+        .respond(request, &reply, &responder())
         .await
         .with_context(|| format!("question {} was not answered", opts.id))?;
-    print_done(&answer, opts.json)?;
-    Ok(Some(()))
+    print_done(&answer, opts.json)
 }
 
 /// Best effort: the answer is delivered already; history can be repaired by a

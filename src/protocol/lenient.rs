@@ -1,8 +1,8 @@
 //! How a request's fields are read when agents write them by hand: the forgiving
 //! `deserialize_with` functions of [`Request`](super::Request)'s serde derive.
 //!
-//! Scripts write ids as numbers, timeouts as strings or fractions, timestamps in
-//! any unit, and `null` for "not given". Each reader here takes what such a script
+//! Scripts write ids as numbers, timeouts as fractions, timestamps in any unit, and
+//! `null` for "not given". Each reader here takes what such a script
 //! means and refuses the rest with a message that says what the field must be, so
 //! one serde derive reads every question file, every API body and every stored
 //! request alike, and a new field needs nothing but its declaration.
@@ -110,23 +110,20 @@ pub fn timestamp<'de, D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error>
         }
         fn visit_str<E: de::Error>(self, v: &str) -> Result<Timestamp, E> {
             // The canonical form first: no copy into a JSON value.
-            v.parse::<Timestamp>()
-                .ok()
-                .or_else(|| parse_timestamp(&Value::from(v)))
-                .ok_or_else(|| E::custom("must be an ISO-8601 string or a unix time"))
+            v.parse::<Timestamp>().or_else(|_| read(Value::from(v)))
         }
         fn visit_u64<E: de::Error>(self, v: u64) -> Result<Timestamp, E> {
-            parse_timestamp(&Value::from(v))
-                .ok_or_else(|| E::custom("must be an ISO-8601 string or a unix time"))
+            read(Value::from(v))
         }
         fn visit_i64<E: de::Error>(self, v: i64) -> Result<Timestamp, E> {
-            parse_timestamp(&Value::from(v))
-                .ok_or_else(|| E::custom("must be an ISO-8601 string or a unix time"))
+            read(Value::from(v))
         }
         fn visit_f64<E: de::Error>(self, v: f64) -> Result<Timestamp, E> {
-            parse_timestamp(&Value::from(v))
-                .ok_or_else(|| E::custom("must be an ISO-8601 string or a unix time"))
+            read(Value::from(v))
         }
+    }
+    fn read<E: de::Error>(v: Value) -> Result<Timestamp, E> {
+        parse_timestamp(&v).ok_or_else(|| E::custom("must be an ISO-8601 string or a unix time"))
     }
     d.deserialize_any(Time)
 }
