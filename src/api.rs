@@ -12,18 +12,26 @@ use crate::protocol::{Answer, AnswerShape, Kind, Origin, Reply, Request, Status}
 /// The body of `POST /api/v1/requests`: a [`Request`]'s own fields but those its
 /// way in sets ([`CreateRequest::SET_BY_SERVER`]), plus how to recognise a repeat
 /// and the way the asker came. Read with [`CreateRequest::from_json`], which refuses
-/// a field the server sets and a field nobody knows, as the OpenAPI document says.
-#[derive(Debug, Clone, Deserialize)]
+/// a field the server sets and a field nobody knows, as the OpenAPI document
+/// (generated from this type and [`Request`]'s) says.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[schemars(
+    transform = CreateRequest::body_only,
+    description = "A question for a human. The fields the server sets (id, timestamp, \
+                   version, asker, created_by, source) and unknown ones are refused."
+)]
 pub struct CreateRequest {
     /// What to ask, as a request says it.
     #[serde(flatten)]
     pub request: Request,
     /// A repeat with the same key returns the first request.
     #[serde(default)]
+    #[schemars(length(min = 1, max = 200))]
     pub idempotency_key: Option<String>,
     /// The way the asker came when one of hitl's own adapters asks over HTTP (`hook`,
     /// `mcp`, …); `http` when absent. Never `spool`: spool questions are files.
     #[serde(default)]
+    #[schemars(schema_with = "CreateRequest::origin_schema")]
     pub origin: Option<Origin>,
 }
 
@@ -50,6 +58,31 @@ impl CreateRequest {
             idempotency_key: Some(idempotency_key.to_string()),
             origin: (origin != Origin::Http).then_some(origin),
         }
+    }
+
+    /// The schema of a create body: a request's fields but those the server sets, and
+    /// no others.
+    fn body_only(schema: &mut schemars::Schema) {
+        if let Some(Value::Object(props)) = schema.get_mut("properties") {
+            for f in Self::SET_BY_SERVER {
+                props.remove(f);
+            }
+        }
+        schema.insert("additionalProperties".into(), false.into());
+    }
+
+    /// The origins an asker over HTTP may name: all but the spool's.
+    fn origin_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut names: Vec<Value> = Origin::ALL
+            .into_iter()
+            .filter(|o| *o != Origin::Spool)
+            .map(|o| Value::from(o.as_str()))
+            .collect();
+        names.push(Value::Null);
+        schemars::json_schema!({
+            "enum": names,
+            "description": "The way the asker came, when one of hitl's own adapters asks over HTTP (default http).",
+        })
     }
 
     /// Reads a body, or says which field is wrong and why.
@@ -217,6 +250,44 @@ mod tests {
         match v {
             Value::Object(m) => m,
             _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn the_create_body_schema_has_every_field_a_body_may_have_and_no_other() {
+        let schema = schemars::schema_for!(CreateRequest);
+        let props = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .expect("properties");
+        assert_eq!(schema.get("additionalProperties"), Some(&json!(false)));
+        // Every field set, so every one of them is written.
+        let r = Request {
+            working_dir: Some("/w".into()),
+            options: vec!["a".into()],
+            questions: vec![crate::protocol::FormQuestion {
+                question: "q".into(),
+                header: String::new(),
+                options: Vec::new(),
+                multi_select: false,
+                optional: false,
+                value: None,
+            }],
+            minimum: Some(1.into()),
+            maximum: Some(2.into()),
+            priority: Priority::High,
+            timeout: Some(5),
+            context: json!({ "c": 1 }),
+            metadata: body(json!({ "m": 1 })),
+            ..Request::new("a", "A", Kind::Select, "q?")
+        };
+        let written =
+            serde_json::to_value(CreateRequest::from_request(&r, Origin::Mcp, "k")).unwrap();
+        for field in written.as_object().unwrap().keys() {
+            assert!(props.contains_key(field), "{field} is not in the schema");
+        }
+        for field in CreateRequest::SET_BY_SERVER {
+            assert!(!props.contains_key(field), "{field} is the server's");
         }
     }
 

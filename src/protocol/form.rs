@@ -186,6 +186,35 @@ pub struct FormOption {
     pub description: String,
 }
 
+/// What a form's questions may be, as JSON Schema (the create body's `questions`):
+/// the rules [`check`] holds them to.
+pub fn questions_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    // Text with something in it besides whitespace.
+    const NOT_BLANK: &str = r"\S";
+    schemars::json_schema!({
+        "type": "array",
+        "maxItems": MAX_FORM_QUESTIONS,
+        "items": {
+            "type": "object",
+            "required": ["question"],
+            "properties": {
+                "question": { "type": "string", "pattern": NOT_BLANK },
+                "header": { "type": "string" },
+                "options": { "type": "array", "items": {
+                    "type": "object",
+                    "required": ["label"],
+                    "properties": {
+                        "label": { "type": "string", "pattern": NOT_BLANK },
+                        "description": { "type": "string" },
+                    },
+                } },
+                "multiSelect": { "type": "boolean" },
+                "optional": { "type": "boolean", "description": "It may be left unanswered (an empty answer)." },
+            },
+        },
+    })
+}
+
 /// Why a form cannot be asked, if it cannot: no questions, too many, an empty
 /// question text or option label.
 pub fn check(questions: &[FormQuestion]) -> Result<(), String> {

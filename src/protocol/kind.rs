@@ -140,6 +140,28 @@ impl Kind {
         })
     }
 
+    /// What each kind asks of a request's other fields, as JSON Schema `if`/`then`
+    /// rules of the create body: a choice needs its options, a form its questions.
+    pub fn body_rules() -> Vec<serde_json::Value> {
+        let named = |which: fn(Kind) -> bool| {
+            let names: Vec<&str> = Kind::NAMES
+                .iter()
+                .filter(|(_, k)| which(*k))
+                .map(|(n, _)| *n)
+                .collect();
+            serde_json::json!({ "required": ["type"],
+                                "properties": { "type": { "anyOf": [{ "enum": names }, { "type": "null" }] } } })
+        };
+        let needs = |field: &str| {
+            serde_json::json!({ "required": [field],
+                                "properties": { field: { "type": "array", "minItems": 1 } } })
+        };
+        vec![
+            serde_json::json!({ "if": named(Kind::needs_options), "then": needs("options") }),
+            serde_json::json!({ "if": named(|k| k == Kind::Questions), "then": needs("questions") }),
+        ]
+    }
+
     /// What a reply to this kind is, as an error message says it.
     pub fn takes(self) -> &'static str {
         match self {

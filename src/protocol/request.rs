@@ -92,7 +92,7 @@ impl fmt::Display for Priority {
 }
 
 /// The process waiting for an answer, so the broker can tell when it died.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Asker {
     /// Its process id.
     pub pid: u32,
@@ -109,7 +109,8 @@ pub struct Asker {
 /// this type through serde. Its fields are read forgivingly ([`lenient`]), as agents
 /// write them by hand; the fields a way in owns (`id`, `timestamp`, `created_by`…)
 /// may be absent and are filled by that way in. Build one with [`Request::new`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(transform = body_schema::rules)]
 pub struct Request {
     /// Always [`VERSION`].
     #[serde(default = "version")]
@@ -117,12 +118,15 @@ pub struct Request {
     /// Unique within its project's spool; `[A-Za-z0-9_.-]{1,128}`. Empty until the
     /// way in gives it one (a file's name, the store's event id).
     #[serde(default, deserialize_with = "lenient::scalar_string")]
+    #[schemars(schema_with = "body_schema::id")]
     pub id: String,
-    /// The asking agent's stable id.
+    /// The asking agent's stable id (over the API, empty or absent is `http`).
     #[serde(default, deserialize_with = "lenient::scalar_string")]
+    #[schemars(schema_with = "body_schema::agent_id")]
     pub agent_id: String,
     /// A name for people, such as `Claude-41235`; the agent's id when it gave none.
     #[serde(default, deserialize_with = "lenient::null_as_default")]
+    #[schemars(schema_with = "body_schema::agent_name")]
     pub agent_name: String,
     /// Where the agent works.
     #[serde(
@@ -133,15 +137,18 @@ pub struct Request {
     pub working_dir: Option<String>,
     /// When it was asked.
     #[serde(default = "Timestamp::now", deserialize_with = "lenient::timestamp")]
+    #[schemars(schema_with = "body_schema::timestamp")]
     pub timestamp: Timestamp,
-    /// What kind of reply it wants.
+    /// What kind of reply it wants (default text; names are read ignoring case).
     #[serde(
         rename = "type",
         default,
         deserialize_with = "lenient::null_as_default"
     )]
+    #[schemars(schema_with = "body_schema::kind")]
     pub kind: Kind,
     /// The question itself, exactly as the agent wrote it.
+    #[schemars(regex(pattern = r"\S"))]
     pub content: String,
     /// Choices for select and multiselect.
     #[serde(
@@ -149,6 +156,7 @@ pub struct Request {
         deserialize_with = "lenient::option_texts",
         skip_serializing_if = "Vec::is_empty"
     )]
+    #[schemars(schema_with = "body_schema::options")]
     pub options: Vec<String>,
     /// The questions of a `questions` request.
     #[serde(
@@ -156,6 +164,7 @@ pub struct Request {
         deserialize_with = "lenient::null_as_default",
         skip_serializing_if = "Vec::is_empty"
     )]
+    #[schemars(schema_with = "body_schema::questions")]
     pub questions: Vec<FormQuestion>,
     /// The least a `number` answer may be.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -165,23 +174,28 @@ pub struct Request {
     pub maximum: Option<serde_json::Number>,
     /// How soon it should be answered.
     #[serde(default, deserialize_with = "lenient::null_as_default")]
+    #[schemars(schema_with = "body_schema::priority")]
     pub priority: Priority,
-    /// Seconds the agent waits; `None` and `Some(0)` wait for ever.
+    /// Seconds the agent waits (a fraction rounds up); 0 waits for ever, and so does
+    /// absent in a question file (over the API, absent is 300).
     #[serde(
         default,
         deserialize_with = "lenient::timeout",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(schema_with = "body_schema::timeout")]
     pub timeout: Option<u64>,
     /// Free-form context for the human (file, command, diff…).
     #[serde(default, skip_serializing_if = "is_empty_object")]
     pub context: Value,
-    /// Everything else the agent sent, kept as it was.
+    /// Free-form labels: an object (anything else is kept under the key
+    /// `metadata`). A question file's fields this build does not know end here too.
     #[serde(
         default,
         deserialize_with = "lenient::metadata",
         skip_serializing_if = "Map::is_empty"
     )]
+    #[schemars(schema_with = "body_schema::any")]
     pub metadata: Map<String, Value>,
     /// The waiting process, when the asker said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -201,11 +215,13 @@ pub struct Request {
         deserialize_with = "lenient::source",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(schema_with = "body_schema::any")]
     pub source: Option<Origin>,
     /// Fields this build does not know, as they were sent. Never kept here: a
     /// question file's go into `metadata` ([`Request::complete`]), and the API
     /// refuses a body that has any.
     #[serde(flatten, skip_serializing)]
+    #[schemars(skip)]
     pub unknown: Map<String, Value>,
 }
 
@@ -542,6 +558,115 @@ impl Answer {
         let mut out = serde_json::to_vec_pretty(self).expect("answers always serialize");
         out.push(b'\n');
         out
+    }
+}
+
+/// What [`Request`]'s fields take, as JSON Schema: the forgiving readings of
+/// [`lenient`] and the rules the API holds a body to, so that the API document's
+/// create body, generated from `Request`, allows exactly the bodies the server takes.
+mod body_schema {
+    use schemars::{Schema, SchemaGenerator, json_schema};
+    use serde_json::{Value, json};
+
+    use super::{Kind, Priority};
+    use crate::protocol::{MAX_TIMEOUT_SECS, form};
+
+    /// The id rule ([`crate::protocol::validate_id`]): `[A-Za-z0-9_.-]{1,128}`, not
+    /// `.` or `..`.
+    const ID: &str = r"^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,128}$";
+
+    /// Anything.
+    pub fn any(_: &mut SchemaGenerator) -> Schema {
+        Schema::from(true)
+    }
+
+    /// A request's id: a valid id or a whole number.
+    pub fn id(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({ "anyOf": [
+            { "type": "string", "pattern": ID },
+            { "type": "integer", "minimum": 0, "maximum": u64::MAX },
+        ] })
+    }
+
+    /// The agent's id: empty or null is the way in's default (`http`).
+    pub fn agent_id(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "anyOf": [
+                { "type": "string", "pattern": ID },
+                { "const": "" },
+                { "type": "integer", "minimum": 0, "maximum": u64::MAX },
+                { "type": "null" },
+            ],
+        })
+    }
+
+    /// A name for people: no control characters, at most 128 of them.
+    pub fn agent_name(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": ["string", "null"],
+            "maxLength": 128,
+            "pattern": r"^[^\u0000-\u001f\u007f-\u009f]*$",
+        })
+    }
+
+    /// RFC 3339 or a unix time.
+    pub fn timestamp(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({ "type": ["string", "number"] })
+    }
+
+    /// An enum of `names` (read ignoring case), or null.
+    fn names_or_null<T>(names: &[(&str, T)]) -> Value {
+        let names: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
+        json!({ "anyOf": [{ "enum": names }, { "type": "null" }] })
+    }
+
+    /// A kind's name or alias ([`Kind::NAMES`]).
+    pub fn kind(_: &mut SchemaGenerator) -> Schema {
+        Schema::try_from(names_or_null(Kind::NAMES)).expect("an object")
+    }
+
+    /// A priority's name or alias ([`Priority::NAMES`]).
+    pub fn priority(_: &mut SchemaGenerator) -> Schema {
+        Schema::try_from(names_or_null(Priority::NAMES)).expect("an object")
+    }
+
+    /// Options as text or numbers.
+    pub fn options(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": ["array", "null"],
+            "items": { "type": ["string", "number"] },
+        })
+    }
+
+    /// A form's questions (AskUserQuestion's shape).
+    pub fn questions(generator: &mut SchemaGenerator) -> Schema {
+        let form = form::questions_schema(generator);
+        json_schema!({ "anyOf": [form, { "type": "null" }] })
+    }
+
+    /// Seconds, a fraction rounding up.
+    pub fn timeout(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": ["number", "null"],
+            "minimum": 0,
+            "maximum": MAX_TIMEOUT_SECS,
+        })
+    }
+
+    /// `working_directory`, the other name of `working_dir` (never both), and what
+    /// each kind asks of the other fields ([`Kind::body_rules`]).
+    pub fn rules(schema: &mut Schema) {
+        if let Some(Value::Object(props)) = schema.get_mut("properties")
+            && let Some(dir) = props.get("working_dir").cloned()
+        {
+            let mut alias = dir;
+            alias["description"] = "Another name of working_dir.".into();
+            props.insert("working_directory".into(), alias);
+        }
+        let mut rules =
+            vec![json!({ "not": { "required": ["working_dir", "working_directory"] } })];
+        rules.extend(Kind::body_rules());
+        schema.insert("allOf".into(), Value::Array(rules));
     }
 }
 

@@ -6,58 +6,13 @@
 
 use serde_json::{Value, json};
 
-use crate::protocol::{AnswerShape, Kind, MAX_TIMEOUT_SECS, Priority, form::MAX_FORM_QUESTIONS};
+use crate::{
+    api::CreateRequest,
+    protocol::{AnswerShape, MAX_TIMEOUT_SECS, form},
+};
 
 /// Text with something in it besides whitespace.
 const NOT_BLANK: &str = r"\S";
-/// No control characters (names shown to people).
-const NO_CONTROLS: &str = r"^[^\u0000-\u001f\u007f-\u009f]*$";
-/// The id rule: `[A-Za-z0-9_.-]{1,128}`, not `.` or `..`.
-const ID: &str = r"^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,128}$";
-
-/// An enum of names (read ignoring case), or null.
-fn names<'a>(names: impl Iterator<Item = &'a str>) -> Value {
-    let names: Vec<&str> = names.collect();
-    json!({ "anyOf": [
-        { "enum": names },
-        { "type": "null" },
-    ] })
-}
-
-/// Every name of the kinds that `which` picks.
-fn kinds_named(which: fn(Kind) -> bool) -> impl Iterator<Item = &'static str> {
-    Kind::NAMES
-        .iter()
-        .filter(move |(_, k)| which(*k))
-        .map(|(n, _)| *n)
-}
-
-/// A `questions` request's questions (AskUserQuestion's shape).
-fn form_questions() -> Value {
-    json!({
-        "type": "array",
-        "maxItems": MAX_FORM_QUESTIONS,
-        "items": {
-            "type": "object",
-            "required": ["question"],
-            "properties": {
-                "question": { "type": "string", "pattern": NOT_BLANK },
-                "header": { "type": "string" },
-                "options": { "type": "array", "items": {
-                    "type": "object",
-                    "required": ["label"],
-                    "properties": {
-                        "label": { "type": "string", "pattern": NOT_BLANK },
-                        "description": { "type": "string" },
-                    },
-                } },
-                "multiSelect": { "type": "boolean" },
-                "optional": { "type": "boolean", "description": "It may be left unanswered (an empty answer)." },
-            },
-        },
-    })
-}
-
 /// The schemas generated from the types themselves (schemars), under
 /// `components.schemas`, which their `$ref`s point into.
 fn generated() -> serde_json::Map<String, Value> {
@@ -65,6 +20,7 @@ fn generated() -> serde_json::Map<String, Value> {
     settings.definitions_path = "/components/schemas/".into();
     let mut generator = settings.into_generator();
     generator.subschema_for::<AnswerShape>();
+    generator.subschema_for::<CreateRequest>();
     generator.take_definitions(true)
 }
 
@@ -88,45 +44,6 @@ fn hand_written() -> Value {
                 "error": { "type": "string" },
                 "status": { "type": "integer" },
             },
-        },
-        "CreateRequest": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": ["content"],
-            "properties": {
-                "content": { "type": "string", "pattern": NOT_BLANK, "description": "The question." },
-                "type": names(Kind::NAMES.iter().map(|(n, _)| *n)),
-                "options": { "type": ["array", "null"], "items": { "type": ["string", "number"] } },
-                "questions": { "anyOf": [form_questions(), { "type": "null" }] },
-                "timeout": { "type": ["number", "null"], "minimum": 0, "maximum": MAX_TIMEOUT_SECS,
-                             "description": "Seconds, a fraction rounding up; 0 waits for ever (default 300)." },
-                "minimum": { "type": ["number", "null"], "description": "The least a number answer may be." },
-                "maximum": { "type": ["number", "null"], "description": "The most a number answer may be." },
-                "priority": names(Priority::NAMES.iter().map(|(n, _)| *n)),
-                "context": { "description": "Any JSON, shown to the human." },
-                "agent_id": { "description": "Empty or null: `http`.",
-                              "anyOf": [{ "type": "string", "pattern": ID }, { "const": "" },
-                                        { "type": "integer", "minimum": 0, "maximum": u64::MAX },
-                                        { "type": "null" }] },
-                "agent_name": { "type": ["string", "null"], "maxLength": 128, "pattern": NO_CONTROLS },
-                "working_dir": { "type": ["string", "null"] },
-                "working_directory": { "type": ["string", "null"], "description": "Another name of working_dir." },
-                "idempotency_key": { "type": ["string", "null"], "minLength": 1, "maxLength": 200 },
-                "origin": { "enum": ["http", "hook", "mcp", "task", "mailbox", null],
-                            "description": "The way the asker came, when one of hitl's own adapters asks over HTTP (default http)." },
-                "metadata": { "description": "Free-form labels: an object (anything else is kept under the key metadata)." },
-            },
-            "allOf": [
-                // One name of the working folder, not both;
-                { "not": { "required": ["working_dir", "working_directory"] } },
-                // a choice needs its options,
-                { "if": { "required": ["type"], "properties": { "type": names(kinds_named(Kind::needs_options)) } },
-                  "then": { "required": ["options"], "properties": { "options": { "type": "array", "minItems": 1 } } } },
-                // and a form its questions.
-                { "if": { "required": ["type"], "properties": { "type": names(kinds_named(|k| k == Kind::Questions)) } },
-                  "then": { "required": ["questions"],
-                            "properties": { "questions": { "type": "array", "minItems": 1 } } } },
-            ],
         },
         "RespondBody": {
             "type": "object",
@@ -183,7 +100,7 @@ fn hand_written() -> Value {
                         "timeout": { "type": ["number", "null"], "minimum": 0, "maximum": MAX_TIMEOUT_SECS },
                         "requiresResponse": { "type": ["boolean", "null"] },
                         "choices": { "type": ["array", "null"], "items": { "type": "string" } },
-                        "questions": { "anyOf": [form_questions(), { "type": "null" }] },
+                        "questions": { "anyOf": [form::questions_schema(&mut schemars::SchemaGenerator::default()).to_value(), { "type": "null" }] },
                         "context": {},
                         "priority": { "enum": ["normal", "high", "urgent", null] },
                     },
