@@ -215,6 +215,9 @@ pub struct RequestView {
     pub request: Request,
     /// How it is answered: what UIs draw their controls from.
     pub answer_shape: AnswerShape,
+    /// What UIs show beside the question ([`Request::labels`]).
+    #[serde(default)]
+    pub labels: Vec<String>,
     /// Its answer, once it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<Answer>,

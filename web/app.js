@@ -16,6 +16,7 @@ import { markdown } from "/ui/markdown.js";
  * @property {object} request  the request itself (docs/PROTOCOL.md, "A question")
  * @property {string} origin  how it came: spool, http, hook, mcp…
  * @property {object} answer_shape  how it is answered (src/protocol/kind.rs, AnswerShape)
+ * @property {string[]} labels  what to show beside the question (src/protocol/request.rs, labels)
  * @property {string} [project]  a spool question's project folder
  * @property {string} [kept_until]  its asker was stopped; kept until then (RFC 3339)
  *
@@ -402,7 +403,7 @@ function card_for(p) {
     el("span", { class: "agent", text: r.agent_name }),
     el("span", { class: "origin", text: r.source || p.origin }),
     el("span", { class: "kind", text: r.type }),
-    r.priority !== "normal" ? el("span", { class: "prio", text: r.priority }) : null,
+    ...(p.labels || []).map((label) => el("span", { class: "label", text: label })),
     el("time", { datetime: r.timestamp, text: age(r.timestamp) })));
   card.append(el("p", { class: "kept-note", role: "note" }));
   showKept(card, p);

@@ -109,6 +109,8 @@ pub struct PendingRequest {
     pub request: Request,
     /// How it is answered: what UIs draw their controls from.
     pub answer_shape: AnswerShape,
+    /// What UIs show beside the question ([`Request::labels`]).
+    pub labels: Vec<String>,
     /// The format it came in.
     #[serde(skip)]
     pub variant: Variant,
@@ -477,6 +479,7 @@ impl Broker {
             origin,
             event_id,
             answer_shape: parsed.request.answer_shape(),
+            labels: parsed.request.labels(),
             request: parsed.request,
             variant: parsed.variant,
             kept_until: None,

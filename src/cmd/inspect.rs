@@ -165,8 +165,8 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
         .unwrap_or(2)
         .clamp(2, 34);
     println!(
-        "{:<width$} {:<8} {:<11} {:<6} {:<20} {:>5}  QUESTION",
-        "ID", "PRIORITY", "TYPE", "ORIGIN", "AGENT", "AGE"
+        "{:<width$} {:<16} {:<11} {:<6} {:<20} {:>5}  QUESTION",
+        "ID", "LABELS", "TYPE", "ORIGIN", "AGENT", "AGE"
     );
     for l in &list {
         let r = &l.request;
@@ -179,9 +179,9 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
             question = format!("(asker gone, kept for when it asks again) {question}");
         }
         println!(
-            "{:<width$} {:<8} {:<11} {:<6} {:<20} {:>5}  {}",
+            "{:<width$} {:<16} {:<11} {:<6} {:<20} {:>5}  {}",
             one_line(crate::protocol::short_id(&r.id, &ids), 34),
-            r.priority.as_str(),
+            one_line(&r.labels().join(","), 16),
             r.kind.as_str(),
             l.request.shown_origin(l.origin).as_str(),
             one_line(&r.agent_name, 20),

@@ -297,6 +297,18 @@ impl Request {
         self.created_by = Some(who);
     }
 
+    /// What every UI shows beside the question, in this order, each a short word:
+    /// its priority unless normal. `hitl pending`, the terminal prompt and (as views'
+    /// `labels`) the dashboard show these and nothing else about it, so a field added
+    /// here is shown everywhere.
+    pub fn labels(&self) -> Vec<String> {
+        let mut labels = Vec::new();
+        if self.priority != Priority::Normal {
+            labels.push(self.priority.as_str().to_string());
+        }
+        labels
+    }
+
     /// The origin to show for this request, which came in by `way`: what its file
     /// says asked it ([`Request::source`]), else the way itself.
     pub fn shown_origin(&self, way: Origin) -> Origin {

@@ -43,6 +43,7 @@ fn request_view(
         status,
         origin: r.shown_origin(origin),
         answer_shape: r.answer_shape(),
+        labels: r.labels(),
         request: r.clone(),
         answer: answer.cloned(),
         reason: reason.map(str::to_string),

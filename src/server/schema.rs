@@ -116,13 +116,15 @@ fn hand_written() -> Value {
         },
         "RequestView": {
             "type": "object",
-            "required": ["id", "status", "origin", "request", "answer_shape"],
+            "required": ["id", "status", "origin", "request", "answer_shape", "labels"],
             "properties": {
                 "id": { "type": "string" },
                 "status": { "type": "string" },
                 "origin": { "type": "string" },
                 "request": { "type": "object" },
                 "answer_shape": { "$ref": "#/components/schemas/AnswerShape" },
+                "labels": { "type": "array", "items": { "type": "string" },
+                            "description": "What to show beside the question, each a short word." },
                 "answer": { "type": "object" },
                 "reason": { "type": "string" },
             },

@@ -65,16 +65,15 @@ fn show(out: &mut impl Write, p: &PendingRequest, ids: &[&str]) -> std::io::Resu
     } else {
         String::new()
     };
-    let prio = if r.priority == crate::protocol::Priority::Normal {
-        String::new()
-    } else {
-        format!(" {}", r.priority.as_str().to_uppercase())
+    let labels = match p.labels.as_slice() {
+        [] => String::new(),
+        labels => format!(" ({})", visible_line(&labels.join(", "))),
     };
     // Everything the agent wrote is shown with its control characters visible: a
     // question must not be able to redraw the screen (see `protocol::text`).
     writeln!(
         out,
-        "[{}]{prio} Question ({}{more}):",
+        "[{}]{labels} Question ({}{more}):",
         visible_line(&r.agent_name),
         r.kind
     )?;

@@ -272,6 +272,30 @@ fn queue_order_is_urgency_then_age() {
 }
 
 #[test]
+fn a_requests_labels_are_shown_by_hitl_pending_and_the_terminal_prompt() {
+    let p = Project::new();
+    let child = spawn_ask(&p, &["--priority", "urgent", "--timeout", "30", "Ship?"]);
+    p.wait_pending(1, Duration::from_secs(10));
+    let table = String::from_utf8(p.run(&["pending"]).stdout).unwrap();
+    let header = table.lines().next().unwrap();
+    let row = table.lines().nth(1).unwrap();
+    let at = header.find("LABELS").expect("a LABELS column");
+    assert!(row[at..].starts_with("urgent "), "{table}");
+    let mut l = p.listen_with_stdin(&["--ui", "terminal"]);
+    l.wait_stdout("Ship?", Duration::from_secs(10));
+    assert!(
+        l.stdout().contains("(urgent) Question (text)"),
+        "{}",
+        l.stdout()
+    );
+    let mut stdin = l.child.stdin.take().unwrap();
+    stdin.write_all(b"yes\n").unwrap();
+    stdin.flush().unwrap();
+    let out = wait_output(child, Duration::from_secs(10));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "yes\n");
+}
+
+#[test]
 fn terminal_prompt_answers_from_a_pipe() {
     let p = Project::new();
     let mut l = p.listen_with_stdin(&["--ui", "terminal"]);

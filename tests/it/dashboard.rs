@@ -430,6 +430,16 @@ async fn screenshots_at_desktop_and_phone_widths_in_light_and_dark() {
             let c = browser_in(&driver, width, height, dark).await;
             c.goto(&login_url(&p)).await.unwrap();
             find(&c, ".card:nth-of-type(6)").await;
+            // Each card shows its request's labels (`Request::labels`): here, the
+            // priorities that are not normal.
+            let labels = c
+                .execute(
+                    "return [...document.querySelectorAll('.card .meta .label')].map(e => e.textContent)",
+                    vec![],
+                )
+                .await
+                .unwrap();
+            assert_eq!(labels, serde_json::json!(["urgent", "high"]));
             // The page follows the colour scheme.
             let bg = c
                 .execute(
