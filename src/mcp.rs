@@ -145,6 +145,9 @@ pub struct AskHuman {
     /// What helps the human answer: files, a diff, a command, links (text or JSON).
     #[serde(default)]
     pub context: Option<Value>,
+    /// Tags to file it under (`ci`, `frontend`): shown beside it, a filter of history.
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 /// `request_approval`'s arguments.
@@ -161,6 +164,9 @@ pub struct RequestApproval {
     /// How soon it should be answered (default: the project's `[ask] priority`).
     #[serde(default)]
     pub priority: Option<Priority>,
+    /// Tags to file it under (`ci`, `frontend`): shown beside it, a filter of history.
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 /// `permission_prompt`'s arguments, as `claude -p --permission-prompt-tool` sends
@@ -248,6 +254,7 @@ impl McpServer {
             options: args.options,
             timeout: args.timeout,
             priority: args.priority,
+            tags: args.tags,
             context: args.context,
         };
         Ok(self.ask_and_report(question, context).await)
@@ -268,6 +275,7 @@ impl McpServer {
             options: Vec::new(),
             timeout: args.timeout,
             priority: args.priority,
+            tags: args.tags,
             context: args.context,
         };
         Ok(self.ask_and_report(question, context).await)
@@ -332,6 +340,7 @@ struct Asked {
     options: Vec<String>,
     timeout: Option<u64>,
     priority: Option<Priority>,
+    tags: Vec<String>,
     context: Option<Value>,
 }
 
@@ -430,6 +439,7 @@ impl McpServer {
             options: asked.options,
             priority: asked.priority.unwrap_or(settings.ask.priority),
             timeout: Some(timeout).filter(|&t| t > 0),
+            tags: Request::tags_with_env(&asked.tags),
             context,
             ..Request::new(who.id, who.name, asked.kind, asked.content)
         };

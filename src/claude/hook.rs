@@ -472,6 +472,8 @@ fn approval_request(
             Priority::Normal
         },
         timeout: Some(settings.timeout_for(tool)).filter(|&t| t > 0),
+        // The session's own (`HITL_TAGS=frontend claude`).
+        tags: Request::tags_with_env(&[]),
         context,
         ..Request::new(agent_id, agent_name, kind, content)
     }

@@ -65,6 +65,11 @@ pub struct AskOptions {
     /// How urgent it is (normal, high or urgent).
     #[arg(long)]
     pub priority: Option<Priority>,
+    /// A tag to file it under, shown beside it and a filter of `hitl history`
+    /// (repeat, or separate with commas); $HITL_TAGS's tags are added to every
+    /// question.
+    #[arg(long = "tag", value_name = "TAG", value_delimiter = ',')]
+    pub tags: Vec<String>,
     /// Context for the human, as a JSON value.
     #[arg(long, value_name = "JSON")]
     pub context: Option<String>,
@@ -163,6 +168,7 @@ fn build_request(
         maximum: opts.max.clone(),
         priority: opts.priority.unwrap_or(settings.ask.priority),
         timeout: Some(timeout).filter(|&t| t > 0),
+        tags: Request::tags_with_env(&opts.tags),
         context,
         metadata,
         asker: Some(Asker {

@@ -185,6 +185,17 @@ pub struct Request {
     )]
     #[schemars(schema_with = "body_schema::timeout")]
     pub timeout: Option<u64>,
+    /// Short words the asker files it under (`ci`, `frontend`): shown beside it in
+    /// every UI and a filter of history. Each is trimmed and cut to
+    /// [`Request::MAX_TAG_CHARS`]; empty ones and repeats are dropped, and at most
+    /// [`Request::MAX_TAGS`] kept.
+    #[serde(
+        default,
+        deserialize_with = "tags",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    #[schemars(schema_with = "body_schema::tags")]
+    pub tags: Vec<String>,
     /// Free-form context for the human (file, command, diff…).
     #[serde(default, skip_serializing_if = "is_empty_object")]
     pub context: Value,
@@ -229,6 +240,13 @@ fn version() -> u32 {
     VERSION
 }
 
+/// Reads [`Request::tags`]: an array of strings, or `null` for none.
+fn tags<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let tags: Option<Vec<String>> = Option::deserialize(d)
+        .map_err(|_| serde::de::Error::custom("tags must be an array of strings"))?;
+    Ok(Request::clean_tags(tags.unwrap_or_default()))
+}
+
 /// [`Request::created_by`] for the user's own callers.
 pub const CREATED_BY_USER: &str = "user";
 
@@ -238,6 +256,39 @@ pub const CREATED_BY_USER: &str = "user";
 pub const OTHER_USER_MAX_TIMEOUT_SECS: u64 = 24 * 3600;
 
 impl Request {
+    /// The most tags a request keeps.
+    pub const MAX_TAGS: usize = 16;
+    /// The most characters a tag keeps.
+    pub const MAX_TAG_CHARS: usize = 64;
+    /// The environment variable whose comma-separated tags every way of asking adds
+    /// to its requests (`hitl ask`, `hitl hook`, `hitl mcp`): set it for an agent's
+    /// session (`HITL_TAGS=frontend claude`) and all it asks is filed so.
+    pub const TAGS_ENV: &str = "HITL_TAGS";
+
+    /// Tags as a request keeps them (see [`Request::tags`]).
+    pub fn clean_tags<S: AsRef<str>>(tags: impl IntoIterator<Item = S>) -> Vec<String> {
+        let mut kept: Vec<String> = Vec::new();
+        for tag in tags {
+            let tag: String = tag
+                .as_ref()
+                .trim()
+                .chars()
+                .take(Request::MAX_TAG_CHARS)
+                .collect();
+            if !tag.is_empty() && !kept.contains(&tag) && kept.len() < Request::MAX_TAGS {
+                kept.push(tag);
+            }
+        }
+        kept
+    }
+
+    /// [`Request::TAGS_ENV`]'s tags, then `given`: the tags of a request this
+    /// process asks.
+    pub fn tags_with_env(given: &[String]) -> Vec<String> {
+        let env = std::env::var(Request::TAGS_ENV).unwrap_or_default();
+        Request::clean_tags(env.split(',').chain(given.iter().map(String::as_str)))
+    }
+
     /// A `kind` question asking `content`, from the agent `agent_id` (shown as
     /// `agent_name`), asked now, with every other field at its default: no id yet
     /// (the way in gives it one), normal priority, waiting for ever. Set the rest
@@ -263,6 +314,7 @@ impl Request {
             maximum: None,
             priority: Priority::Normal,
             timeout: None,
+            tags: Vec::new(),
             context: Value::Null,
             metadata: Map::new(),
             asker: None,
@@ -298,7 +350,7 @@ impl Request {
     }
 
     /// What every UI shows beside the question, in this order, each a short word:
-    /// its priority unless normal. `hitl pending`, the terminal prompt and (as views'
+    /// its priority unless normal, then its tags as `#tag`. `hitl pending`, the terminal prompt and (as views'
     /// `labels`) the dashboard show these and nothing else about it, so a field added
     /// here is shown everywhere.
     pub fn labels(&self) -> Vec<String> {
@@ -306,6 +358,7 @@ impl Request {
         if self.priority != Priority::Normal {
             labels.push(self.priority.as_str().to_string());
         }
+        labels.extend(self.tags.iter().map(|t| format!("#{t}")));
         labels
     }
 
@@ -654,6 +707,11 @@ mod body_schema {
     pub fn questions(generator: &mut SchemaGenerator) -> Schema {
         let form = form::questions_schema(generator);
         json_schema!({ "anyOf": [form, { "type": "null" }] })
+    }
+
+    /// Tags: strings (trimmed and cut, never refused), or null.
+    pub fn tags(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({ "type": ["array", "null"], "items": { "type": "string" } })
     }
 
     /// Seconds, a fraction rounding up.

@@ -296,6 +296,47 @@ fn a_requests_labels_are_shown_by_hitl_pending_and_the_terminal_prompt() {
 }
 
 #[test]
+fn tags_from_the_flag_and_the_environment_are_shown_and_kept() {
+    let p = Project::new();
+    let child = p
+        .hitl()
+        .args([
+            "ask",
+            "--tag",
+            "ci,deploy",
+            "--tag",
+            "ci",
+            "--timeout",
+            "30",
+            "Ship?",
+        ])
+        .env("HITL_TAGS", "team, ")
+        .current_dir(&p.dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let q = p.wait_pending(1, Duration::from_secs(10)).pop().unwrap();
+    assert_eq!(
+        q["tags"],
+        serde_json::json!(["team", "ci", "deploy"]),
+        "{q}"
+    );
+    let mut l = p.listen_with_stdin(&["--ui", "terminal"]);
+    l.wait_stdout("Ship?", Duration::from_secs(10));
+    assert!(
+        l.stdout().contains("(#team, #ci, #deploy) Question (text)"),
+        "{}",
+        l.stdout()
+    );
+    let mut stdin = l.child.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    stdin.flush().unwrap();
+    let out = wait_output(child, Duration::from_secs(10));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "go\n");
+}
+
+#[test]
 fn terminal_prompt_answers_from_a_pipe() {
     let p = Project::new();
     let mut l = p.listen_with_stdin(&["--ui", "terminal"]);

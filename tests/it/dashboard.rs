@@ -353,7 +353,7 @@ impl Drop for Askers {
 fn one_of_each(p: &Project) -> Askers {
     let form = r#"[{"question": "Which database?", "header": "DB", "options": [{"label": "PostgreSQL", "description": "already in staging"}, {"label": "SQLite", "description": "one file"}]}]"#;
     let kinds: [&[&str]; 6] = [
-        &["Which name should the release have?"],
+        &["--tag", "release", "Which name should the release have?"],
         &["--type", "yesno", "Ship it?"],
         &[
             "--type",
@@ -430,8 +430,8 @@ async fn screenshots_at_desktop_and_phone_widths_in_light_and_dark() {
             let c = browser_in(&driver, width, height, dark).await;
             c.goto(&login_url(&p)).await.unwrap();
             find(&c, ".card:nth-of-type(6)").await;
-            // Each card shows its request's labels (`Request::labels`): here, the
-            // priorities that are not normal.
+            // Each card shows its request's labels (`Request::labels`): the
+            // priorities that are not normal, and tags.
             let labels = c
                 .execute(
                     "return [...document.querySelectorAll('.card .meta .label')].map(e => e.textContent)",
@@ -439,7 +439,7 @@ async fn screenshots_at_desktop_and_phone_widths_in_light_and_dark() {
                 )
                 .await
                 .unwrap();
-            assert_eq!(labels, serde_json::json!(["urgent", "high"]));
+            assert_eq!(labels, serde_json::json!(["urgent", "high", "#release"]));
             // The page follows the colour scheme.
             let bg = c
                 .execute(

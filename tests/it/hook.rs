@@ -20,7 +20,19 @@ fn spawn_hook(p: &Project, event: &str, input: &Value) -> Child {
 /// Starts `hitl hook EVENT` as the agent `HITL_AGENT_ID` names, or (`None`) as its
 /// session names it.
 pub(crate) fn spawn_hook_as(p: &Project, event: &str, input: &Value, agent: Option<&str>) -> Child {
+    spawn_hook_with(p, event, input, agent, &[])
+}
+
+/// [`spawn_hook_as`] with more environment variables.
+fn spawn_hook_with(
+    p: &Project,
+    event: &str,
+    input: &Value,
+    agent: Option<&str>,
+    env: &[(&str, &str)],
+) -> Child {
     let mut cmd = p.hitl();
+    cmd.envs(env.iter().copied());
     if let Some(agent) = agent {
         cmd.env("HITL_AGENT_ID", agent);
     }
@@ -235,6 +247,28 @@ fn a_protected_write_is_asked_and_a_denial_comes_back_with_its_comment() {
     let (verdict, reason) = decision(&got);
     assert_eq!(verdict, "deny");
     assert!(reason.contains("keep secrets out"), "{reason}");
+}
+
+#[test]
+fn a_hooks_question_carries_its_sessions_tags() {
+    let p = Project::new();
+    let _listener = p.listen(&["--attended", "--http", "127.0.0.1:0"]);
+    let input = pre_tool_use(
+        &p,
+        "Write",
+        json!({ "file_path": p.dir.join(".env"), "content": "SECRET=2" }),
+    );
+    let child = spawn_hook_with(
+        &p,
+        "pre-tool-use",
+        &input,
+        Some("claude-test"),
+        &[("HITL_TAGS", "frontend")],
+    );
+    let q = hook_question(&p);
+    assert_eq!(q["tags"], json!(["frontend"]), "{q:#}");
+    let got = answer_and_read(&p, child, &q, &["--approve"]);
+    assert_eq!(decision(&got).0, "allow");
 }
 
 #[test]

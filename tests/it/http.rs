@@ -1357,3 +1357,26 @@ fn a_number_request_takes_only_a_number_in_its_range() {
     let (_, ended) = json_of(api.get(&format!("/api/v1/requests/{id}/wait")));
     assert_eq!(ended["answer"]["content"], "2.5");
 }
+
+#[test]
+fn tags_over_the_api_are_kept_cleaned_and_shown_as_labels() {
+    let api = Api::start(None);
+    let (s, c) = json_of(api.post_open(
+        "/api/v1/requests",
+        &json!({ "content": "Ship?", "priority": "high",
+                 "tags": [" ci ", "", "deploy", "ci", "x".repeat(100)] }),
+    ));
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    let long = "x".repeat(64);
+    assert_eq!(c["request"]["tags"], json!(["ci", "deploy", long]));
+    assert_eq!(
+        c["labels"],
+        json!(["high", "#ci", "#deploy", format!("#{long}")])
+    );
+    let (s, e) = json_of(api.post_open(
+        "/api/v1/requests",
+        &json!({ "content": "Ship?", "tags": "ci" }),
+    ));
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    assert!(e["error"].as_str().unwrap().starts_with("tags"), "{e}");
+}

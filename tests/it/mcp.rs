@@ -74,6 +74,7 @@ fn the_python_sdk_asks_through_every_tool_and_gets_each_answer() {
     // select
     assert_eq!(calls[0]["question"]["type"], "select");
     assert_eq!(calls[0]["question"]["priority"], "high");
+    assert_eq!(calls[0]["question"]["tags"], json!(["db"]));
     assert_eq!(structured(0)["status"], "answered");
     assert_eq!(structured(0)["answer"], "postgres");
     assert_eq!(calls[0]["is_error"], false);

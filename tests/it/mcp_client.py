@@ -24,7 +24,8 @@ HITL, PROJECT = sys.argv[1], sys.argv[2]
 # (tool, arguments, `hitl answer` arguments after the id)
 CASES = [
     ("ask_human", {"question": "Which database?", "type": "select",
-                   "options": ["sqlite", "postgres"], "priority": "high"}, ["postgres"]),
+                   "options": ["sqlite", "postgres"], "priority": "high",
+                   "tags": ["db"]}, ["postgres"]),
     ("ask_human", {"question": "Which checks?", "type": "multiselect",
                    "options": ["fmt", "clippy", "test"]}, ["1,3"]),
     ("ask_human", {"question": "Name the release", "context": {"branch": "main"}},

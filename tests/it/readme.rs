@@ -166,7 +166,15 @@ fn the_ask_examples_run_against_a_listener() {
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(
         lines,
-        ["PostgreSQL", "yes", "Express", "approved", "1", "Express"],
+        [
+            "PostgreSQL",
+            "yes",
+            "Express",
+            "approved",
+            "1",
+            "PostgreSQL",
+            "Express"
+        ],
         "{}",
         text(&out)
     );
