@@ -222,6 +222,9 @@ enum Command {
         /// Only this question (its id, or the start of one).
         #[arg(long)]
         id: Option<String>,
+        /// Only questions whose text, answer or agent name holds this (any case).
+        #[arg(long, value_name = "TEXT")]
+        search: Option<String>,
         /// At most this many rows (0: all).
         #[arg(long, default_value_t = 50)]
         limit: i64,
@@ -422,10 +425,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Agents { dir, json } => hitl::cmd::inspect::agents(dir.as_ref(), json)?,
         Command::History {
             id,
+            search,
             limit,
             db,
             json,
-        } => runtime()?.block_on(hitl::cmd::inspect::history(db, id, limit, json))?,
+        } => runtime()?.block_on(hitl::cmd::inspect::history(db, id, search, limit, json))?,
         Command::Status { dir, json } => hitl::cmd::inspect::status(dir.as_ref(), json)?,
         Command::Demo(opts) => return Ok(ExitCode::from(hitl::cmd::demo::run(opts)?)),
         Command::Doctor { dir, json } => {

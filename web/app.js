@@ -93,6 +93,7 @@ async function loadHistory(more) {
     $("history-rows").append(el("li", { class: "event history-row", "data-id": h.id },
       el("span", { class: "type", text: h.status }),
       el("span", { class: "agent", text: h.agent_name }),
+      ...(h.labels || []).map((label) => el("span", { class: "label", text: label })),
       el("span", { class: "what", text: `${firstLine(h.content)}${h.answer ? ` → ${firstLine(h.answer)}` : ""}` }),
       el("span", { class: "by", text: h.responded_by || "" }),
       el("time", { datetime: h.asked_at, text: new Date(h.asked_at).toLocaleString() })));

@@ -17,7 +17,7 @@ use crate::{
         ListenerInfo, Spool,
         questions::{DEFAULT_MAX_QUESTION_BYTES, pending_questions},
     },
-    store::{HistoryQuery, Store},
+    store::{HistoryQuery, Search, Store},
 };
 
 fn age(t: Timestamp) -> String {
@@ -327,14 +327,17 @@ pub fn agents(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
 pub async fn history(
     db: Option<String>,
     id: Option<String>,
+    search: Option<String>,
     limit: i64,
     as_json: bool,
 ) -> Result<()> {
     let url = db.unwrap_or_else(|| Paths::from_env().db_url());
     let store = Store::open(&url).await?;
+    let search = Search::parse(search.as_deref().unwrap_or_default());
     let mut rows = store
         .history(&HistoryQuery {
             id: id.clone(),
+            search: search.clone(),
             limit,
             ..HistoryQuery::default()
         })
@@ -346,6 +349,7 @@ pub async fn history(
         rows = store
             .history(&HistoryQuery {
                 id_prefix: Some(start.clone()),
+                search: search.clone(),
                 limit,
                 ..HistoryQuery::default()
             })
@@ -367,12 +371,16 @@ pub async fn history(
         return Ok(());
     }
     if rows.is_empty() {
-        println!("No history yet ({url}).");
+        if search.text.is_some() {
+            println!("Nothing in history matches ({url}).");
+        } else {
+            println!("No history yet ({url}).");
+        }
         return Ok(());
     }
     println!(
-        "{:<34} {:<10} {:<20} {:<30} {:<24}  ANSWER",
-        "ID", "STATUS", "AGENT", "QUESTION", "ASKED"
+        "{:<34} {:<10} {:<16} {:<20} {:<30} {:<24}  ANSWER",
+        "ID", "STATUS", "LABELS", "AGENT", "QUESTION", "ASKED"
     );
     for h in rows {
         let asked = h
@@ -380,9 +388,10 @@ pub async fn history(
             .parse::<Timestamp>()
             .map(|t| t.strftime("%Y-%m-%d %H:%M:%S").to_string());
         println!(
-            "{:<34} {:<10} {:<20} {:<30} {:<24}  {}",
+            "{:<34} {:<10} {:<16} {:<20} {:<30} {:<24}  {}",
             h.id,
-            h.status,
+            h.status.as_str(),
+            one_line(&h.labels.join(","), 16),
             one_line(&h.agent_name, 20),
             one_line(&h.content, 30),
             asked.unwrap_or(h.asked_at),

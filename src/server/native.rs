@@ -25,7 +25,7 @@ use crate::{
     api::{self, CreateRequest, RequestView, RespondBody},
     broker::{Change, PendingRequest},
     protocol::{Answer, Origin, Request, Status},
-    store::{HistoryQuery, NewEvent, StoredRequest},
+    store::{HistoryQuery, NewEvent, Search, StoredRequest},
 };
 
 /// How a request stands, as the native API shows it.
@@ -247,15 +247,12 @@ pub async fn list(
                 .as_millisecond(),
         ),
     };
-    let text = q.q.as_deref().map(str::trim).filter(|t| !t.is_empty());
+    let search = Search::parse(q.q.as_deref().unwrap_or_default());
     let agent_ok = |r: &Request| {
         q.agent
             .as_ref()
             .is_none_or(|a| &r.agent_id == a || &r.agent_name == a)
-            && text.is_none_or(|t| {
-                let t = t.to_lowercase();
-                r.content.to_lowercase().contains(&t) || r.agent_name.to_lowercase().contains(&t)
-            })
+            && search.matches(r)
             && before_ms.is_none_or(|b| r.timestamp.as_millisecond() < b)
     };
     if status == "pending" {
@@ -275,7 +272,7 @@ pub async fn list(
         .history(&HistoryQuery {
             status: Status::parse(status),
             agent: q.agent.clone(),
-            text: text.map(str::to_string),
+            search,
             before_ms,
             limit: limit as i64,
             ..Default::default()

@@ -80,7 +80,7 @@ mod retention;
 pub use open::{is_postgres_url, redact_url, sqlite_path};
 pub use ops::{NewEvent, Outcome, StoreOp};
 pub use reads::{
-    FilterOptions, HistoryEntry, HistoryQuery, StoredEvent, StoredRequest, Undelivered,
+    FilterOptions, HistoryEntry, HistoryQuery, Search, StoredEvent, StoredRequest, Undelivered,
 };
 pub use retention::{GcReport, Retention, spawn_sweeps};
 mod series;

@@ -121,6 +121,37 @@ pub struct HistoryEntry {
     /// Why it ended without an answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// What UIs show beside the question ([`Request::labels`]).
+    pub labels: Vec<String>,
+}
+
+/// What a person searches the queue and history for, as typed into one box (the
+/// dashboard's search, `GET /api/v1/requests?q=`, `hitl history --search`): text
+/// that the question, its answer or the agent's name holds, in any case. Read by
+/// [`Search::parse`]; history is searched by the database, the queue by
+/// [`Search::matches`], to the same rule.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Search {
+    /// The text, trimmed; `None` matches everything.
+    pub text: Option<String>,
+}
+
+impl Search {
+    /// Reads what was typed.
+    pub fn parse(typed: &str) -> Search {
+        let text = typed.trim();
+        Search {
+            text: (!text.is_empty()).then(|| text.to_string()),
+        }
+    }
+
+    /// Whether a pending request (which has no answer yet) matches.
+    pub fn matches(&self, r: &Request) -> bool {
+        self.text.as_deref().is_none_or(|t| {
+            let t = t.to_lowercase();
+            r.content.to_lowercase().contains(&t) || r.agent_name.to_lowercase().contains(&t)
+        })
+    }
 }
 
 /// Filters for [`Store::history`].
@@ -136,8 +167,8 @@ pub struct HistoryQuery {
     pub status: Option<Status>,
     /// Only this agent's (by id or name).
     pub agent: Option<String>,
-    /// Only requests whose question, answer or agent holds this text (any case).
-    pub text: Option<String>,
+    /// Only requests that match what a person searched for.
+    pub search: Search,
     /// Only requests asked before this instant (milliseconds since 1970): the page
     /// after one that ended with a request asked then.
     pub before_ms: Option<i64>,
@@ -377,7 +408,7 @@ impl Store {
                 .bind(q.status.map(Status::as_str))
                 .bind(&q.agent)
                 // Lowered by the database on both sides: its idea of case holds for both.
-                .bind(&q.text)
+                .bind(&q.search.text)
                 .bind(q.before_ms)
                 .bind(&q.id_prefix)
                 .fetch_all(pool)
@@ -415,6 +446,7 @@ impl Store {
                         agent_name: r.get("agent_name"),
                         kind,
                         priority,
+                        labels: request.as_ref().map(Request::labels).unwrap_or_default(),
                         // The text is stored once, in the request's JSON.
                         content: request.map(|q| q.content).unwrap_or_default(),
                         asked_at: r.get("asked_at"),

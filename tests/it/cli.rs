@@ -810,6 +810,34 @@ fn answer_takes_the_start_of_an_id_that_names_one_question() {
 }
 
 #[test]
+fn history_is_searched_and_shows_each_requests_labels() {
+    let p = Project::new();
+    let _l = p.listen(&["--ui", "none", "--auto-answer", "ok"]);
+    for args in [
+        &["--priority", "urgent", "Deploy the needle build?"][..],
+        &["Rename the haystack?"][..],
+    ] {
+        let out = p.run(&[&["ask"][..], args].concat());
+        assert!(out.status.success(), "{out:?}");
+    }
+    eventually("both in history", Duration::from_secs(10), || {
+        p.history().len() == 2
+    });
+    let out = p.run(&["history", "--search", "NEEDLE", "--json"]);
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0]["labels"], serde_json::json!(["urgent"]));
+    let table = String::from_utf8(p.run(&["history", "--search", "needle"]).stdout).unwrap();
+    let header = table.lines().next().unwrap();
+    let at = header.find("LABELS").expect("a LABELS column");
+    assert_eq!(table.lines().count(), 2, "{table}");
+    assert!(
+        table.lines().nth(1).unwrap()[at..].starts_with("urgent "),
+        "{table}"
+    );
+}
+
+#[test]
 fn service_units_verify_and_install_where_the_user_keeps_them() {
     let p = Project::new();
     let config = p.tmp.path().join("xdg-config");

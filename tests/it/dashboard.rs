@@ -839,7 +839,12 @@ async fn history_is_paged_from_the_server_and_searched() {
         "127.0.0.1:0",
     ]);
     for i in 0..55 {
-        let out = p.run(&["ask", &format!("question number {i} about needle-{i}")]);
+        let question = format!("question number {i} about needle-{i}");
+        let mut args = vec!["ask", question.as_str()];
+        if i == 7 {
+            args.extend(["--priority", "urgent"]);
+        }
+        let out = p.run(&args);
         assert!(out.status.success(), "{out:?}");
     }
     let out = p
@@ -875,6 +880,9 @@ async fn history_is_paged_from_the_server_and_searched() {
         rows[0].contains("needle-7") && rows[0].contains("→ ok"),
         "{rows:?}"
     );
+    // With its labels.
+    let label = find(&c, ".history-row .label").await.text().await.unwrap();
+    assert_eq!(label, "urgent");
     // Filtered by agent (by the server too).
     find(&c, "#h-text").await.clear().await.unwrap();
     search_history(&c, "#h-agent", "other-agent").await;

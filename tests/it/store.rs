@@ -10,7 +10,7 @@ use std::{str::FromStr, time::Duration};
 
 use hitl::{
     protocol::{Answer, Kind, Priority, Reply, Request, Status, Variant},
-    store::{HistoryQuery, NewEvent, Outcome, Store, StoreOp},
+    store::{HistoryQuery, NewEvent, Outcome, Search, Store, StoreOp},
 };
 use sqlx::{Connection, Executor, postgres::PgConnectOptions};
 
@@ -234,7 +234,7 @@ fn text_round_trips_exactly_and_history_filters() {
             ] {
                 let found = store
                     .history(&HistoryQuery {
-                        text: Some(text.into()),
+                        search: Search::parse(text),
                         ..Default::default()
                     })
                     .await
