@@ -222,7 +222,8 @@ enum Command {
         /// Only this question (its id, or the start of one).
         #[arg(long)]
         id: Option<String>,
-        /// Only questions whose text, answer or agent name holds this (any case).
+        /// Only questions whose text, answer or agent name holds this (any case);
+        /// `tag:NAME` only those tagged NAME.
         #[arg(long, value_name = "TEXT")]
         search: Option<String>,
         /// At most this many rows (0: all).

@@ -272,7 +272,7 @@ pub fn detail(method: &str, path: &str) -> Option<Detail> {
                 ("agent", r#"{"type": "string"}"#),
                 (
                     "q",
-                    r#"{"type": "string", "description": "Only those whose question, answer or agent holds this text."}"#,
+                    r#"{"type": "string", "description": "Only those whose question, answer or agent holds this text (any case), and with `tag:NAME` only those tagged NAME."}"#,
                 ),
                 (
                     "before",

@@ -127,21 +127,38 @@ pub struct HistoryEntry {
 
 /// What a person searches the queue and history for, as typed into one box (the
 /// dashboard's search, `GET /api/v1/requests?q=`, `hitl history --search`): text
-/// that the question, its answer or the agent's name holds, in any case. Read by
+/// that the question, its answer or the agent's name holds, and `tag:NAME` for
+/// requests tagged so (any number, all of them), each in any case. Read by
 /// [`Search::parse`]; history is searched by the database, the queue by
 /// [`Search::matches`], to the same rule.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Search {
     /// The text, trimmed; `None` matches everything.
     pub text: Option<String>,
+    /// Tags a request must all have, lowercased.
+    pub tags: Vec<String>,
 }
 
 impl Search {
     /// Reads what was typed.
     pub fn parse(typed: &str) -> Search {
-        let text = typed.trim();
+        let tag = |word: &str| {
+            word.get(..4)
+                .filter(|p| p.eq_ignore_ascii_case("tag:"))
+                .and_then(|_| Some(word[4..].to_lowercase()).filter(|t| !t.is_empty()))
+        };
+        let words: Vec<&str> = typed.split_whitespace().collect();
+        let tags: Vec<String> = words.iter().filter_map(|w| tag(w)).collect();
+        // Without tags the text is kept as typed, its inner spaces too.
+        let text = if tags.is_empty() {
+            typed.trim().to_string()
+        } else {
+            let rest: Vec<&str> = words.into_iter().filter(|w| tag(w).is_none()).collect();
+            rest.join(" ")
+        };
         Search {
-            text: (!text.is_empty()).then(|| text.to_string()),
+            text: (!text.is_empty()).then_some(text),
+            tags,
         }
     }
 
@@ -150,7 +167,15 @@ impl Search {
         self.text.as_deref().is_none_or(|t| {
             let t = t.to_lowercase();
             r.content.to_lowercase().contains(&t) || r.agent_name.to_lowercase().contains(&t)
-        })
+        }) && self
+            .tags
+            .iter()
+            .all(|want| r.tags.iter().any(|t| t.to_lowercase() == *want))
+    }
+
+    /// The tags as the history query binds them: a JSON array, or none.
+    fn tags_json(&self) -> Option<String> {
+        (!self.tags.is_empty()).then(|| serde_json::json!(self.tags).to_string())
     }
 }
 
@@ -383,6 +408,19 @@ impl Store {
             Backend::Sqlite(..) => "INSTR",
             Backend::Postgres(_) => "STRPOS",
         };
+        // The searched tags ($9, a JSON array) that the request's tags lack: none
+        // may be.
+        let tags_lacked = match self.backend {
+            Backend::Sqlite(..) => {
+                "SELECT 1 FROM json_each($9) AS want WHERE want.value NOT IN
+                     (SELECT LOWER(have.value) FROM json_each(request_json, '$.tags') AS have)"
+            }
+            Backend::Postgres(_) => {
+                "SELECT 1 FROM jsonb_array_elements_text(CAST($9 AS jsonb)) AS want(tag)
+                 WHERE want.tag NOT IN (SELECT LOWER(have.tag) FROM jsonb_array_elements_text(
+                     COALESCE(CAST(request_json AS jsonb) -> 'tags', '[]'::jsonb)) AS have(tag))"
+            }
+        };
         let sql = format!(
             "SELECT id, project, origin, agent_id, agent_name, kind, priority, request_json,
                         asked_at, status, answer_json, responded_by, finished_at, reason
@@ -397,6 +435,7 @@ impl Store {
                         OR {contains}(LOWER(agent_name), LOWER($6)) > 0)
                    AND (CAST($7 AS BIGINT) IS NULL OR asked_ms < $7)
                    AND (CAST($8 AS TEXT) IS NULL OR substr(id, 1, length($8)) = $8)
+                   AND (CAST($9 AS TEXT) IS NULL OR NOT EXISTS ({tags_lacked}))
                  ORDER BY asked_ms DESC, key DESC
                  LIMIT $3"
         );
@@ -411,6 +450,7 @@ impl Store {
                 .bind(&q.search.text)
                 .bind(q.before_ms)
                 .bind(&q.id_prefix)
+                .bind(q.search.tags_json())
                 .fetch_all(pool)
                 .await?;
             Ok(rows
@@ -487,5 +527,30 @@ impl Store {
                 })
                 .collect())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_search_is_text_and_tags() {
+        let s = Search::parse("  deploy  tag:CI the  build TAG:x tag: ");
+        assert_eq!(s.text.as_deref(), Some("deploy the build tag:"));
+        assert_eq!(s.tags, ["ci", "x"]);
+        // Without tags, the text as typed.
+        let s = Search::parse(" 50%  off ");
+        assert_eq!((s.text.as_deref(), s.tags.len()), (Some("50%  off"), 0));
+        assert_eq!(Search::parse("   "), Search::default());
+        let r = Request {
+            tags: vec!["CI".into(), "deploy".into()],
+            ..Request::new("a", "Agent", Kind::Text, "Ship it?")
+        };
+        assert!(Search::parse("tag:ci ship").matches(&r));
+        assert!(Search::parse("tag:ci tag:DEPLOY").matches(&r));
+        assert!(!Search::parse("tag:ci tag:release").matches(&r));
+        assert!(!Search::parse("tag:ci sail").matches(&r));
+        assert!(Search::parse("agent").matches(&r));
     }
 }

@@ -814,7 +814,13 @@ fn history_is_searched_and_shows_each_requests_labels() {
     let p = Project::new();
     let _l = p.listen(&["--ui", "none", "--auto-answer", "ok"]);
     for args in [
-        &["--priority", "urgent", "Deploy the needle build?"][..],
+        &[
+            "--priority",
+            "urgent",
+            "--tag",
+            "ci",
+            "Deploy the needle build?",
+        ][..],
         &["Rename the haystack?"][..],
     ] {
         let out = p.run(&[&["ask"][..], args].concat());
@@ -826,13 +832,17 @@ fn history_is_searched_and_shows_each_requests_labels() {
     let out = p.run(&["history", "--search", "NEEDLE", "--json"]);
     let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rows.len(), 1, "{rows:#?}");
-    assert_eq!(rows[0]["labels"], serde_json::json!(["urgent"]));
+    assert_eq!(rows[0]["labels"], serde_json::json!(["urgent", "#ci"]));
+    let out = p.run(&["history", "--search", "tag:CI", "--json"]);
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0]["content"], "Deploy the needle build?");
     let table = String::from_utf8(p.run(&["history", "--search", "needle"]).stdout).unwrap();
     let header = table.lines().next().unwrap();
     let at = header.find("LABELS").expect("a LABELS column");
     assert_eq!(table.lines().count(), 2, "{table}");
     assert!(
-        table.lines().nth(1).unwrap()[at..].starts_with("urgent "),
+        table.lines().nth(1).unwrap()[at..].starts_with("urgent,#ci "),
         "{table}"
     );
 }

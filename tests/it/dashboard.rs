@@ -842,7 +842,7 @@ async fn history_is_paged_from_the_server_and_searched() {
         let question = format!("question number {i} about needle-{i}");
         let mut args = vec!["ask", question.as_str()];
         if i == 7 {
-            args.extend(["--priority", "urgent"]);
+            args.extend(["--priority", "urgent", "--tag", "release"]);
         }
         let out = p.run(&args);
         assert!(out.status.success(), "{out:?}");
@@ -890,6 +890,10 @@ async fn history_is_paged_from_the_server_and_searched() {
         rows.len() == 1 && rows[0].contains("from another agent")
     })
     .await;
+    // Searched by tag.
+    find(&c, "#h-agent").await.clear().await.unwrap();
+    search_history(&c, "#h-text", "tag:RELEASE").await;
+    history_rows(&c, |rows| rows.len() == 1 && rows[0].contains("needle-7")).await;
     c.close().await.unwrap();
 }
 

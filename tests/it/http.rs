@@ -1373,6 +1373,11 @@ fn tags_over_the_api_are_kept_cleaned_and_shown_as_labels() {
         c["labels"],
         json!(["high", "#ci", "#deploy", format!("#{long}")])
     );
+    // The queue is searched by tag as history is.
+    for (q, want) in [("tag:CI", 1), ("tag:ci%20ship", 1), ("tag:release", 0)] {
+        let (_, found) = json_of(api.get(&format!("/api/v1/requests?q={q}")));
+        assert_eq!(found.as_array().unwrap().len(), want, "{q}: {found}");
+    }
     let (s, e) = json_of(api.post_open(
         "/api/v1/requests",
         &json!({ "content": "Ship?", "tags": "ci" }),

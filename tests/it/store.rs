@@ -222,15 +222,31 @@ fn text_round_trips_exactly_and_history_filters() {
                 .unwrap();
             assert!(none.is_empty(), "{name}");
             // Searched and paged by the database.
-            let special = request("r9", "50% off_sale? C:\\tmp", 1_000);
-            store.apply(&[asked(&special)]).await.unwrap();
+            let special = Request {
+                tags: vec!["CI".into(), "deploy".into()],
+                ..request("r9", "50% off_sale? C:\\tmp", 1_000)
+            };
+            let tagged = Request {
+                tags: vec!["ci".into()],
+                ..request("r8", "tagged", 1_001)
+            };
+            store
+                .apply(&[asked(&special), asked(&tagged)])
+                .await
+                .unwrap();
             for (text, want) in [
-                ("agent one", 6),
+                ("agent one", 7),
                 ("50% OFF_", 1),
                 ("0% x", 0),
                 ("$(x) `y`", 5),
                 ("Привет", 5),
                 ("Привет 🎉", 5),
+                // Tags: all of them, in any case, beside the text or alone.
+                ("tag:ci", 2),
+                ("TAG:ci tag:Deploy", 1),
+                ("tag:ci tagged", 1),
+                ("tag:ci  50% off_", 1),
+                ("tag:release", 0),
             ] {
                 let found = store
                     .history(&HistoryQuery {
