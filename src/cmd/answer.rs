@@ -15,7 +15,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::{
     config::Paths,
-    protocol::{Answer, Kind, ParsedQuestion, Reply, Request, Status},
+    protocol::{Answer, AnswerShape, ParsedQuestion, Reply, Request, Status},
     spool::{
         Created, Spool,
         questions::{self, DEFAULT_MAX_QUESTION_BYTES},
@@ -67,10 +67,9 @@ fn reply_for(opts: &AnswerOptions, request: &Request) -> Result<Reply> {
         AnswerWith::Text(words) => {
             // A form takes one answer per question (one per line to `interpret`);
             // anything else takes the words as one text, however the shell split it.
-            let joiner = if request.kind == Kind::Questions {
-                "\n"
-            } else {
-                " "
+            let joiner = match request.answer_shape() {
+                AnswerShape::Form { .. } => "\n",
+                _ => " ",
             };
             request.interpret(&words.join(joiner)).map_err(|e| {
                 anyhow::anyhow!("{e} (question {} is a {} question)", opts.id, request.kind)
@@ -81,7 +80,7 @@ fn reply_for(opts: &AnswerOptions, request: &Request) -> Result<Reply> {
             comment,
             always,
         } => {
-            if !request.kind.is_approval() {
+            if !matches!(request.answer_shape(), AnswerShape::Decision { .. }) {
                 bail!(
                     "--approve/--deny answer approval and permission requests; question {} is a {} question",
                     opts.id,

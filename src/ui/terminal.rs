@@ -13,7 +13,7 @@ use tokio::sync::{broadcast::error::RecvError, mpsc};
 use crate::{
     broker::{Activity, BrokerHandle, Change, PendingRequest, presence::Attendance},
     protocol::{
-        FormQuestion, Kind, Reply, Request,
+        AnswerShape, FormQuestion, Reply, Request,
         text::{visible, visible_line},
     },
 };
@@ -98,14 +98,28 @@ fn show(out: &mut impl Write, p: &PendingRequest, ids: &[&str]) -> std::io::Resu
         show_form_question(out, i, q)?;
     }
     writeln!(out, "{RULE}")?;
-    match r.questions.first() {
-        Some(first) if r.kind == Kind::Questions => ask_form_question(out, r, 0, first),
-        _ => {
+    prompt(out, p, 0, "")
+}
+
+/// Asks for the reply, after `lead` (why the last line was not taken, or nothing):
+/// drawn from the answer's shape, a form's next question (`answered` are done), else
+/// the kind's hint.
+fn prompt(
+    out: &mut impl Write,
+    p: &PendingRequest,
+    answered: usize,
+    lead: &str,
+) -> std::io::Result<()> {
+    let r = &p.request;
+    write!(out, "{lead}")?;
+    match (&p.answer_shape, r.questions.get(answered)) {
+        (AnswerShape::Form { .. }, Some(q)) => ask_form_question(out, r, answered, q),
+        (shape, _) => {
             write!(
                 out,
                 "{}{} (/cancel to decline): ",
                 r.kind.prompt_hint(),
-                always_hint(r)
+                always_hint(shape)
             )?;
             out.flush()
         }
@@ -237,14 +251,14 @@ fn attention(out: &mut impl Write, a: &Activity) -> bool {
 }
 
 /// How to approve and remember, for a request that offers a rule.
-fn always_hint(r: &Request) -> String {
-    match r.always_allow() {
-        Some(rule) if r.kind.is_approval() => {
-            format!(
-                ", or \"always\" to approve and allow {} here from now on",
-                visible_line(rule)
-            )
-        }
+fn always_hint(shape: &AnswerShape) -> String {
+    match shape {
+        AnswerShape::Decision {
+            always: Some(rule), ..
+        } => format!(
+            ", or \"always\" to approve and allow {} here from now on",
+            visible_line(rule)
+        ),
         _ => String::new(),
     }
 }
@@ -293,14 +307,19 @@ fn ask_form_question(
 
 /// What one typed line does to the question on screen: a reply to send, the next
 /// question of a form (its answers so far in `form`), or why it was not understood.
-fn read_line(line: &str, r: &Request, form: &mut Vec<String>) -> Result<Option<Reply>, String> {
+fn read_line(
+    line: &str,
+    p: &PendingRequest,
+    form: &mut Vec<String>,
+) -> Result<Option<Reply>, String> {
+    let r = &p.request;
     if let Some(reason) = line.trim().strip_prefix("/cancel") {
         let reason = reason.trim();
         return Ok(Some(Reply::Cancel {
             reason: (!reason.is_empty()).then(|| reason.to_string()),
         }));
     }
-    if r.kind != Kind::Questions {
+    if !matches!(p.answer_shape, AnswerShape::Form { .. }) {
         return r.interpret(line).map(Some);
     }
     let q = &r.questions[form.len()];
@@ -351,19 +370,12 @@ pub async fn run(handle: BrokerHandle, attendance: Attendance) {
                         stdin_open = false;
                         break;
                     };
-                    match read_line(&line, r, &mut form) {
-                        Err(msg) => match r.questions.get(form.len()) {
-                            Some(q) if r.kind == Kind::Questions => {
-                                let _ = write!(out, "{msg}. ");
-                                let _ = ask_form_question(&mut out, r, form.len(), q);
-                            }
-                            _ => {
-                                let _ = write!(out, "{msg}. {}{}: ", r.kind.prompt_hint(), always_hint(r));
-                                let _ = out.flush();
-                            }
-                        },
+                    match read_line(&line, &head, &mut form) {
+                        Err(msg) => {
+                            let _ = prompt(&mut out, &head, form.len(), &format!("{msg}. "));
+                        }
                         Ok(None) => {
-                            let _ = ask_form_question(&mut out, r, form.len(), &r.questions[form.len()]);
+                            let _ = prompt(&mut out, &head, form.len(), "");
                         }
                         Ok(Some(reply)) => {
                             match handle.respond(head.seq, reply, RESPONDER).await {
@@ -395,18 +407,11 @@ pub async fn run(handle: BrokerHandle, attendance: Attendance) {
                             Some(_) => show_kept(&mut out, &p),
                             None => writeln!(out, "  (its agent asks again and waits for the answer)"),
                         };
-                        let _ = match r.questions.get(form.len()) {
-                            Some(q) if r.kind == Kind::Questions => ask_form_question(&mut out, r, form.len(), q),
-                            _ => write!(out, "{}{}: ", r.kind.prompt_hint(), always_hint(r)).and_then(|()| out.flush()),
-                        };
+                        let _ = prompt(&mut out, &head, form.len(), "");
                     }
                     Ok(Change::Activity(a)) => {
                         if attention(&mut out, &a) {
-                            let _ = match r.questions.get(form.len()) {
-                                Some(q) if r.kind == Kind::Questions => ask_form_question(&mut out, r, form.len(), q),
-                                _ => write!(out, "{}{} (/cancel to decline): ", r.kind.prompt_hint(), always_hint(r))
-                                    .and_then(|()| out.flush()),
-                            };
+                            let _ = prompt(&mut out, &head, form.len(), "");
                         }
                     }
                     Err(RecvError::Closed) => return,
