@@ -17,9 +17,12 @@
 //! rebuilds all of this from the spool and the store.
 //!
 //! The code is split by concern: this file holds the queue and the lifecycle every
-//! origin shares; `handle` the API responders and transports use; `spool` the file
-//! side; `stored` the requests that live in the store; `history` when history writes
-//! go to the store (held back while the spool is busy); `snapshot` the queue file.
+//! origin shares; `handle` the API responders and transports use; `way_back` the
+//! one trait through which the lifecycle delivers an answer and records an end,
+//! whatever the origin; `spool` the file side (and its way back, the answer file);
+//! `stored` the requests that live in the store (and theirs, the settle); `history`
+//! when history writes go to the store (held back while the spool is busy);
+//! `snapshot` the queue file.
 
 mod activity;
 mod handle;
@@ -31,6 +34,7 @@ mod spool;
 mod stored;
 #[cfg(test)]
 mod tests;
+mod way_back;
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -50,9 +54,10 @@ pub use queue::{Queue, QueueKey};
 use crate::{
     protocol::{Answer, AnswerShape, Origin, Request, Status, Variant},
     spool::{Spool, watch::SpoolEvent},
-    store::{StoreMsg, StoreOp, StoreSender, Undelivered},
+    store::{Ack, Outcome, StoreMsg, StoreOp, StoreSender, Undelivered},
 };
 use handle::Command;
+use way_back::{Delivered, Delivery, Ending, WayBack};
 
 /// How long a question file that does not parse yet, and whose writer has not closed
 /// it, may stay unchanged before it is taken as abandoned and rejected. Any change to
@@ -261,28 +266,31 @@ pub enum RespondError {
 /// Who to tell how an answer went; `None` for fire-and-forget responders.
 type Reply = Option<oneshot::Sender<Result<Answer, RespondError>>>;
 
-/// A finished answer write (a spool file) or settle (a stored request).
+/// A delivery that finished, one way or another.
 struct Written {
     seq: u64,
     answer: Answer,
-    result: WriteResult,
+    result: Delivered,
     done: Reply,
 }
 
-enum WriteResult {
-    /// The answer file's exclusive create.
-    File(std::io::Result<crate::spool::Created>),
-    /// The store's settle: `Some(true)` won, `Some(false)` ended elsewhere first,
-    /// `None` not committed.
-    Settled(Option<bool>),
-}
-
-/// Where a pending request lives, and so how it is answered.
+/// Where a pending request lives: the file side keeps its own for a question file.
+/// Each place is a way back ([`Place::way_back`]).
 enum Place {
     /// A question file.
     Spool(spool::SpoolPlace),
     /// A row in the store.
-    Stored,
+    Stored(stored::Settle),
+}
+
+impl Place {
+    /// How its answer goes back.
+    fn way_back(&self) -> &dyn WayBack {
+        match self {
+            Place::Spool(place) => place,
+            Place::Stored(settle) => settle,
+        }
+    }
 }
 
 struct Entry {
@@ -298,7 +306,7 @@ impl Entry {
     fn spool(&self) -> Option<&spool::SpoolPlace> {
         match &self.place {
             Place::Spool(s) => Some(s),
-            Place::Stored => None,
+            Place::Stored(_) => None,
         }
     }
 }
@@ -643,20 +651,46 @@ impl Broker {
         !self.backlog && !self.opts.durable
     }
 
-    /// Starts delivering an answer the way its request came; [`Broker::on_written`]
-    /// finishes the job. `recorded` skips the history write before delivery, for
-    /// answers that need none (already recorded, or the broker's rule's).
+    /// Starts delivering an answer by its request's way back;
+    /// [`Broker::on_written`] hears how it went. `recorded` skips the store write
+    /// before delivery, for answers that need none (already recorded, or the
+    /// broker's rule's, which it gives again after a crash). The delivery runs right
+    /// after that write commits, on the writer's thread; without one, on this
+    /// thread when nothing else waits, else on the blocking pool.
     fn start_answer(&mut self, seq: u64, answer: Answer, recorded: bool, done: Reply) {
         let Some(entry) = self.entries.get_mut(&seq) else {
             return;
         };
         entry.answering = true;
-        match entry.place {
-            Place::Spool(_) => self.write_answer_file(seq, answer, recorded, done),
-            Place::Stored => self.settle(seq, answer, done),
+        let Delivery { record, deliver } =
+            entry
+                .place
+                .way_back()
+                .delivery(&entry.pending, &answer, !recorded);
+        let tx = self.written_tx.clone();
+        let finish = move |outcome: Option<Outcome>| {
+            let result = deliver(outcome);
+            let _ = tx.send(Written {
+                seq,
+                answer,
+                result,
+                done,
+            });
+        };
+        match record {
+            Some(op) => {
+                let ack = Some(Ack::Then(Box::new(finish)));
+                self.write(StoreMsg { op, ack });
+            }
+            None if self.answer_at_once() => finish(Some(Outcome::Done)),
+            None => {
+                tokio::task::spawn_blocking(move || finish(Some(Outcome::Done)));
+            }
         }
     }
 
+    /// How a delivery went: the request ends with the answer, or with the one that
+    /// got there first, or is withdrawn; or it stays pending.
     fn on_written(&mut self, w: Written) {
         let Written {
             seq,
@@ -665,8 +699,35 @@ impl Broker {
             done,
         } = w;
         let reply = match result {
-            WriteResult::Settled(won) => self.settled(seq, answer, won),
-            WriteResult::File(created) => self.answer_file_written(seq, answer, created),
+            Delivered::Done => {
+                let status = answer.status.into();
+                let how = End::Here { settled: true };
+                self.end(seq, status, Some(answer.clone()), None, how);
+                Ok(answer)
+            }
+            Delivered::Lost {
+                by,
+                theirs: Some(theirs),
+            } => {
+                self.finish(seq, theirs.status.into(), Some(*theirs), None);
+                Err(RespondError::AlreadyAnswered(by))
+            }
+            Delivered::Lost { by, theirs: None } => {
+                self.answer_failed(seq);
+                Err(RespondError::AlreadyAnswered(by))
+            }
+            Delivered::Gone => {
+                // Answered and picked up meanwhile, or withdrawn: either way nobody
+                // waits any more. History keeps a recorded answer.
+                let why = "the question was gone before the answer was written";
+                self.finish(seq, Status::Withdrawn, None, Some(why.into()));
+                Err(RespondError::Gone)
+            }
+            Delivered::Failed(e) => {
+                tracing::error!("delivering the answer to request {seq} failed: {e}");
+                self.answer_failed(seq);
+                Err(e)
+            }
         };
         if let Some(done) = done {
             let _ = done.send(reply);
@@ -683,7 +744,7 @@ impl Broker {
     /// Takes a request out of the queue for good, records how it ended, and tells
     /// every follower: this is how the way back hears of it.
     fn finish(&mut self, seq: u64, status: Status, answer: Option<Answer>, reason: Option<String>) {
-        self.end(seq, status, answer, reason, End::Here { record: true });
+        self.end(seq, status, answer, reason, End::Here { settled: false });
     }
 
     fn end(
@@ -702,13 +763,21 @@ impl Broker {
             self.deadlines.remove(&(d, seq));
         }
         self.count_end(&entry, status, answer.as_ref());
-        let record = matches!(how, End::Here { record: true });
         let pending = entry.pending.clone();
-        match entry.place {
-            Place::Spool(place) => {
-                self.spool_ended(&pending, place, status, answer.as_ref(), &reason)
-            }
-            Place::Stored => self.stored_ended(&pending, status, answer.as_ref(), &reason, record),
+        // The way in forgets it; the way back records its end.
+        match &entry.place {
+            Place::Spool(place) => self.files.forget(place),
+            Place::Stored(_) => self.stored.forget(&pending.request.id),
+        }
+        let ending = Ending {
+            status,
+            answer: answer.as_ref(),
+            reason: &reason,
+            // Another broker's end is its to record.
+            settled: !matches!(how, End::Here { settled: false }),
+        };
+        if let Some(msg) = entry.place.way_back().end_record(&pending, &ending) {
+            self.write(msg);
         }
         let finished = Finished {
             pending,
@@ -821,8 +890,8 @@ impl Broker {
 /// Who ended a request, and whether history still needs to hear of it.
 #[derive(Clone, Copy)]
 enum End {
-    /// This broker; `record: false` when the store has the end already (a settle).
-    Here { record: bool },
+    /// This broker; `settled` when the store has the end already (a settle).
+    Here { settled: bool },
     /// Another broker sharing the store; it has recorded and delivered the answer.
     Elsewhere,
 }

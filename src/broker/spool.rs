@@ -11,6 +11,7 @@
 use std::{
     collections::{HashMap, HashSet},
     path::{Path, PathBuf},
+    sync::Arc,
     time::Instant,
 };
 
@@ -18,7 +19,8 @@ use jiff::Timestamp;
 
 use super::{
     Answer, Broker, PARTIAL_GRACE, PendingRequest, Place, RespondError, Status, StoreMsg, StoreOp,
-    TIMEOUT_GRACE, WriteResult, Written,
+    TIMEOUT_GRACE,
+    way_back::{Delivered, Delivery, Ending, WayBack},
 };
 use crate::{
     agents,
@@ -35,6 +37,10 @@ use crate::{
 pub(super) struct SpoolPlace {
     /// Its spool's index.
     pub(super) spool: usize,
+    /// Its spool.
+    dir: Arc<Spool>,
+    /// Whether its answer file is fsynced (`[spool] fsync`).
+    fsync: bool,
     pub(super) question_path: PathBuf,
     /// The question's link in `journal/`, removed once history has its end.
     journal_path: Option<PathBuf>,
@@ -73,7 +79,7 @@ fn size_and_mtime(path: &Path) -> Option<(u64, std::time::SystemTime)> {
 
 /// The broker's file-side state.
 pub(super) struct Files {
-    pub(super) spools: Vec<Spool>,
+    pub(super) spools: Vec<Arc<Spool>>,
     folders: HashMap<PathBuf, (usize, Folder)>,
     by_question: HashMap<PathBuf, u64>,
     by_answer: HashMap<PathBuf, u64>,
@@ -112,7 +118,7 @@ impl Files {
             snapshot_dirty: vec![true; spools.len()],
             spares_low: vec![true; spools.len()],
             notes: Vec::new(),
-            spools,
+            spools: spools.into_iter().map(Arc::new).collect(),
             folders,
             by_question: HashMap::new(),
             by_answer: HashMap::new(),
@@ -125,6 +131,13 @@ impl Files {
                 .map(|u| (u.key.clone(), u))
                 .collect(),
         }
+    }
+
+    /// A question that left the queue: no file of it is watched any more.
+    pub(super) fn forget(&mut self, place: &SpoolPlace) {
+        self.by_question.remove(&place.question_path);
+        self.by_answer.remove(&place.answer_path);
+        self.snapshot_dirty[place.spool] = true;
     }
 
     fn folder_of(&self, path: &Path) -> Option<(usize, Folder)> {
@@ -279,6 +292,8 @@ impl Broker {
         );
         let place = Place::Spool(SpoolPlace {
             spool,
+            dir: s.clone(),
+            fsync: self.opts.durable,
             question_path: path.clone(),
             journal_path,
             answer_path: answer_path.clone(),
@@ -300,122 +315,6 @@ impl Broker {
             return;
         }
         self.announce_queued(pending);
-    }
-
-    /// Delivers an answer by its file. History records it as `delivering` first (so a
-    /// broker that dies before the file is written delivers the same answer at its
-    /// next start instead of asking the human again, and what the human said survives
-    /// a crash whether or not the spool is fsynced), and the store writer writes the
-    /// file the moment that commits: the asker waits on that file, and another
-    /// thread's wake-up in between would be most of its wait.
-    /// [`Broker::answer_file_written`] finishes the job. `recorded` skips the history
-    /// write for answers that need none: already there, or the broker's own rule's,
-    /// which it gives again after a crash (the file is then written at once, on this
-    /// thread when nothing else waits, else on the blocking pool).
-    pub(super) fn write_answer_file(
-        &mut self,
-        seq: u64,
-        answer: Answer,
-        recorded: bool,
-        done: super::Reply,
-    ) {
-        let Some(entry) = self.entries.get(&seq) else {
-            return;
-        };
-        let Some(place) = entry.spool() else {
-            return;
-        };
-        let spool = self.files.spools[place.spool].clone();
-        let question = place.question_path.clone();
-        // A copy for the writer, made only now: 10,000 pending requests should not
-        // cost two copies each.
-        let parsed = ParsedQuestion {
-            request: entry.pending.request.clone(),
-            variant: entry.pending.variant,
-        };
-        let durable = self.opts.durable;
-        let tx = self.written_tx.clone();
-        let op = (!recorded).then(|| StoreOp::Delivering {
-            project: entry.pending.project.display().to_string(),
-            request: Box::new(parsed.request.clone()),
-            variant: parsed.variant,
-            answer: Box::new(answer.clone()),
-        });
-        let deliver = move |committed: bool| {
-            if !committed {
-                // The asker is waiting: deliver anyway. The start-up reconciliation
-                // records any answer file history missed.
-                tracing::warn!(
-                    "history did not record the answer to {} before delivery",
-                    parsed.request.id
-                );
-            }
-            let created = questions::deliver(&spool, &question, &parsed, &answer, durable);
-            // The asker has been nudged: now, off its path, the next answer's file.
-            crate::spool::keep_spare(&spool.answers());
-            let _ = tx.send(Written {
-                seq,
-                answer,
-                result: WriteResult::File(created),
-                done,
-            });
-        };
-        match op {
-            Some(op) => {
-                let then = Ack::Then(Box::new(move |outcome| deliver(outcome.is_some())));
-                let msg = StoreMsg {
-                    op,
-                    ack: Some(then),
-                };
-                self.write(msg);
-            }
-            None if self.answer_at_once() => deliver(true),
-            None => {
-                tokio::task::spawn_blocking(move || deliver(true));
-            }
-        }
-    }
-
-    /// How an answer file's exclusive create went: written (the request ends), lost to
-    /// another responder (it ends with theirs), or failed (still pending).
-    pub(super) fn answer_file_written(
-        &mut self,
-        seq: u64,
-        answer: Answer,
-        created: std::io::Result<Created>,
-    ) -> Result<Answer, RespondError> {
-        match created {
-            Ok(Created::Created) => {
-                self.finish(seq, answer.status.into(), Some(answer.clone()), None);
-                Ok(answer)
-            }
-            Ok(Created::AlreadyExists) => {
-                let existing = self
-                    .entries
-                    .get(&seq)
-                    .and_then(|e| e.spool())
-                    .and_then(|p| questions::read_answer(&p.answer_path));
-                match existing {
-                    Some(a) => {
-                        let by = a.responded_by.clone();
-                        self.finish(seq, a.status.into(), Some(a), None);
-                        Err(RespondError::AlreadyAnswered(by))
-                    }
-                    None => {
-                        // Answered and picked up meanwhile, or withdrawn: either way
-                        // nobody waits any more. History keeps a recorded answer.
-                        let why = "the question was gone before the answer was written";
-                        self.finish(seq, Status::Withdrawn, None, Some(why.into()));
-                        Err(RespondError::Gone)
-                    }
-                }
-            }
-            Err(e) => {
-                tracing::error!("writing the answer to request {seq} failed: {e}");
-                self.answer_failed(seq);
-                Err(RespondError::Io(e.to_string()))
-            }
-        }
     }
 
     /// An answer file appeared: a responder outside this broker (`hitl answer`, another
@@ -572,29 +471,6 @@ impl Broker {
                 .join(format!("{}.queue", e.pending.request.id));
             let _ = std::fs::remove_file(marker);
         }
-    }
-
-    /// A spool question left the queue: forget its files and record how it ended.
-    pub(super) fn spool_ended(
-        &mut self,
-        pending: &PendingRequest,
-        place: SpoolPlace,
-        status: Status,
-        answer: Option<&Answer>,
-        reason: &Option<String>,
-    ) {
-        self.files.by_question.remove(&place.question_path);
-        self.files.by_answer.remove(&place.answer_path);
-        self.files.snapshot_dirty[place.spool] = true;
-        let op = StoreOp::Finished {
-            project: pending.project.display().to_string(),
-            request: Box::new(pending.request.clone()),
-            variant: pending.variant,
-            status,
-            answer: answer.cloned().map(Box::new),
-            reason: reason.clone(),
-        };
-        self.record_then_forget(op, place.journal_path);
     }
 
     /// Records `op` and, once it is committed, removes the question's journal link.
@@ -883,6 +759,84 @@ impl Broker {
 }
 
 /// A file's modification time, if it exists.
+/// A spool question's way back: its answer file. History records the answer as
+/// *delivering* first (so a broker that dies before the file is written delivers
+/// the same answer at its next start instead of asking the human again, and what
+/// the human said survives a crash whether or not the spool is fsynced), and the
+/// file is created the moment that commits, exclusively: of racing responders
+/// exactly one wins.
+impl WayBack for SpoolPlace {
+    fn delivery(&self, pending: &PendingRequest, answer: &Answer, record: bool) -> Delivery {
+        let spool = self.dir.clone();
+        let (question, answer_path) = (self.question_path.clone(), self.answer_path.clone());
+        let fsync = self.fsync;
+        // A copy for the writer, made only now: 10,000 pending requests should not
+        // cost two copies each.
+        let parsed = ParsedQuestion {
+            request: pending.request.clone(),
+            variant: pending.variant,
+        };
+        let record = record.then(|| StoreOp::Delivering {
+            project: pending.project.display().to_string(),
+            request: Box::new(parsed.request.clone()),
+            variant: parsed.variant,
+            answer: Box::new(answer.clone()),
+        });
+        let answer = answer.clone();
+        let deliver = move |committed: Option<crate::store::Outcome>| {
+            if committed.is_none() {
+                // The asker is waiting: deliver anyway. The start-up reconciliation
+                // records any answer file history missed.
+                tracing::warn!(
+                    "history did not record the answer to {} before delivery",
+                    parsed.request.id
+                );
+            }
+            let created = questions::deliver(&spool, &question, &parsed, &answer, fsync);
+            // The asker has been nudged: now, off its path, the next answer's file.
+            crate::spool::keep_spare(&spool.answers());
+            match created {
+                Ok(Created::Created) => Delivered::Done,
+                // Another responder's file is there: theirs ends it.
+                Ok(Created::AlreadyExists) => match questions::read_answer(&answer_path) {
+                    Some(theirs) => Delivered::Lost {
+                        by: theirs.responded_by.clone(),
+                        theirs: Some(Box::new(theirs)),
+                    },
+                    None => Delivered::Gone,
+                },
+                Err(e) => Delivered::Failed(RespondError::Io(e.to_string())),
+            }
+        };
+        Delivery {
+            record,
+            deliver: Box::new(deliver),
+        }
+    }
+
+    /// Its end, always (the *delivering* record is not one); once that commits, the
+    /// question's journal link goes.
+    fn end_record(&self, pending: &PendingRequest, end: &Ending<'_>) -> Option<StoreMsg> {
+        let op = StoreOp::Finished {
+            project: pending.project.display().to_string(),
+            request: Box::new(pending.request.clone()),
+            variant: pending.variant,
+            status: end.status,
+            answer: end.answer.cloned().map(Box::new),
+            reason: end.reason.clone(),
+        };
+        // On the writer, once committed: unlinking is cheaper than a task's wake-up.
+        let ack = self.journal_path.clone().map(|journal| {
+            Ack::Then(Box::new(move |committed| {
+                if committed.is_some() {
+                    let _ = std::fs::remove_file(journal);
+                }
+            }))
+        });
+        Some(StoreMsg { op, ack })
+    }
+}
+
 fn modified(path: &Path) -> Option<std::time::SystemTime> {
     std::fs::symlink_metadata(path)
         .and_then(|m| m.modified())

@@ -8,11 +8,11 @@ use std::{collections::HashMap, path::PathBuf, sync::Arc};
 
 use super::{
     Answer, Broker, End, PendingRequest, Place, RespondError, Status, StoreMsg, StoreOp,
-    WriteResult, Written,
+    way_back::{Delivered, Delivery, Ending, WayBack},
 };
 use crate::{
     protocol::{AnswerStatus, Origin, ParsedQuestion, Request, Variant},
-    store::{Ack, Outcome},
+    store::Outcome,
 };
 
 /// The broker's index of its stored requests.
@@ -29,6 +29,11 @@ impl Stored {
             at_start,
             by_id: HashMap::new(),
         }
+    }
+
+    /// A request that left the queue.
+    pub(super) fn forget(&mut self, id: &str) {
+        self.by_id.remove(id);
     }
 
     pub(super) fn seq_of(&self, id: &str) -> Option<u64> {
@@ -66,79 +71,12 @@ impl Broker {
             origin,
             Some(event_id),
             parsed,
-            Place::Stored,
+            Place::Stored(Settle),
             deadline,
         );
         self.stored.by_id.insert(id, pending.seq);
         self.announce_queued(pending.clone());
         Some(pending)
-    }
-
-    /// Commits the answer as a conditional settle; [`Broker::settled`] hears back.
-    /// Committing the answer is delivering it: the way back follows the broadcast.
-    pub(super) fn settle(&mut self, seq: u64, answer: Answer, done: super::Reply) {
-        let Some(entry) = self.entries.get(&seq) else {
-            return;
-        };
-        let op = StoreOp::Settle {
-            id: entry.pending.request.id.clone(),
-            status: answer.status.into(),
-            answer: Some(Box::new(answer.clone())),
-            reason: answer
-                .comment
-                .clone()
-                .filter(|_| answer.status != AnswerStatus::Answered),
-        };
-        // Told on the writer, right after the commit: no task in between.
-        let tx = self.written_tx.clone();
-        let then = Ack::Then(Box::new(move |committed| {
-            let won = match committed {
-                Some(Outcome::Settled(won)) => Some(won),
-                _ => None,
-            };
-            let _ = tx.send(Written {
-                seq,
-                answer,
-                result: WriteResult::Settled(won),
-                done,
-            });
-        }));
-        self.write(StoreMsg {
-            op,
-            ack: Some(then),
-        });
-    }
-
-    /// How a settle went: won (the request ends here), lost to another broker sharing
-    /// the store (the replica sync ends it with that broker's answer), or not committed
-    /// (still pending).
-    pub(super) fn settled(
-        &mut self,
-        seq: u64,
-        answer: Answer,
-        won: Option<bool>,
-    ) -> Result<Answer, RespondError> {
-        match won {
-            Some(true) => {
-                let status = answer.status.into();
-                self.end(
-                    seq,
-                    status,
-                    Some(answer.clone()),
-                    None,
-                    End::Here { record: false },
-                );
-                Ok(answer)
-            }
-            Some(false) => {
-                self.answer_failed(seq);
-                Err(RespondError::AlreadyAnswered("another broker".into()))
-            }
-            None => {
-                self.answer_failed(seq);
-                Err(RespondError::Store)
-            }
-        }
     }
 
     /// A stored request another broker sharing the store ended.
@@ -162,29 +100,56 @@ impl Broker {
     pub(super) fn stored_ids(&self) -> Vec<String> {
         self.entries
             .values()
-            .filter(|e| matches!(e.place, Place::Stored) && !e.answering)
+            .filter(|e| matches!(e.place, Place::Stored(_)) && !e.answering)
             .map(|e| e.pending.request.id.clone())
             .collect()
     }
+}
 
-    /// A stored request left the queue; `record` when the store does not know yet
-    /// (an abandoned asker, say: a settle records its own end).
-    pub(super) fn stored_ended(
-        &mut self,
-        pending: &PendingRequest,
-        status: Status,
-        answer: Option<&Answer>,
-        reason: &Option<String>,
-        record: bool,
-    ) {
-        self.stored.by_id.remove(&pending.request.id);
-        if record {
-            self.record(StoreOp::Settle {
-                id: pending.request.id.clone(),
-                status,
-                answer: answer.cloned().map(Box::new),
-                reason: reason.clone(),
-            });
+/// A stored request's way back: a conditional settle in the store. Committing the
+/// answer is delivering it: its asker follows the broadcast (a long poll, `hitl ask
+/// --server`) or is pushed to by `server::Deliverer`; of racing brokers sharing the
+/// store exactly one settles.
+pub(super) struct Settle;
+
+impl WayBack for Settle {
+    fn delivery(&self, pending: &PendingRequest, answer: &Answer, _record: bool) -> Delivery {
+        let record = StoreOp::Settle {
+            id: pending.request.id.clone(),
+            status: answer.status.into(),
+            answer: Some(Box::new(answer.clone())),
+            reason: answer
+                .comment
+                .clone()
+                .filter(|_| answer.status != AnswerStatus::Answered),
+        };
+        let deliver = |committed: Option<Outcome>| match committed {
+            Some(Outcome::Settled(true)) => Delivered::Done,
+            // Another broker sharing the store ended it first: replica sync ends it
+            // here with that broker's answer.
+            Some(Outcome::Settled(false)) => Delivered::Lost {
+                by: "another broker".into(),
+                theirs: None,
+            },
+            _ => Delivered::Failed(RespondError::Store),
+        };
+        Delivery {
+            record: Some(record),
+            deliver: Box::new(deliver),
         }
+    }
+
+    /// Its end as a settle, unless one ended it (an abandoned asker, a timeout: the
+    /// store does not know yet).
+    fn end_record(&self, pending: &PendingRequest, end: &Ending<'_>) -> Option<StoreMsg> {
+        (!end.settled).then(|| {
+            StoreOp::Settle {
+                id: pending.request.id.clone(),
+                status: end.status,
+                answer: end.answer.cloned().map(Box::new),
+                reason: end.reason.clone(),
+            }
+            .into()
+        })
     }
 }
