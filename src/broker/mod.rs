@@ -17,7 +17,8 @@
 //! rebuilds all of this from the spool and the store.
 //!
 //! The code is split by concern: this file holds the queue and the lifecycle every
-//! origin shares; `handle` the API responders and transports use; `way_back` the
+//! origin shares; `requests` the pending requests, changed only through it;
+//! `handle` the API responders and transports use; `way_back` the
 //! one trait through which the lifecycle delivers an answer and records an end,
 //! whatever the origin; `spool` the file side (and its way back, the answer file);
 //! `stored` the requests that live in the store (and theirs, the settle); `history`
@@ -29,6 +30,7 @@ mod handle;
 mod history;
 pub mod presence;
 mod queue;
+mod requests;
 mod snapshot;
 mod spool;
 mod stored;
@@ -37,7 +39,7 @@ mod tests;
 mod way_back;
 
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::HashMap,
     path::PathBuf,
     sync::Arc,
     time::{Duration, Instant},
@@ -57,6 +59,7 @@ use crate::{
     store::{Ack, Outcome, StoreMsg, StoreOp, StoreSender, Undelivered},
 };
 use handle::Command;
+use requests::Entry;
 use way_back::{Delivered, Delivery, Ending, WayBack};
 
 /// How long a question file that does not parse yet, and whose writer has not closed
@@ -293,31 +296,11 @@ impl Place {
     }
 }
 
-struct Entry {
-    pending: Arc<PendingRequest>,
-    place: Place,
-    queue_key: QueueKey,
-    deadline: Option<Timestamp>,
-    /// An answer write is in flight; nothing else may end this request meanwhile.
-    answering: bool,
-}
-
-impl Entry {
-    fn spool(&self) -> Option<&spool::SpoolPlace> {
-        match &self.place {
-            Place::Spool(s) => Some(s),
-            Place::Stored(_) => None,
-        }
-    }
-}
-
 /// The broker's state. Owned by the task running [`Broker::run`].
 pub struct Broker {
     opts: BrokerOptions,
-    entries: HashMap<u64, Entry>,
-    deadlines: BTreeSet<(Timestamp, u64)>,
-    queue: Queue,
-    next_seq: u64,
+    /// The pending requests (`requests.rs`, the one place that changes them).
+    requests: requests::Requests,
     /// History writes, and when they go (`history.rs`).
     history: history::HistoryWrites,
     /// True while more work waits for this task than the command in hand: the
@@ -352,10 +335,7 @@ impl Broker {
         let handle = BrokerHandle::new(commands, changes.clone(), store.clone());
         let broker = Broker {
             opts,
-            entries: HashMap::new(),
-            deadlines: BTreeSet::new(),
-            queue: Queue::default(),
-            next_seq: 1,
+            requests: requests::Requests::new(),
             history: history::HistoryWrites::new(store),
             backlog: true,
             changes,
@@ -474,14 +454,7 @@ impl Broker {
         place: Place,
         deadline: Option<Timestamp>,
     ) -> Arc<PendingRequest> {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let r = &parsed.request;
-        let queue_key = Queue::key(r.priority, r.timestamp, seq);
-        if let Some(d) = deadline {
-            self.deadlines.insert((d, seq));
-        }
-        let pending = Arc::new(PendingRequest {
+        let make = |seq| PendingRequest {
             seq,
             project,
             origin,
@@ -491,20 +464,9 @@ impl Broker {
             request: parsed.request,
             variant: parsed.variant,
             kept_until: None,
-        });
-        self.queue.insert(queue_key);
-        self.entries.insert(
-            seq,
-            Entry {
-                pending: pending.clone(),
-                place,
-                queue_key,
-                deadline,
-                answering: false,
-            },
-        );
+        };
         self.stats.total_requests += 1;
-        pending
+        self.requests.add(make, place, deadline)
     }
 
     /// Announces a queued request to every follower, then applies the answer rule if
@@ -528,9 +490,8 @@ impl Broker {
             return;
         };
         let waiting: Vec<(u64, crate::protocol::Reply)> = self
-            .queue
-            .iter()
-            .filter_map(|seq| self.entries.get(&seq))
+            .requests
+            .in_order()
             .filter(|e| !e.answering)
             .map(|e| (e.pending.seq, e.pending.request.auto_reply(&text)))
             .collect();
@@ -543,9 +504,8 @@ impl Broker {
         match cmd {
             Command::Pending { done } => {
                 let list = self
-                    .queue
-                    .iter()
-                    .filter_map(|seq| self.entries.get(&seq))
+                    .requests
+                    .in_order()
                     .map(|e| e.pending.clone())
                     .collect();
                 let _ = done.send(list);
@@ -567,10 +527,10 @@ impl Broker {
                 let found = self
                     .stored
                     .seq_of(&id)
-                    .and_then(|seq| self.entries.get(&seq))
+                    .and_then(|seq| self.requests.get(seq))
                     .or_else(|| {
                         let spool = |e: &&Entry| !stored_only && e.pending.request.id == id;
-                        self.entries.values().find(spool)
+                        self.requests.iter().find(spool)
                     })
                     .map(|e| e.pending.clone());
                 let _ = done.send(found);
@@ -586,7 +546,7 @@ impl Broker {
             }
             Command::Stats { done } => {
                 let mut stats = self.stats.clone();
-                stats.pending = self.queue.len() as u64;
+                stats.pending = self.requests.len() as u64;
                 let _ = done.send(stats);
             }
             Command::Respond {
@@ -614,7 +574,7 @@ impl Broker {
                 let _ = done.send(Err(e));
             }
         };
-        let Some(entry) = self.entries.get(&seq) else {
+        let Some(entry) = self.requests.get(seq) else {
             refuse(done, RespondError::NotFound(seq.to_string()));
             return;
         };
@@ -658,10 +618,9 @@ impl Broker {
     /// after that write commits, on the writer's thread; without one, on this
     /// thread when nothing else waits, else on the blocking pool.
     fn start_answer(&mut self, seq: u64, answer: Answer, recorded: bool, done: Reply) {
-        let Some(entry) = self.entries.get_mut(&seq) else {
+        let Some(entry) = self.requests.begin_answer(seq) else {
             return;
         };
-        entry.answering = true;
         let Delivery { record, deliver } =
             entry
                 .place
@@ -736,9 +695,7 @@ impl Broker {
 
     /// An answer could not be written: the request stays pending.
     fn answer_failed(&mut self, seq: u64) {
-        if let Some(entry) = self.entries.get_mut(&seq) {
-            entry.answering = false;
-        }
+        self.requests.answer_failed(seq);
     }
 
     /// Takes a request out of the queue for good, records how it ended, and tells
@@ -755,13 +712,9 @@ impl Broker {
         reason: Option<String>,
         how: End,
     ) {
-        let Some(entry) = self.entries.remove(&seq) else {
+        let Some(entry) = self.requests.remove(seq) else {
             return;
         };
-        self.queue.remove(&entry.queue_key);
-        if let Some(d) = entry.deadline {
-            self.deadlines.remove(&(d, seq));
-        }
         self.count_end(&entry, status, answer.as_ref());
         let pending = entry.pending.clone();
         // The way in forgets it; the way back records its end.
@@ -791,14 +744,10 @@ impl Broker {
 
     /// Replaces a pending request's view (what responders see) and tells them.
     fn update_pending(&mut self, seq: u64, change: impl FnOnce(&mut PendingRequest)) {
-        let Some(entry) = self.entries.get_mut(&seq) else {
+        let Some(p) = self.requests.change_view(seq, change) else {
             return;
         };
-        let mut p = PendingRequest::clone(&entry.pending);
-        change(&mut p);
-        let p = Arc::new(p);
-        entry.pending = p.clone();
-        if let Some(place) = entry.spool() {
+        if let Some(place) = self.requests.get(seq).and_then(Entry::spool) {
             self.files.snapshot_dirty[place.spool] = true;
         }
         let _ = self.changes.send(Change::Updated(p));
@@ -822,21 +771,13 @@ impl Broker {
 
     fn expire_timeouts(&mut self) {
         let now = Timestamp::now();
-        let due: Vec<u64> = self
-            .deadlines
-            .iter()
-            .take_while(|(d, _)| *d <= now)
-            .map(|(_, seq)| *seq)
-            .collect();
-        for seq in due {
-            let Some(entry) = self.entries.get(&seq) else {
+        for seq in self.requests.due(now) {
+            let Some(entry) = self.requests.get(seq) else {
                 continue;
             };
             if entry.deadline.is_some_and(|d| d <= now) && !entry.answering {
                 let answer = Answer::timeout(&entry.pending.request);
-                if let Some(d) = entry.deadline {
-                    self.deadlines.remove(&(d, seq));
-                }
+                self.requests.set_deadline(seq, None);
                 self.start_answer(seq, answer, false, None);
             }
         }
@@ -847,32 +788,32 @@ impl Broker {
     fn check_askers(&mut self) {
         let now = Timestamp::now();
         let expired: Vec<u64> = self
-            .entries
+            .requests
             .iter()
-            .filter(|(_, e)| !e.answering && e.pending.kept_until.is_some_and(|t| t <= now))
-            .map(|(seq, _)| *seq)
+            .filter(|e| !e.answering && e.pending.kept_until.is_some_and(|t| t <= now))
+            .map(|e| e.pending.seq)
             .collect();
         for seq in expired {
             self.withdraw_kept(seq);
         }
         let mut alive: HashMap<(u32, Option<u64>), bool> = HashMap::new();
         let dead: Vec<u64> = self
-            .entries
+            .requests
             .iter()
-            .filter(|(_, e)| !e.answering && e.pending.kept_until.is_none())
-            .filter_map(|(seq, e)| {
+            .filter(|e| !e.answering && e.pending.kept_until.is_none())
+            .filter_map(|e| {
                 let a = e.pending.request.asker?;
                 let ok = *alive
                     .entry((a.pid, a.start_time))
                     .or_insert_with(|| crate::agents::is_alive(a.pid, a.start_time));
-                (!ok).then_some(*seq)
+                (!ok).then_some(e.pending.seq)
             })
             .collect();
         for seq in dead {
             if self.keep_for_its_asker(seq) {
                 continue;
             }
-            let Some(e) = self.entries.get(&seq) else {
+            let Some(e) = self.requests.get(seq) else {
                 continue;
             };
             let pid = e.pending.request.asker.map(|a| a.pid).unwrap_or_default();

@@ -21,9 +21,8 @@ impl Broker {
             self.files.snapshot_dirty[i] = false;
             wrote = true;
             let items: Vec<SnapshotItem> = self
-                .queue
-                .iter()
-                .filter_map(|seq| self.entries.get(&seq))
+                .requests
+                .in_order()
                 .filter(|e| e.spool().is_some_and(|p| p.spool == i))
                 .map(|e| SnapshotItem::of(&e.pending.request))
                 .collect();

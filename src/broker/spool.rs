@@ -215,8 +215,10 @@ impl Broker {
         let s = self.files.spools[spool].clone();
         let answer_path = questions::answer_path(&s, &q);
         if let Some(&other) = self.files.by_answer.get(&answer_path) {
-            let other_path = self.entries[&other]
-                .spool()
+            let other_path = self
+                .requests
+                .get(other)
+                .and_then(|e| e.spool())
                 .map(|p| p.question_path.display().to_string())
                 .unwrap_or_default();
             let reason = format!(
@@ -323,7 +325,7 @@ impl Broker {
         let Some(&seq) = self.files.by_answer.get(path) else {
             return;
         };
-        if self.entries.get(&seq).is_some_and(|e| e.answering) {
+        if self.requests.get(seq).is_some_and(|e| e.answering) {
             return;
         }
         // Only a plain file is an answer; anything else planted there is removed.
@@ -342,7 +344,9 @@ impl Broker {
         let Some(&seq) = self.files.by_question.get(path) else {
             return;
         };
-        let entry = &self.entries[&seq];
+        let Some(entry) = self.requests.get(seq) else {
+            return;
+        };
         if entry.answering {
             return;
         }
@@ -367,7 +371,7 @@ impl Broker {
     /// after its asker was stopped (`hitl ask`, see [`crate::spool::kept`]) takes it
     /// over: the new asker, and its time to wait. Anything else is ignored, as ever.
     fn question_rewritten(&mut self, seq: u64, path: &Path) {
-        let Some(entry) = self.entries.get(&seq).filter(|e| !e.answering) else {
+        let Some(entry) = self.requests.get(seq).filter(|e| !e.answering) else {
             return;
         };
         let Loaded::Question(q) = questions::load_question(path, self.opts.max_question_bytes)
@@ -385,15 +389,7 @@ impl Broker {
             .request
             .deadline()
             .and_then(|d| d.checked_add(TIMEOUT_GRACE).ok());
-        if let Some(entry) = self.entries.get_mut(&seq) {
-            if let Some(d) = entry.deadline.take() {
-                self.deadlines.remove(&(d, seq));
-            }
-            entry.deadline = deadline;
-            if let Some(d) = deadline {
-                self.deadlines.insert((d, seq));
-            }
-        }
+        self.requests.set_deadline(seq, deadline);
         tracing::info!("question {} asked again by its agent", q.request.id);
         self.update_pending(seq, |p| {
             p.request.asker = q.request.asker;
@@ -409,8 +405,8 @@ impl Broker {
     pub(super) fn keep_for_its_asker(&mut self, seq: u64) -> bool {
         let grace = self.opts.keep_when_stopped;
         let Some((entry, place)) = self
-            .entries
-            .get(&seq)
+            .requests
+            .get(seq)
             .and_then(|e| e.spool().map(|p| (e, p)))
         else {
             return false;
@@ -430,8 +426,8 @@ impl Broker {
     /// Withdraws a kept question nobody asked again within the grace.
     pub(super) fn withdraw_kept(&mut self, seq: u64) {
         if let Some((e, p)) = self
-            .entries
-            .get(&seq)
+            .requests
+            .get(seq)
             .and_then(|e| e.spool().map(|p| (e, p)))
         {
             kept::forget(&self.files.spools[p.spool], &e.pending.request);
@@ -455,14 +451,14 @@ impl Broker {
     /// Removes a spool question's file (and seed 000's queue marker) because its
     /// asker is gone; nothing for other origins.
     pub(super) fn withdraw_question_file(&mut self, seq: u64) {
-        if let Some(p) = self.entries.get(&seq).and_then(|e| e.spool()) {
+        if let Some(p) = self.requests.get(seq).and_then(|e| e.spool()) {
             let _ = std::fs::remove_file(&p.question_path);
         }
         self.remove_seed_marker(seq);
     }
 
     fn remove_seed_marker(&self, seq: u64) {
-        if let Some(e) = self.entries.get(&seq)
+        if let Some(e) = self.requests.get(seq)
             && e.pending.variant == Variant::Seed000
             && let Some(p) = e.spool()
         {
@@ -731,8 +727,8 @@ impl Broker {
     pub(super) fn sweep_agents(&self) {
         for (i, spool) in self.files.spools.iter().enumerate() {
             let here = || {
-                self.entries
-                    .values()
+                self.requests
+                    .iter()
                     .filter_map(|e| e.spool().filter(|p| p.spool == i).map(|p| (e, p)))
             };
             let live: HashSet<String> = here()

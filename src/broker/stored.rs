@@ -58,7 +58,7 @@ impl Broker {
     ) -> Option<Arc<PendingRequest>> {
         if let Some(seq) = self.stored.seq_of(&request.id) {
             // Queued already (the replica sync can get there first): the same one.
-            return self.entries.get(&seq).map(|e| e.pending.clone());
+            return self.requests.get(seq).map(|e| e.pending.clone());
         }
         let deadline = request.deadline();
         let id = request.id.clone();
@@ -90,7 +90,7 @@ impl Broker {
         let seq = self
             .stored
             .seq_of(id)
-            .filter(|seq| self.entries.get(seq).is_some_and(|e| !e.answering));
+            .filter(|seq| self.requests.get(*seq).is_some_and(|e| !e.answering));
         if let Some(seq) = seq {
             self.end(seq, status, answer, reason, End::Elsewhere);
         }
@@ -98,8 +98,8 @@ impl Broker {
 
     /// The ids of the queued stored requests with no answer in flight.
     pub(super) fn stored_ids(&self) -> Vec<String> {
-        self.entries
-            .values()
+        self.requests
+            .iter()
             .filter(|e| matches!(e.place, Place::Stored(_)) && !e.answering)
             .map(|e| e.pending.request.id.clone())
             .collect()
