@@ -127,8 +127,14 @@ impl Serialize for CreateRequest {
 
 /// A responder's body: seed 004's fields plus `answer` and `choices` for the native
 /// kinds. Unknown fields are ignored, as seed clients send extra ones.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "Which fields an answer needs depends on the request's \
+    answer_shape (its `field`): `response` for text, `choice` for a select, `choices` \
+    for a multiselect, `approved` or `permission` for approvals, `answers` for \
+    questions (one per question, or an object from each question to its answer); \
+    `cancelled: true` ends any. A body that does not fit the request is refused \
+    with 400.")]
 pub struct RespondBody {
     /// Who answers (default: the authenticated caller's name).
     #[serde(
@@ -158,13 +164,16 @@ pub struct RespondBody {
     /// The answers to a `questions` request: one per question, in order, or an
     /// object from each question's text to its answer (AskUserQuestion's shape).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "list_or_map")]
     pub answers: Option<Value>,
     /// Approve or deny an approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved: Option<bool>,
     /// "Always allow this here", with an approval: `true` for the rule the request
-    /// offers, or a rule of the human's own.
+    /// offers (`answer_shape.always`), or a rule of the human's own (like
+    /// `Bash(npm test:*)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "flag_or_rule")]
     pub always: Option<Value>,
     /// A comment, or the reason for a cancel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -203,7 +212,7 @@ impl RespondBody {
 }
 
 /// How a request stands, as `/api/v1/requests` shows it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RequestView {
     /// Its id.
     pub id: String,
@@ -211,7 +220,8 @@ pub struct RequestView {
     pub status: Status,
     /// How it was asked.
     pub origin: Origin,
-    /// The request.
+    /// The request (a stored one as it was taken, whichever way it came).
+    #[schemars(with = "Map<String, Value>")]
     pub request: Request,
     /// How it is answered: what UIs draw their controls from.
     pub answer_shape: AnswerShape,
@@ -230,7 +240,7 @@ pub struct RequestView {
 }
 
 /// What `POST /api/v1/requests/{id}/respond` and `/cancel` return.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Responded {
     /// Always true.
@@ -240,7 +250,23 @@ pub struct Responded {
     /// The answer delivered.
     pub answer: Answer,
     /// `delivered`, `pending_poll` or `no_websocket`.
+    #[schemars(schema_with = "delivery_status")]
     pub delivery_status: String,
+}
+
+/// `answers`: a list (one per question) or an object (question → answer).
+fn list_or_map(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": ["array", "object", "null"] })
+}
+
+/// `always`: `true`, or a rule.
+fn flag_or_rule(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": ["boolean", "string", "null"] })
+}
+
+/// How an answer went back.
+fn delivery_status(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "enum": ["delivered", "pending_poll", "no_websocket"] })
 }
 
 #[cfg(test)]

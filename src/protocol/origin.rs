@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 /// The way a request reached the broker. Its answer goes back the same way: a spool
 /// question gets an answer file; a request made over HTTP is settled in the store,
 /// pushed to the agent's WebSocket when it gave one, and handed to its pollers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Origin {
     /// A question file in a project's `.helpers/questions/`.

@@ -435,7 +435,7 @@ pub enum Reply {
 }
 
 /// How a question ended, as written in its answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AnswerStatus {
     /// A human answered (approvals and denials both count).
@@ -459,7 +459,7 @@ impl AnswerStatus {
 
 /// The canonical v1 answer. `content` and `answer` carry the same text because the two
 /// seed formats read different fields; `cancelled` is what seed 000 checks.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Answer {
     /// Always [`VERSION`].
     pub version: u32,
@@ -468,6 +468,7 @@ pub struct Answer {
     /// The asking agent's id.
     pub agent_id: String,
     /// When it was answered.
+    #[schemars(with = "String")]
     pub timestamp: Timestamp,
     /// Always `"answer"` (seed 001 writes it).
     #[serde(rename = "type")]

@@ -306,7 +306,7 @@ pub async fn respond_request(
 }
 
 /// The body of `POST /api/v1/requests/:id/cancel`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct CancelBody {
     /// Why.
     #[serde(default)]

@@ -24,7 +24,9 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use super::{
     AppState,
     auth::{self, Access, Caller},
-    login, metrics, native, schema, seed, stream,
+    login, metrics, native,
+    schema::{self, Detail},
+    seed, stream,
 };
 
 /// One route.
@@ -38,6 +40,8 @@ pub struct Route {
     /// What it does.
     pub summary: &'static str,
     handler: MethodRouter<Arc<AppState>>,
+    /// What the document says of it beyond that: bodies, statuses, links.
+    pub detail: Detail,
 }
 
 fn route(
@@ -46,6 +50,7 @@ fn route(
     access: Access,
     summary: &'static str,
     handler: MethodRouter<Arc<AppState>>,
+    detail: Detail,
 ) -> Route {
     Route {
         method,
@@ -53,13 +58,16 @@ fn route(
         access,
         summary,
         handler,
+        detail,
     }
 }
 
 /// Every route the server has.
 pub fn table() -> Vec<Route> {
+    use crate::api::{CreateRequest, RequestView, RespondBody, Responded};
     use Access::*;
     use Method as M;
+    use schema::{BY_EVENT_ID, BY_REQUEST_ID, Body, LIMIT, of, ok};
     vec![
         route(
             M::GET,
@@ -67,6 +75,7 @@ pub fn table() -> Vec<Route> {
             Public,
             "Health: 200 while the broker and its store answer.",
             get(metrics::healthz),
+            ok(200, None),
         ),
         route(
             M::GET,
@@ -74,6 +83,7 @@ pub fn table() -> Vec<Route> {
             Token,
             "Metrics in Prometheus' text format.",
             get(metrics::prometheus),
+            ok(200, None),
         ),
         route(
             M::POST,
@@ -81,6 +91,13 @@ pub fn table() -> Vec<Route> {
             Agent,
             "Store an agent event; with `humanInTheLoop`, create a request (seed 004). Idempotent by `Idempotency-Key`.",
             post(seed::create_event),
+            Detail {
+                body: Some((Body::Named("Event"), true)),
+                also_ok: &[200],
+                links: Some((BY_EVENT_ID, "/id")),
+                errors: &[400, 413, 415],
+                ..ok(201, Some(Body::Named("EventView")))
+            },
         ),
         route(
             M::GET,
@@ -88,6 +105,11 @@ pub fn table() -> Vec<Route> {
             Token,
             "The newest events, with how their requests stand.",
             get(seed::recent),
+            Detail {
+                errors: &[400],
+                query: LIMIT,
+                ..ok(200, None)
+            },
         ),
         route(
             M::GET,
@@ -95,6 +117,7 @@ pub fn table() -> Vec<Route> {
             Token,
             "The apps, sessions and event types seen.",
             get(seed::filter_options),
+            ok(200, None),
         ),
         route(
             M::POST,
@@ -102,6 +125,11 @@ pub fn table() -> Vec<Route> {
             Token,
             "Answer a request: response, choice, permission, approved + comment, or cancelled.",
             post(seed::respond_event),
+            Detail {
+                body: Some((of::<RespondBody>(), true)),
+                errors: &[400, 404, 409, 410, 413, 415],
+                ..ok(200, None)
+            },
         ),
         route(
             M::GET,
@@ -109,6 +137,11 @@ pub fn table() -> Vec<Route> {
             Poll,
             "Poll for the answer: 200 with it, 202 + Retry-After while pending or after a timeout.",
             get(seed::event_response),
+            Detail {
+                errors: &[400, 404],
+                also_ok: &[202],
+                ..ok(200, None)
+            },
         ),
         route(
             M::GET,
@@ -116,6 +149,10 @@ pub fn table() -> Vec<Route> {
             Token,
             "WebSocket: the recent events, then each new or changed one.",
             get(stream::seed_stream),
+            Detail {
+                errors: &[400, 405, 426],
+                ..ok(101, None)
+            },
         ),
         route(
             M::POST,
@@ -123,6 +160,17 @@ pub fn table() -> Vec<Route> {
             Agent,
             "Create a request; 201 once it is durable.",
             post(native::create),
+            Detail {
+                body: Some((of::<CreateRequest>(), true)),
+                also_ok: &[200],
+                query: &[(
+                    "wait",
+                    r#"{"type": "number", "minimum": 0, "maximum": 300, "description": "Seconds to hold the call for the request's end: 200 with it if it ends in time."}"#,
+                )],
+                links: Some((BY_REQUEST_ID, "/id")),
+                errors: &[400, 413, 415],
+                ..ok(201, Some(of::<RequestView>()))
+            },
         ),
         route(
             M::GET,
@@ -130,6 +178,29 @@ pub fn table() -> Vec<Route> {
             Token,
             "List requests: the queue (status=pending), or history by status.",
             get(native::list),
+            Detail {
+                errors: &[400],
+                query: &[
+                    (
+                        "status",
+                        r#"{"enum": ["", "pending", "all", "answered", "cancelled", "timeout", "withdrawn", "abandoned", "rejected"], "description": "Empty: pending, the default."}"#,
+                    ),
+                    ("agent", r#"{"type": "string"}"#),
+                    (
+                        "q",
+                        r#"{"type": "string", "description": "Only those whose question, answer or agent holds this text (any case), and with `tag:NAME` only those tagged NAME."}"#,
+                    ),
+                    (
+                        "before",
+                        r#"{"type": "string", "format": "date-time", "description": "Only those asked before this time: the next page."}"#,
+                    ),
+                    (
+                        "limit",
+                        r#"{"type": "integer", "format": "int64", "minimum": -9223372036854775808, "maximum": 9223372036854775807, "description": "At most this many (1 to 1000; beyond, the nearest)."}"#,
+                    ),
+                ],
+                ..ok(200, None)
+            },
         ),
         route(
             M::GET,
@@ -137,6 +208,10 @@ pub fn table() -> Vec<Route> {
             Token,
             "One request and how it stands.",
             get(native::get),
+            Detail {
+                errors: &[404],
+                ..ok(200, Some(of::<RequestView>()))
+            },
         ),
         route(
             M::POST,
@@ -144,6 +219,11 @@ pub fn table() -> Vec<Route> {
             Token,
             "Answer a request.",
             post(native::respond_request),
+            Detail {
+                body: Some((of::<RespondBody>(), true)),
+                errors: &[400, 404, 409, 410, 413, 415],
+                ..ok(200, Some(of::<Responded>()))
+            },
         ),
         route(
             M::POST,
@@ -151,6 +231,11 @@ pub fn table() -> Vec<Route> {
             Token,
             "Cancel a request: its asker stops waiting.",
             post(native::cancel),
+            Detail {
+                body: Some((of::<native::CancelBody>(), false)),
+                errors: &[400, 404, 409, 410, 413, 415],
+                ..ok(200, Some(of::<Responded>()))
+            },
         ),
         route(
             M::GET,
@@ -158,6 +243,15 @@ pub fn table() -> Vec<Route> {
             Poll,
             "Long poll: returns when the request ends (200) or after `timeout` seconds (202).",
             get(native::wait),
+            Detail {
+                errors: &[400, 404],
+                also_ok: &[202],
+                query: &[(
+                    "timeout",
+                    r#"{"type": "number", "minimum": 0, "maximum": 300}"#,
+                )],
+                ..ok(200, Some(of::<RequestView>()))
+            },
         ),
         route(
             M::GET,
@@ -165,6 +259,7 @@ pub fn table() -> Vec<Route> {
             Token,
             "The agents that have asked.",
             get(native::agents),
+            ok(200, None),
         ),
         route(
             M::GET,
@@ -172,6 +267,11 @@ pub fn table() -> Vec<Route> {
             Token,
             "The newest events.",
             get(native::events),
+            Detail {
+                errors: &[400],
+                query: LIMIT,
+                ..ok(200, None)
+            },
         ),
         route(
             M::GET,
@@ -179,6 +279,7 @@ pub fn table() -> Vec<Route> {
             Token,
             "Counters (seed 004's HITLMetrics fields).",
             get(metrics::metrics_json),
+            ok(200, None),
         ),
         route(
             M::GET,
@@ -186,6 +287,14 @@ pub fn table() -> Vec<Route> {
             Token,
             "Requests asked and ended over time, the queue's depth, time to answer and the busiest agents, for charts.",
             get(metrics::series),
+            Detail {
+                errors: &[400],
+                query: &[(
+                    "window",
+                    r#"{"enum": ["", "1h", "6h", "24h", "7d", "30d"], "description": "How far back: the last hour, 6 hours, day (the default), week or 30 days."}"#,
+                )],
+                ..ok(200, None)
+            },
         ),
         route(
             M::POST,
@@ -193,6 +302,7 @@ pub fn table() -> Vec<Route> {
             Token,
             "A one-time link that logs a browser into the dashboard (good for ten minutes).",
             post(login::create),
+            ok(201, None),
         ),
         route(
             M::POST,
@@ -200,6 +310,7 @@ pub fn table() -> Vec<Route> {
             Token,
             "Ends the dashboard session of the calling browser and clears its cookie.",
             post(login::logout),
+            ok(200, None),
         ),
         route(
             M::GET,
@@ -207,6 +318,14 @@ pub fn table() -> Vec<Route> {
             Token,
             "WebSocket: the queue, then every change to it.",
             get(stream::changes_stream),
+            Detail {
+                errors: &[400, 405, 426],
+                query: &[(
+                    "attend",
+                    r#"{"type": "string", "pattern": "^[a-z][a-z0-9-]{0,31}$", "description": "This connection is a UI a person answers in (the dashboard says attend=dashboard): while it is open a human counts as present, and hooks wait for answers instead of leaving calls to Claude Code."}"#,
+                )],
+                ..ok(101, None)
+            },
         ),
         route(
             M::GET,
@@ -214,6 +333,7 @@ pub fn table() -> Vec<Route> {
             Public,
             "This document.",
             get(openapi_json),
+            ok(200, None),
         ),
     ]
 }
@@ -316,13 +436,15 @@ pub fn router(state: Arc<AppState>) -> Router {
 /// [`schema`].
 pub fn openapi() -> Value {
     let mut paths = Map::new();
+    let mut generator = schema::generator();
     for r in table() {
         let entry = paths.entry(r.path.to_string()).or_insert_with(|| json!({}));
         let operation_id = format!("{} {}", r.method, r.path);
-        let detail = schema::detail(r.method.as_str(), r.path).unwrap_or_default();
+        let detail = r.detail;
         let mut ok = json!({ "description": "Done." });
-        if let Some(name) = detail.ok_schema {
-            ok["content"] = json!({ "application/json": { "schema": schema::reference(name) } });
+        if let Some(body) = detail.ok_schema {
+            let schema = body.schema(&mut generator);
+            ok["content"] = json!({ "application/json": { "schema": schema } });
         }
         if let Some((ops, at)) = detail.links {
             ok["links"] = schema::links_to(ops, at);
@@ -348,10 +470,10 @@ pub fn openapi() -> Value {
             "operationId": operation_id,
             "responses": responses,
         });
-        if let Some((name, required)) = detail.body {
+        if let Some((body, required)) = detail.body {
             op["requestBody"] = json!({
                 "required": required,
-                "content": { "application/json": { "schema": schema::reference(name) } },
+                "content": { "application/json": { "schema": body.schema(&mut generator) } },
             });
         }
         let mut params: Vec<Value> = r
@@ -390,7 +512,7 @@ pub fn openapi() -> Value {
         "info": { "title": "hitl", "version": env!("CARGO_PKG_VERSION") },
         "components": {
             "securitySchemes": { "token": { "type": "http", "scheme": "bearer" } },
-            "schemas": schema::components(),
+            "schemas": schema::components(generator),
         },
         "security": [{ "token": [] }],
         "paths": paths,
@@ -405,15 +527,12 @@ mod tests {
     fn every_route_is_described() {
         for r in table() {
             assert!(
-                schema::detail(r.method.as_str(), r.path).is_some(),
-                "{} {} has no schema::detail",
+                (200..=299).contains(&r.detail.ok) || r.detail.ok == 101,
+                "{} {} says no success status",
                 r.method,
                 r.path
             );
-        }
-        for r in table() {
-            let detail = schema::detail(r.method.as_str(), r.path).unwrap();
-            for (name, text) in detail.query {
+            for (name, text) in r.detail.query {
                 let parsed: Result<Value, _> = serde_json::from_str(text);
                 assert!(parsed.is_ok(), "{} {} ?{name}: {text}", r.method, r.path);
             }

@@ -1,34 +1,34 @@
 //! The JSON Schemas of the API's bodies, for `/api/v1/openapi.json`: what each route
 //! takes and gives, and the links that say which response's id each `{id}` route
 //! takes, so a client generator or a fuzzer (schemathesis, in CI) can reach every
-//! operation. Each schema states the rules the handlers enforce, so that a body the
-//! document allows is a body the server takes.
+//! operation. Each route of the route table (`routes.rs`) carries its [`Detail`];
+//! a body's schema is generated from its type ([`of`]: schemars, with the rules the
+//! handlers enforce stated beside the fields), and only seed 004's event and the
+//! error body are still written here by hand. A body the document allows is a body
+//! the server takes.
 
 use serde_json::{Value, json};
 
-use crate::{
-    api::CreateRequest,
-    protocol::{AnswerShape, MAX_TIMEOUT_SECS, form},
-};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+
+use crate::protocol::{AnswerShape, MAX_TIMEOUT_SECS, form};
 
 /// Text with something in it besides whitespace.
 const NOT_BLANK: &str = r"\S";
-/// The schemas generated from the types themselves (schemars), under
-/// `components.schemas`, which their `$ref`s point into.
-fn generated() -> serde_json::Map<String, Value> {
+/// The generator of the document's schemas: each type's lands in
+/// `components.schemas`, where its `$ref`s point.
+pub fn generator() -> SchemaGenerator {
     let mut settings = schemars::generate::SchemaSettings::draft2020_12();
     settings.definitions_path = "/components/schemas/".into();
-    let mut generator = settings.into_generator();
-    generator.subschema_for::<AnswerShape>();
-    generator.subschema_for::<CreateRequest>();
-    generator.take_definitions(true)
+    settings.into_generator()
 }
 
-/// `components.schemas`.
-pub fn components() -> Value {
+/// `components.schemas`: those written by hand and those `generator` made.
+pub fn components(mut generator: SchemaGenerator) -> Value {
+    generator.subschema_for::<AnswerShape>();
     let mut schemas = hand_written();
     if let Value::Object(m) = &mut schemas {
-        m.extend(generated());
+        m.extend(generator.take_definitions(true));
     }
     schemas
 }
@@ -43,39 +43,6 @@ fn hand_written() -> Value {
                 "success": { "const": false },
                 "error": { "type": "string" },
                 "status": { "type": "integer" },
-            },
-        },
-        "RespondBody": {
-            "type": "object",
-            "description": "Which fields an answer needs depends on the request's type: \
-                            `response` for text, `choice` for a select, `choices` for a \
-                            multiselect, `approved` or `permission` for approvals, \
-                            `answers` for questions (one per question, or an object from \
-                            each question to its answer); `cancelled: true` ends any. A body that does not fit the \
-                            request is refused with 400.",
-            "properties": {
-                "response": { "type": ["string", "null"] },
-                "answer": { "type": ["string", "null"] },
-                "choice": { "type": ["string", "null"] },
-                "choices": { "type": ["array", "null"], "items": { "type": "string" } },
-                "answers": { "type": ["array", "object", "null"] },
-                "permission": { "type": ["boolean", "null"] },
-                "approved": { "type": ["boolean", "null"] },
-                "always": { "type": ["boolean", "string", "null"],
-                            "description": "With an approval: always allow calls like this one \
-                                            here, by the rule the request offers \
-                                            (`context.always_allow`; true) or by a rule \
-                                            of your own (like `Bash(npm test:*)`)." },
-                "comment": { "type": ["string", "null"] },
-                "cancelled": { "type": ["boolean", "null"] },
-                "respondedBy": { "type": ["string", "null"] },
-            },
-        },
-        "CancelBody": {
-            "type": "object",
-            "properties": {
-                "reason": { "type": ["string", "null"] },
-                "respondedBy": { "type": ["string", "null"] },
             },
         },
         "Event": {
@@ -114,31 +81,6 @@ fn hand_written() -> Value {
                 },
             },
         },
-        "RequestView": {
-            "type": "object",
-            "required": ["id", "status", "origin", "request", "answer_shape", "labels"],
-            "properties": {
-                "id": { "type": "string" },
-                "status": { "type": "string" },
-                "origin": { "type": "string" },
-                "request": { "type": "object" },
-                "answer_shape": { "$ref": "#/components/schemas/AnswerShape" },
-                "labels": { "type": "array", "items": { "type": "string" },
-                            "description": "What to show beside the question, each a short word." },
-                "answer": { "type": "object" },
-                "reason": { "type": "string" },
-            },
-        },
-        "Responded": {
-            "type": "object",
-            "required": ["success", "id", "answer", "deliveryStatus"],
-            "properties": {
-                "success": { "const": true },
-                "id": { "type": "string" },
-                "answer": { "type": "object" },
-                "deliveryStatus": { "enum": ["delivered", "pending_poll", "no_websocket"] },
-            },
-        },
         "EventView": {
             "type": "object",
             "required": ["id"],
@@ -168,16 +110,50 @@ pub fn links_to(operations: &[&str], id_at: &str) -> Value {
     Value::Object(links)
 }
 
+/// A body's schema: generated from its type ([`of`]), or one of [`components`]'
+/// written by hand.
+#[derive(Debug, Clone, Copy)]
+pub enum Body {
+    /// From the type, through the document's generator.
+    Typed(fn(&mut SchemaGenerator) -> Schema),
+    /// A hand-written schema of [`components`], by name.
+    Named(&'static str),
+}
+
+/// The schema of `T`, generated.
+pub fn of<T: JsonSchema>() -> Body {
+    Body::Typed(SchemaGenerator::subschema_for::<T>)
+}
+
+impl Body {
+    /// The schema, as a reference into the components.
+    pub fn schema(self, generator: &mut SchemaGenerator) -> Value {
+        match self {
+            Body::Typed(schema) => schema(generator).to_value(),
+            Body::Named(name) => reference(name),
+        }
+    }
+}
+
+/// The [`Detail`] of an operation that succeeds with `status`, its body `schema`.
+pub fn ok(status: u16, schema: Option<Body>) -> Detail {
+    Detail {
+        ok: status,
+        ok_schema: schema,
+        ..Detail::default()
+    }
+}
+
 /// What the document says of one operation beyond its route: its body (schema name,
 /// required), its success status and body, and where its response's id leads.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Detail {
     /// The request body's schema, and whether a body is required.
-    pub body: Option<(&'static str, bool)>,
+    pub body: Option<(Body, bool)>,
     /// The success status.
     pub ok: u16,
     /// The success body's schema, if it has one of ours.
-    pub ok_schema: Option<&'static str>,
+    pub ok_schema: Option<Body>,
     /// Operations that take the id this one returns, and where it is in the body.
     pub links: Option<(&'static [&'static str], &'static str)>,
     /// Refusals the operation gives besides 401/403/429 (every route may give those).
@@ -190,141 +166,17 @@ pub struct Detail {
 }
 
 /// `?limit=` of the feeds.
-const LIMIT: &[(&str, &str)] = &[(
+pub const LIMIT: &[(&str, &str)] = &[(
     "limit",
     r#"{"type": "integer", "format": "int64", "minimum": -9223372036854775808, "maximum": 9223372036854775807, "description": "At most this many, and never more than 1000 (or, for feeds, 2 MiB of events)."}"#,
 )];
 
 /// The native operations that take a request's id.
-const BY_REQUEST_ID: &[&str] = &[
+pub const BY_REQUEST_ID: &[&str] = &[
     "GET /api/v1/requests/{id}",
     "POST /api/v1/requests/{id}/respond",
     "POST /api/v1/requests/{id}/cancel",
     "GET /api/v1/requests/{id}/wait",
 ];
 /// The seed operations that take an event's id.
-const BY_EVENT_ID: &[&str] = &["GET /events/{id}/response", "POST /events/{id}/respond"];
-
-/// The [`Detail`] of `method path`; `None` for a route this module does not know
-/// (a test keeps the two lists in step).
-pub fn detail(method: &str, path: &str) -> Option<Detail> {
-    let d = |ok, ok_schema| Detail {
-        ok,
-        ok_schema,
-        ..Detail::default()
-    };
-    Some(match (method, path) {
-        ("GET", "/healthz") => d(200, None),
-        ("GET", "/metrics") => d(200, None),
-        ("POST", "/events") => Detail {
-            body: Some(("Event", true)),
-            also_ok: &[200],
-            links: Some((BY_EVENT_ID, "/id")),
-            errors: &[400, 413, 415],
-            ..d(201, Some("EventView"))
-        },
-        ("GET", "/events/recent") => Detail {
-            errors: &[400],
-            query: LIMIT,
-            ..d(200, None)
-        },
-        ("GET", "/events/filter-options") => d(200, None),
-        ("POST", "/events/{id}/respond") => Detail {
-            body: Some(("RespondBody", true)),
-            errors: &[400, 404, 409, 410, 413, 415],
-            ..d(200, None)
-        },
-        ("GET", "/events/{id}/response") => Detail {
-            errors: &[400, 404],
-            also_ok: &[202],
-            ..d(200, None)
-        },
-        ("GET", "/stream") => Detail {
-            errors: &[400, 405, 426],
-            ..d(101, None)
-        },
-        ("GET", "/api/v1/stream") => Detail {
-            errors: &[400, 405, 426],
-            query: &[(
-                "attend",
-                r#"{"type": "string", "pattern": "^[a-z][a-z0-9-]{0,31}$", "description": "This connection is a UI a person answers in (the dashboard says attend=dashboard): while it is open a human counts as present, and hooks wait for answers instead of leaving calls to Claude Code."}"#,
-            )],
-            ..d(101, None)
-        },
-        ("POST", "/api/v1/requests") => Detail {
-            body: Some(("CreateRequest", true)),
-            also_ok: &[200],
-            query: &[(
-                "wait",
-                r#"{"type": "number", "minimum": 0, "maximum": 300, "description": "Seconds to hold the call for the request's end: 200 with it if it ends in time."}"#,
-            )],
-            links: Some((BY_REQUEST_ID, "/id")),
-            errors: &[400, 413, 415],
-            ..d(201, Some("RequestView"))
-        },
-        ("GET", "/api/v1/requests") => Detail {
-            errors: &[400],
-            query: &[
-                (
-                    "status",
-                    r#"{"enum": ["", "pending", "all", "answered", "cancelled", "timeout", "withdrawn", "abandoned", "rejected"], "description": "Empty: pending, the default."}"#,
-                ),
-                ("agent", r#"{"type": "string"}"#),
-                (
-                    "q",
-                    r#"{"type": "string", "description": "Only those whose question, answer or agent holds this text (any case), and with `tag:NAME` only those tagged NAME."}"#,
-                ),
-                (
-                    "before",
-                    r#"{"type": "string", "format": "date-time", "description": "Only those asked before this time: the next page."}"#,
-                ),
-                (
-                    "limit",
-                    r#"{"type": "integer", "format": "int64", "minimum": -9223372036854775808, "maximum": 9223372036854775807, "description": "At most this many (1 to 1000; beyond, the nearest)."}"#,
-                ),
-            ],
-            ..d(200, None)
-        },
-        ("GET", "/api/v1/requests/{id}") => Detail {
-            errors: &[404],
-            ..d(200, Some("RequestView"))
-        },
-        ("POST", "/api/v1/requests/{id}/respond") => Detail {
-            body: Some(("RespondBody", true)),
-            errors: &[400, 404, 409, 410, 413, 415],
-            ..d(200, Some("Responded"))
-        },
-        ("POST", "/api/v1/requests/{id}/cancel") => Detail {
-            body: Some(("CancelBody", false)),
-            errors: &[400, 404, 409, 410, 413, 415],
-            ..d(200, Some("Responded"))
-        },
-        ("GET", "/api/v1/requests/{id}/wait") => Detail {
-            errors: &[400, 404],
-            also_ok: &[202],
-            query: &[(
-                "timeout",
-                r#"{"type": "number", "minimum": 0, "maximum": 300}"#,
-            )],
-            ..d(200, Some("RequestView"))
-        },
-        ("GET", "/api/v1/events") => Detail {
-            errors: &[400],
-            query: LIMIT,
-            ..d(200, None)
-        },
-        ("GET", "/api/v1/agents") | ("GET", "/api/v1/metrics") => d(200, None),
-        ("GET", "/api/v1/metrics/series") => Detail {
-            errors: &[400],
-            query: &[(
-                "window",
-                r#"{"enum": ["", "1h", "6h", "24h", "7d", "30d"], "description": "How far back: the last hour, 6 hours, day (the default), week or 30 days."}"#,
-            )],
-            ..d(200, None)
-        },
-        ("POST", "/api/v1/login-links") => d(201, None),
-        ("POST", "/api/v1/logout") => d(200, None),
-        ("GET", "/api/v1/openapi.json") => d(200, None),
-        _ => return None,
-    })
-}
+pub const BY_EVENT_ID: &[&str] = &["GET /events/{id}/response", "POST /events/{id}/respond"];
