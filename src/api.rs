@@ -173,8 +173,7 @@ pub struct RespondBody {
     /// offers (`answer_shape.always`), or a rule of the human's own (like
     /// `Bash(npm test:*)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "flag_or_rule")]
-    pub always: Option<Value>,
+    pub always: Option<Always>,
     /// A comment, or the reason for a cancel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
@@ -200,7 +199,7 @@ impl RespondBody {
                 body.approved = Some(*approved);
                 body.permission = Some(*approved);
                 body.comment = comment.clone();
-                body.always = remember.clone().map(Value::String);
+                body.always = remember.clone().map(Always::Rule);
             }
             Reply::Cancel { reason } => {
                 body.cancelled = Some(true);
@@ -208,6 +207,28 @@ impl RespondBody {
             }
         }
         body
+    }
+}
+
+/// "Always allow this here", beside an approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum Always {
+    /// `true`: by the rule the request offers; `false`: not at all.
+    Offered(bool),
+    /// By a rule of the human's own.
+    Rule(String),
+}
+
+impl<'de> Deserialize<'de> for Always {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Always, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Bool(b) => Ok(Always::Offered(b)),
+            Value::String(rule) => Ok(Always::Rule(rule)),
+            other => Err(serde::de::Error::custom(format!(
+                "\"always\" is true or a rule, not {other}"
+            ))),
+        }
     }
 }
 
@@ -257,11 +278,6 @@ pub struct Responded {
 /// `answers`: a list (one per question) or an object (question → answer).
 fn list_or_map(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "type": ["array", "object", "null"] })
-}
-
-/// `always`: `true`, or a rule.
-fn flag_or_rule(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({ "type": ["boolean", "string", "null"] })
 }
 
 /// How an answer went back.

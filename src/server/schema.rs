@@ -11,10 +11,19 @@ use serde_json::{Value, json};
 
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
-use crate::protocol::{AnswerShape, MAX_TIMEOUT_SECS, form};
+use crate::protocol::{AnswerShape, Kind, MAX_TIMEOUT_SECS, form};
 
 /// Text with something in it besides whitespace.
 const NOT_BLANK: &str = r"\S";
+/// Every name (and alias) of the kinds `which` picks.
+fn kind_names(which: fn(Kind) -> bool) -> Vec<&'static str> {
+    Kind::NAMES
+        .iter()
+        .filter(|(_, k)| which(*k))
+        .map(|(n, _)| *n)
+        .collect()
+}
+
 /// The generator of the document's schemas: each type's lands in
 /// `components.schemas`, where its `$ref`s point.
 pub fn generator() -> SchemaGenerator {
@@ -60,8 +69,7 @@ fn hand_written() -> Value {
                     "type": ["object", "null"],
                     "required": ["type", "question"],
                     "properties": {
-                        "type": { "enum": ["question", "question_input", "choice", "permission", "approval",
-                                           "text", "yesno", "select", "multiselect", "questions"] },
+                        "type": { "enum": kind_names(|_| true) },
                         "question": { "type": "string", "pattern": NOT_BLANK },
                         "responseWebSocketUrl": { "type": ["string", "null"] },
                         "timeout": { "type": ["number", "null"], "minimum": 0, "maximum": MAX_TIMEOUT_SECS },
@@ -72,9 +80,9 @@ fn hand_written() -> Value {
                         "priority": { "enum": ["normal", "high", "urgent", null] },
                     },
                     "allOf": [
-                        { "if": { "properties": { "type": { "enum": ["choice", "select", "multiselect"] } } },
+                        { "if": { "properties": { "type": { "enum": kind_names(Kind::needs_options) } } },
                           "then": { "required": ["choices"], "properties": { "choices": { "type": "array", "minItems": 1 } } } },
-                        { "if": { "properties": { "type": { "const": "questions" } } },
+                        { "if": { "properties": { "type": { "enum": kind_names(|k| k == Kind::Questions) } } },
                           "then": { "required": ["questions"],
                             "properties": { "questions": { "type": "array", "minItems": 1 } } } },
                     ],

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize, Serializer, ser::SerializeMap};
 use serde_json::{Map, Value, json};
 
 use crate::{
-    api::RespondBody,
+    api::{Always, RespondBody},
     protocol::{Answer, AnswerStatus, FormQuestion, Kind, Priority, Reply, Request, Status, form},
     store::{NewEvent, StoredEvent},
 };
@@ -162,16 +162,13 @@ pub fn reply_for(r: &Request, body: &RespondBody) -> Result<Reply, String> {
                 }
             };
             let remember = match &body.always {
-                None | Some(Value::Bool(false)) | Some(Value::Null) => None,
-                Some(Value::Bool(true)) => Some(
+                None | Some(Always::Offered(false)) => None,
+                Some(Always::Offered(true)) => Some(
                     r.always_allow()
                         .ok_or("this request offers no rule to always allow")?
                         .to_string(),
                 ),
-                Some(Value::String(rule)) => Some(rule.clone()),
-                Some(other) => {
-                    return Err(format!("\"always\" is true or a rule, not {other}"));
-                }
+                Some(Always::Rule(rule)) => Some(rule.clone()),
             };
             Ok(Reply::Approval {
                 approved,
