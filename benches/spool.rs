@@ -506,9 +506,9 @@ fn round_trips(parent: &Path, rounds: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let r = listener_rounds(parent, rounds);
     // The plain way, both sides: no nudge, slots or spares; the store writer's
     // thread and SQLite's own VFS.
-    hitl::tuning::configure(false);
+    hitl::runtime::tuning::configure(false);
     let p = listener_rounds(parent, rounds);
-    hitl::tuning::configure(true);
+    hitl::runtime::tuning::configure(true);
     (b, r, p)
 }
 
@@ -578,8 +578,12 @@ fn start_listener(home: &Path, project: &Path, args: &[&str]) -> (Child, f64) {
         // The listener takes the fast paths when this process does (`round_trips`
         // measures both ways).
         .env(
-            hitl::tuning::ENV,
-            if hitl::tuning::fast_paths() { "1" } else { "0" },
+            hitl::runtime::tuning::ENV,
+            if hitl::runtime::tuning::fast_paths() {
+                "1"
+            } else {
+                "0"
+            },
         )
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -85,7 +85,7 @@ pub struct Settings {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TuningSettings {
-    /// Take the fast paths (see [`crate::tuning`]); off, hitl takes the plain way
+    /// Take the fast paths (see [`crate::runtime::tuning`]); off, hitl takes the plain way
     /// everywhere, to tell whether a problem is theirs. `HITL_FAST_PATHS` wins.
     pub fast_paths: bool,
 }
@@ -637,7 +637,7 @@ pub fn load(paths: &Paths, project_config: Option<&Path>) -> Result<Settings> {
             .parse()
             .with_context(|| format!("HITL_TIMEOUT={t:?} is not a number of seconds"))?;
     }
-    crate::tuning::configure(settings.tuning.fast_paths);
+    crate::runtime::tuning::configure(settings.tuning.fast_paths);
     Ok(settings)
 }
 

@@ -12,21 +12,15 @@
 #![deny(unsafe_code)]
 
 pub mod agents;
-pub mod allocator;
 pub mod api;
 pub mod broker;
 pub mod claude;
-pub mod client;
 pub mod cmd;
 pub mod config;
 pub mod daemon;
-pub mod logging;
-pub mod mcp;
-pub mod process;
 pub mod protocol;
-pub mod replica;
+pub mod runtime;
 pub mod server;
 pub mod spool;
 pub mod store;
-pub mod tuning;
 pub mod ui;

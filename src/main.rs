@@ -13,9 +13,9 @@ use std::{io::Write, path::PathBuf, process::ExitCode};
 use clap::{Parser, Subcommand};
 
 /// mimalloc for the daemons, glibc's malloc for the short-lived rest (see
-/// `hitl::allocator`).
+/// `hitl::runtime::allocator`).
 #[global_allocator]
-static ALLOCATOR: hitl::allocator::ByRole = hitl::allocator::ByRole;
+static ALLOCATOR: hitl::runtime::allocator::ByRole = hitl::runtime::allocator::ByRole;
 use hitl::claude::decision::HookEvent;
 use hitl::cmd::{
     answer::{AnswerOptions, AnswerWith},
@@ -364,7 +364,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Ask(opts) => return Ok(run_ask(opts)),
         Command::Hook { event } => return Ok(run_hook(event)),
-        Command::Mcp { dir } => hitl::mcp::run(dir)?,
+        Command::Mcp { dir } => hitl::claude::mcp::run(dir)?,
         Command::Rules { action, dir, json } => {
             use hitl::cmd::rules;
             match action.unwrap_or(RulesAction::List) {
@@ -573,7 +573,7 @@ fn main() -> ExitCode {
             Err(_) => ExitCode::FAILURE,
         };
     }
-    hitl::logging::init(first.as_deref());
+    hitl::runtime::logging::init(first.as_deref());
     if let Some(event) = hook_event(std::env::args_os()) {
         return run_hook(event);
     }

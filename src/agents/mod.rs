@@ -13,8 +13,8 @@ pub use registry::{
     note_reports, record_heartbeat, record_waiting, status_after, sweep,
 };
 
-use crate::process::main_thread_stat;
-pub use crate::process::{ProcessRef, is_alive, start_time, this_process};
+use crate::runtime::process::main_thread_stat;
+pub use crate::runtime::process::{ProcessRef, is_alive, start_time, this_process};
 
 /// Process names that are AI agents.
 const AGENT_NAMES: &[&str] = &[
@@ -128,7 +128,7 @@ fn find_agent_process() -> (String, ProcessRef) {
     let me = std::process::id();
     let my_stat = main_thread_stat(me);
     if let Some(s) = &my_stat {
-        crate::process::remember_self(s);
+        crate::runtime::process::remember_self(s);
     }
     let session = my_stat.as_ref().map(|s| s.session).unwrap_or(0);
     let mut pid = my_stat.as_ref().map(|s| s.ppid).unwrap_or(0);

@@ -437,7 +437,7 @@ mod tests {
                 "?",
             )
         };
-        let me = crate::process::this_process();
+        let me = crate::runtime::process::this_process();
         req.metadata.insert(
             AGENT_PROCESS_KEY.into(),
             json!({ "pid": me.pid, "start_time": me.start_time }),

@@ -485,7 +485,7 @@ impl Question {
     /// it still there. On SIGTERM or SIGINT (Claude Code giving up on the hook) the
     /// question is withdrawn.
     fn ask(&self) -> Decision {
-        let me = crate::process::this_process();
+        let me = crate::runtime::process::this_process();
         let mut request = self.request.clone();
         request.id = uuid::Uuid::now_v7().simple().to_string();
         request.source = Some(Origin::Hook);

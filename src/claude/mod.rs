@@ -6,6 +6,7 @@ pub mod decision;
 pub mod elicit;
 pub mod feed;
 pub mod hook;
+pub mod mcp;
 pub mod policy;
 pub mod rules;
 pub mod settings;

@@ -137,7 +137,7 @@ fn responder() -> String {
         .or_else(|_| std::env::var("LOGNAME"))
         .ok()
         .filter(|u| !u.is_empty())
-        .unwrap_or_else(crate::process::user_name);
+        .unwrap_or_else(crate::runtime::process::user_name);
     format!("cli:{user}")
 }
 
@@ -208,7 +208,7 @@ fn which(id: &str) -> (Which, &str) {
 /// the spool with this id.
 async fn held_elsewhere(server: Option<&str>, id: &str) -> bool {
     let Some(server) = server else { return false };
-    let Ok(client) = crate::client::Client::new(server) else {
+    let Ok(client) = crate::api::client::Client::new(server) else {
         return false;
     };
     match tokio::time::timeout(std::time::Duration::from_secs(3), client.pending()).await {
@@ -380,7 +380,7 @@ async fn answer_through_listener(
     spool: &Spool,
     question: &Request,
 ) -> Result<Option<()>> {
-    let client = crate::client::Client::new(base)?;
+    let client = crate::api::client::Client::new(base)?;
     let Ok(Some(view)) = client.view(&question.id).await else {
         return Ok(None);
     };
@@ -399,7 +399,7 @@ async fn answer_through_listener(
 /// Answers request `opts.id` on the server at `base`. `None`: the server has no such
 /// request. A request that has ended is an error saying how.
 async fn answer_remote(base: &str, opts: &AnswerOptions) -> Result<Option<()>> {
-    let client = crate::client::Client::new(base)?;
+    let client = crate::api::client::Client::new(base)?;
     let Some((request, status)) = client.get(&opts.id).await? else {
         return Ok(None);
     };
@@ -411,7 +411,7 @@ async fn answer_remote(base: &str, opts: &AnswerOptions) -> Result<Option<()>> {
 
 /// Sends `opts`' reply to the pending `request` through `client`, and says what it sent.
 async fn respond_with(
-    client: &crate::client::Client,
+    client: &crate::api::client::Client,
     request: &Request,
     opts: &AnswerOptions,
 ) -> Result<()> {

@@ -302,7 +302,7 @@ fn run_remote(opts: &AskOptions, server: &str) -> Result<u8> {
     let paths = Paths::from_env();
     let settings = config::load(&paths, spool.as_ref().map(|s| s.config_file()).as_deref())?;
     let (request, _who) = build_request(opts, spool.as_ref(), &settings)?;
-    let mut servers = crate::client::Servers::new(server)?;
+    let mut servers = crate::api::client::Servers::new(server)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -343,7 +343,7 @@ fn run_remote(opts: &AskOptions, server: &str) -> Result<u8> {
         Ok(o) => o,
         Err(e) if e.is::<CouldNotAsk>() => return Err(e),
         // Created, then no server could be reached until the question's deadline.
-        Err(e) if crate::client::is_transient(&e) => {
+        Err(e) if crate::api::client::is_transient(&e) => {
             eprintln!("hitl: {e:#}; no server answered before the question's deadline");
             return Ok(EXIT_TIMEOUT);
         }

@@ -38,7 +38,7 @@ pub async fn run(
     as_json: bool,
 ) -> Result<()> {
     let url = broker_url(dir, server)?;
-    let client = crate::client::Client::new(&url)?;
+    let client = crate::api::client::Client::new(&url)?;
     let (link, ttl) = client.login_link().await?;
     if as_json {
         println!(

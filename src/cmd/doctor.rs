@@ -173,7 +173,7 @@ fn check_folder(report: &mut Report, spool: &Spool) {
             format!("{} is a symbolic link", root.display()),
             "remove it and run `hitl init` (hitl never follows it: someone could point it at another user's files)",
         ),
-        Ok(m) if m.uid() != crate::process::euid() => report.fail(
+        Ok(m) if m.uid() != crate::runtime::process::euid() => report.fail(
             "project",
             format!("{} belongs to uid {}, not to you", root.display(), m.uid()),
             "run hitl as that user, or remove the folder and run `hitl init`",
@@ -306,7 +306,7 @@ fn check_inotify(report: &mut Report, spool: &Spool) {
 
 /// inotify instances held by this user's processes.
 fn inotify_instances_in_use() -> u64 {
-    let me = crate::process::euid();
+    let me = crate::runtime::process::euid();
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return 0;
     };
@@ -346,7 +346,7 @@ fn check_tokens(report: &mut Report, paths: &Paths) {
             continue;
         };
         let mode = meta.permissions().mode() & 0o777;
-        if meta.file_type().is_symlink() || meta.uid() != crate::process::euid() {
+        if meta.file_type().is_symlink() || meta.uid() != crate::runtime::process::euid() {
             problems.push(format!("{} is not a file of yours", path.display()));
             fixes.push(format!("rm {} (a new one is made)", path.display()));
         } else if others_bits(mode) != 0 {

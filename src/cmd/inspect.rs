@@ -91,7 +91,7 @@ fn held_by_listener(spool: &Spool) -> Vec<RequestView> {
         return Vec::new();
     };
     let listed = (|| {
-        let client = crate::client::Client::new(&url)?;
+        let client = crate::api::client::Client::new(&url)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;

@@ -114,7 +114,7 @@ impl Caller {
     /// this machine's user for a dashboard page, else `http`.
     pub fn responder(&self) -> String {
         if self.dashboard {
-            format!("dashboard:{}", crate::process::user_name())
+            format!("dashboard:{}", crate::runtime::process::user_name())
         } else {
             "http".to_string()
         }
@@ -134,7 +134,8 @@ impl Caller {
                     || self.asker
                     || (self.local
                         && state.settings.open_loopback
-                        && self.peer.owner(state.local_addr) == Some(crate::process::euid()))
+                        && self.peer.owner(state.local_addr)
+                            == Some(crate::runtime::process::euid()))
             }
             Access::Token => self.authenticated,
         };
@@ -170,7 +171,7 @@ impl Caller {
             return Some(Identity::User);
         }
         match self.peer.owner(state.local_addr)? {
-            uid if uid == crate::process::euid() => Some(Identity::User),
+            uid if uid == crate::runtime::process::euid() => Some(Identity::User),
             uid => Some(Identity::OtherUser(uid)),
         }
     }

@@ -145,7 +145,7 @@ pub async fn serve(
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let others = Arc::new(OthersTally::default());
     let server = listener.local_addr()?;
-    let me = crate::process::euid();
+    let me = crate::runtime::process::euid();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())

@@ -466,7 +466,8 @@ pub fn refusal(url: &str, allowed_hosts: &[String]) -> Option<String> {
 /// for a request the user made; `None` for another OS user's (or an unknown
 /// creator's).
 fn creator_uid(r: &crate::protocol::Request) -> Option<u32> {
-    (r.created_by.as_deref() == Some(crate::protocol::CREATED_BY_USER)).then(crate::process::euid)
+    (r.created_by.as_deref() == Some(crate::protocol::CREATED_BY_USER))
+        .then(crate::runtime::process::euid)
 }
 
 /// Connects to `url`'s host and port; on loopback, only to a socket the OS user

@@ -92,7 +92,7 @@ pub fn clear_stale_temp(tmp_dir: &Path) -> usize {
             .split('.')
             .next()
             .and_then(|pid| pid.parse::<u32>().ok())
-            .is_some_and(|pid| !crate::process::is_alive(pid, None));
+            .is_some_and(|pid| !crate::runtime::process::is_alive(pid, None));
         let old = e
             .metadata()
             .and_then(|m| m.modified())
@@ -222,7 +222,7 @@ pub fn write_atomic_spared(
     bytes: &[u8],
     durable: bool,
 ) -> io::Result<()> {
-    if !crate::tuning::fast_paths() {
+    if !crate::runtime::tuning::fast_paths() {
         return write_atomic(tmp_dir, dest, bytes, durable);
     }
     let tmp = match claim_named_spare(tmp_dir, dest) {
@@ -302,7 +302,7 @@ pub const SLOTS_DIR: &str = "slot";
 /// answer came another way; `None` when the spool has no slot folder (made by
 /// `hitl init` and the listener) or the file could not be made.
 pub fn leave_answer_slot(tmp_dir: &Path, dest: &Path) -> Option<PathBuf> {
-    if !crate::tuning::fast_paths() {
+    if !crate::runtime::tuning::fast_paths() {
         return None;
     }
     let slot = tmp_dir.join(SLOTS_DIR).join(dest.file_name()?);
@@ -371,7 +371,7 @@ fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
 /// up. The listener calls it while its spool is quiet, so the files' making is on
 /// nobody's path. Returns how many it made.
 pub fn keep_named_spares(tmp_dir: &Path) -> usize {
-    if !crate::tuning::fast_paths() {
+    if !crate::runtime::tuning::fast_paths() {
         return 0;
     }
     use std::os::unix::fs::DirBuilderExt;
@@ -410,7 +410,7 @@ fn take_spare(dir: &Path) -> Option<File> {
 /// the last minutes), and made here it is off the next asker's path. An unnamed file
 /// leaves nothing behind when the process ends, however it ends.
 pub fn keep_spare(dir: &Path) {
-    if !crate::tuning::fast_paths() {
+    if !crate::runtime::tuning::fast_paths() {
         return;
     }
     let mut spares = SPARES.lock().unwrap_or_else(|e| e.into_inner());
@@ -481,7 +481,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let dest = |n: &str| dir.path().join(n);
         let n = NAMED_SPARES as usize;
-        if !crate::tuning::fast_paths() {
+        if !crate::runtime::tuning::fast_paths() {
             // The plain way: no spares; every write makes its own file.
             assert_eq!(keep_named_spares(dir.path()), 0);
             write_atomic_spared(dir.path(), &dest("s"), b"s", false).unwrap();
@@ -535,7 +535,7 @@ mod tests {
         assert_eq!(leave_answer_slot(&tmp, &dest), None);
         fs::create_dir(tmp.join(SLOTS_DIR)).unwrap();
         keep_named_spares(&tmp);
-        if !crate::tuning::fast_paths() {
+        if !crate::runtime::tuning::fast_paths() {
             // The plain way: no slot; the answer is a file of its own.
             assert_eq!(leave_answer_slot(&tmp, &dest), None);
             assert_eq!(
@@ -599,7 +599,7 @@ mod tests {
             let dest = dir.path().join("a.json");
             // Without the fast paths there is no slot, and still one winner.
             let slot = leave_answer_slot(&tmp, &dest);
-            assert_eq!(slot.is_some(), crate::tuning::fast_paths());
+            assert_eq!(slot.is_some(), crate::runtime::tuning::fast_paths());
             let results: Vec<(Created, String)> = std::thread::scope(|s| {
                 let hs: Vec<_> = (0..4)
                     .map(|i| {

@@ -34,7 +34,7 @@ pub struct ListenerInfo {
 impl ListenerInfo {
     /// This process, serving `projects`, with HTTP at `http`.
     pub fn new(projects: &[PathBuf], http: Option<&str>) -> ListenerInfo {
-        let me = crate::process::this_process();
+        let me = crate::runtime::process::this_process();
         ListenerInfo {
             version: crate::protocol::VERSION,
             pid: me.pid,
@@ -60,6 +60,6 @@ impl ListenerInfo {
     pub fn running(spool: &Spool) -> Option<ListenerInfo> {
         let bytes = super::read_untrusted(&spool.listener_info_file(), 1 << 20).ok()?;
         let info: ListenerInfo = serde_json::from_slice(&bytes).ok()?;
-        crate::process::is_alive(info.pid, info.start_time).then_some(info)
+        crate::runtime::process::is_alive(info.pid, info.start_time).then_some(info)
     }
 }

@@ -234,7 +234,7 @@ impl Spool {
     /// Every existing part of the layout is a real folder (or file) of this user's.
     fn check_ownership(&self) -> Result<()> {
         use std::os::unix::fs::MetadataExt;
-        let me = crate::process::euid();
+        let me = crate::runtime::process::euid();
         let parts = self.layout().into_iter().chain([self.config_file()]);
         for path in parts {
             let meta = match fs::symlink_metadata(&path) {

@@ -98,10 +98,10 @@ const WITHDRAW: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
 /// asker takes it, and any other process is left alone. Best effort: an asker not
 /// nudged (one waiting in another thread) finds the file a little later.
 pub fn nudge(pid: u32, start_time: Option<u64>) {
-    if !crate::tuning::fast_paths() {
+    if !crate::runtime::tuning::fast_paths() {
         return;
     }
-    let Some(s) = crate::process::main_thread_stat(pid) else {
+    let Some(s) = crate::runtime::process::main_thread_stat(pid) else {
         return;
     };
     let bit = 1u64 << (NUDGE as i32 - 1);
@@ -127,7 +127,7 @@ impl AnswerWait {
     pub fn new(dir: &Path, name: &str) -> io::Result<AnswerWait> {
         // Blocking the nudge's signal is what asks for it: without the fast paths,
         // the broker is not asked, and the wait is inotify's from the start.
-        let fast = crate::tuning::fast_paths();
+        let fast = crate::runtime::tuning::fast_paths();
         let mut set = SigSet::empty();
         for sig in WITHDRAW.into_iter().chain(fast.then_some(NUDGE)) {
             set.add(sig);
@@ -287,7 +287,7 @@ mod tests {
             .expect("python3 runs this test's witness");
         let mut out = BufReader::new(child.stdout.take().unwrap());
         assert_eq!(line(&mut out), "ready");
-        let start = crate::process::start_time(child.id()).unwrap();
+        let start = crate::runtime::process::start_time(child.id()).unwrap();
         (child, out, start)
     }
 
@@ -300,7 +300,7 @@ mod tests {
     #[test]
     fn a_nudge_reaches_a_waiting_asker_and_no_one_else() {
         let (mut asker, mut out, start) = witness(true);
-        if !crate::tuning::fast_paths() {
+        if !crate::runtime::tuning::fast_paths() {
             // The plain way nudges nobody: askers wait on inotify alone.
             nudge(asker.id(), Some(start));
             assert_eq!(line(&mut out), "idle");

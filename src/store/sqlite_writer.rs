@@ -96,7 +96,7 @@ fn open(path: &Path, gathered: bool) -> Result<Connection> {
 impl SqliteWriter {
     /// Opens the (already migrated) database at `path` for writing.
     pub fn open(path: &Path) -> Result<SqliteWriter> {
-        let conn = open(path, crate::tuning::fast_paths())?;
+        let conn = open(path, crate::runtime::tuning::fast_paths())?;
         // After `wal_autocheckpoint`, which replaces any WAL hook with its own.
         conn.wal_hook(Some(note_wal_frames));
         let alive = Arc::new(());

@@ -398,7 +398,7 @@ impl StoreSender {
     /// to the writer, which has the retries.
     pub fn write_now_or_send(&self, msg: StoreMsg) {
         if let Some(d) = &self.direct
-            && crate::tuning::fast_paths()
+            && crate::runtime::tuning::fast_paths()
             && d.claim()
         {
             let written = d.writer.try_apply_now(std::slice::from_ref(&msg.op));

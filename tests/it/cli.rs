@@ -203,7 +203,11 @@ fn the_answer_is_written_in_the_file_its_asker_left() {
     // Without the fast paths (HITL_FAST_PATHS=0) there is no slot: the answer is a
     // file made when it is written.
     let slot = fs::metadata(slots.join(format!("{id}.json")));
-    assert_eq!(slot.is_ok(), hitl::tuning::fast_paths(), "{slot:?}");
+    assert_eq!(
+        slot.is_ok(),
+        hitl::runtime::tuning::fast_paths(),
+        "{slot:?}"
+    );
     assert!(slot.as_ref().is_ok_and(|s| s.len() == 0) || slot.is_err());
     let _listener = p.listen(&["--ui", "none", "--auto-answer", "yes"]);
     let out = wait_output(child, Duration::from_secs(30));

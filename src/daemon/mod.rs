@@ -8,6 +8,8 @@
 //! at any moment is seen by the watch, the scan, or both. The ways back subscribe
 //! before the broker runs, so no change is missed.
 
+pub mod replica;
+
 use std::{net::SocketAddr, path::PathBuf};
 
 use anyhow::{Result, bail};
@@ -125,7 +127,10 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
         let _ = stop_rx.await;
     }));
     // Requests made or ended by other brokers sharing the store.
-    tasks.push(crate::replica::spawn(reader.clone(), handle.clone()));
+    tasks.push(crate::daemon::replica::spawn(
+        reader.clone(),
+        handle.clone(),
+    ));
     // History does not grow for ever.
     tasks.push(crate::store::spawn_sweeps(
         reader.clone(),
@@ -318,7 +323,7 @@ mod tests {
         let base = format!("http://{}", daemon.http_addr.unwrap());
         let token = std::fs::read_to_string(dir.path().join("token")).unwrap();
         let client =
-            crate::client::Client::with_token(&base, Some(token.trim().to_string())).unwrap();
+            crate::api::client::Client::with_token(&base, Some(token.trim().to_string())).unwrap();
         let request = Request {
             timeout: Some(30),
             ..Request::new("t", "T", Kind::Text, "Who answers?")

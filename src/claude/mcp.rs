@@ -527,7 +527,7 @@ impl McpServer {
             }
         };
         let asking = self.calls.spawn(async move {
-            crate::client::ask_listener(&spool, &url, &request, Origin::Mcp, stop).await
+            crate::api::client::ask_listener(&spool, &url, &request, Origin::Mcp, stop).await
         });
         let mut asking = std::pin::pin!(asking);
         let token = context.meta.get_progress_token();

@@ -2,6 +2,8 @@
 //! writes them and the client (`hitl ask --server`, `hitl answer`, `hitl pending`)
 //! that writes and reads them, so the two cannot drift apart.
 
+pub mod client;
+
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
