@@ -138,6 +138,7 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
             .map(|l| {
                 let mut v = serde_json::to_value(&l.request).unwrap_or_default();
                 v["origin"] = json!(l.request.shown_origin(l.origin));
+                v["labels"] = json!(l.request.labels());
                 if let Some((path, variant)) = &l.file {
                     v["project"] = json!(spool.project());
                     v["file"] = json!(path);

@@ -326,6 +326,7 @@ fn tags_from_the_flag_and_the_environment_are_shown_and_kept() {
         serde_json::json!(["team", "ci", "deploy"]),
         "{q}"
     );
+    assert_eq!(q["labels"], serde_json::json!(["#team", "#ci", "#deploy"]));
     let mut l = p.listen_with_stdin(&["--ui", "terminal"]);
     l.wait_stdout("Ship?", Duration::from_secs(10));
     assert!(
