@@ -59,13 +59,30 @@ impl ApiError {
     }
 }
 
+/// The body of every refusal.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+#[schemars(rename = "Error")]
+pub struct ErrorBody {
+    /// Always false.
+    #[schemars(schema_with = "always_false")]
+    pub success: bool,
+    /// What was wrong, for people.
+    pub error: String,
+    /// The HTTP status again.
+    pub status: u16,
+}
+
+fn always_false(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "const": false })
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({
-            "success": false,
-            "error": self.message,
-            "status": self.status.as_u16(),
-        });
+        let body = ErrorBody {
+            success: false,
+            error: self.message,
+            status: self.status.as_u16(),
+        };
         let mut response = (self.status, Json(body)).into_response();
         if let Some(secs) = self.retry_after {
             response

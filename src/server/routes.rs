@@ -460,7 +460,7 @@ pub fn openapi() -> Value {
         responses.insert(detail.ok.to_string(), ok);
         let error = json!({
             "description": "Refused; the body says why.",
-            "content": { "application/json": { "schema": schema::reference("Error") } },
+            "content": { "application/json": { "schema": schema::of::<super::error::ErrorBody>().schema(&mut generator) } },
         });
         for status in detail.errors.iter().chain(&[401, 403, 429]) {
             responses.insert(status.to_string(), error.clone());

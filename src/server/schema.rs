@@ -3,9 +3,8 @@
 //! takes, so a client generator or a fuzzer (schemathesis, in CI) can reach every
 //! operation. Each route of the route table (`routes.rs`) carries its [`Detail`];
 //! a body's schema is generated from its type ([`of`]: schemars, with the rules the
-//! handlers enforce stated beside the fields), and only seed 004's event and the
-//! error body are still written here by hand. A body the document allows is a body
-//! the server takes.
+//! handlers enforce stated beside the fields), and only seed 004's event is still
+//! written here by hand. A body the document allows is a body the server takes.
 
 use serde_json::{Value, json};
 
@@ -45,15 +44,6 @@ pub fn components(mut generator: SchemaGenerator) -> Value {
 /// The schemas not generated yet.
 fn hand_written() -> Value {
     json!({
-        "Error": {
-            "type": "object",
-            "required": ["success", "error", "status"],
-            "properties": {
-                "success": { "const": false },
-                "error": { "type": "string" },
-                "status": { "type": "integer" },
-            },
-        },
         "Event": {
             "type": "object",
             "description": "Seed 004's HookEvent. With `humanInTheLoop`, it asks a human.",
