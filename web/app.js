@@ -14,7 +14,7 @@ import { markdown } from "/ui/markdown.js";
 /**
  * @typedef {object} Pending  a pending request (src/broker/mod.rs, PendingRequest)
  * @property {object} request  the request itself (docs/PROTOCOL.md, "A question")
- * @property {string} origin  how it came: spool, http, hook, mcp…
+ * @property {string} origin  who asked: spool, http, hook, mcp… (src/protocol/origin.rs)
  * @property {object} answer_shape  how it is answered (src/protocol/kind.rs, AnswerShape)
  * @property {string[]} labels  what to show beside the question (src/protocol/request.rs, labels)
  * @property {string} [project]  a spool question's project folder
@@ -402,7 +402,7 @@ function card_for(p) {
   }
   card.append(el("div", { class: "meta" },
     el("span", { class: "agent", text: r.agent_name }),
-    el("span", { class: "origin", text: r.source || p.origin }),
+    el("span", { class: "origin", text: p.origin }),
     el("span", { class: "kind", text: r.type }),
     ...(p.labels || []).map((label) => el("span", { class: "label", text: label })),
     el("time", { datetime: r.timestamp, text: age(r.timestamp) })));

@@ -31,7 +31,6 @@ pub(super) enum Command {
     /// Queue a request already committed to the store.
     Admit {
         request: Box<Request>,
-        origin: Origin,
         event_id: i64,
         done: oneshot::Sender<Option<Arc<PendingRequest>>>,
     },
@@ -165,12 +164,11 @@ impl BrokerHandle {
     }
 
     /// Queues a request that is already in the store (another broker sharing it made
-    /// it), come by `origin`. Known ids are ignored.
-    pub fn admit_stored(&self, request: Request, origin: Origin, event_id: i64) {
+    /// it). Known ids are ignored.
+    pub fn admit_stored(&self, request: Request, event_id: i64) {
         let (done, _) = oneshot::channel();
         let _ = self.commands.send(Command::Admit {
             request: Box::new(request),
-            origin,
             event_id,
             done,
         });
@@ -211,24 +209,19 @@ impl BrokerHandle {
         rx.await.ok().flatten()
     }
 
-    /// Asks: the way in for every transport whose requests live in the store (HTTP
-    /// today; hooks, MCP, tasks and mailboxes next). The request is committed with the
+    /// Asks: the way in for every transport whose requests live in the store (the
+    /// HTTP APIs, which MCP and `hitl ask --server` use too). The request is committed with the
     /// agent event that carried it before it is queued, and both before this returns,
     /// so an acknowledged request survives `kill -9`. A repeat of an idempotency key
-    /// returns the first request's id and makes nothing new. The answer goes back the
-    /// way `origin` says; spool questions are asked by writing their file.
-    pub async fn ask(
-        &self,
-        request: Request,
-        origin: Origin,
-        event: NewEvent,
-    ) -> Result<Asked, AskError> {
-        if !origin.is_stored() {
+    /// returns the first request's id and makes nothing new. Its way back is to be
+    /// settled in the store. Spool questions (of [`Origin::Spool`]) are asked by
+    /// writing their file.
+    pub async fn ask(&self, request: Request, event: NewEvent) -> Result<Asked, AskError> {
+        if request.origin == Origin::Spool {
             return Err(AskError::NotStored);
         }
         let op = StoreOp::CreateRemote {
             request: Box::new(request.clone()),
-            origin,
             event: Box::new(event),
         };
         let Some(Outcome::Created { event_id, existing }) = self.store_committed(op).await else {
@@ -246,7 +239,6 @@ impl BrokerHandle {
         let pending = self
             .call(|done| Command::Admit {
                 request: Box::new(request),
-                origin,
                 event_id,
                 done,
             })

@@ -108,8 +108,12 @@ pub struct PendingRequest {
     pub seq: u64,
     /// The project it belongs to (empty for requests that live in the store).
     pub project: PathBuf,
-    /// How it was asked, and so how its answer goes back.
+    /// Who asked ([`Request::origin`], here for readers of the queue's JSON).
     pub origin: Origin,
+    /// Whether it lives in the store (its way back is to settle it there), rather
+    /// than in a question file (whose way back is the answer file).
+    #[serde(skip)]
+    pub stored: bool,
     /// The agent event that carried it, for requests made over HTTP.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event_id: Option<i64>,
@@ -327,7 +331,7 @@ impl Broker {
         opts: BrokerOptions,
         store: StoreSender,
         undelivered: Vec<Undelivered>,
-        stored_pending: Vec<(Request, Origin, i64)>,
+        stored_pending: Vec<(Request, i64)>,
     ) -> (Broker, BrokerHandle) {
         let (commands, commands_rx) = mpsc::unbounded_channel();
         let (changes, _) = broadcast::channel(16 * 1024);
@@ -448,16 +452,17 @@ impl Broker {
     fn enqueue(
         &mut self,
         project: PathBuf,
-        origin: Origin,
         event_id: Option<i64>,
         parsed: crate::protocol::ParsedQuestion,
         place: Place,
         deadline: Option<Timestamp>,
     ) -> Arc<PendingRequest> {
+        let stored = matches!(place, Place::Stored(_));
         let make = |seq| PendingRequest {
             seq,
             project,
-            origin,
+            origin: parsed.request.origin,
+            stored,
             event_id,
             answer_shape: parsed.request.answer_shape(),
             labels: parsed.request.labels(),
@@ -512,11 +517,10 @@ impl Broker {
             }
             Command::Admit {
                 request,
-                origin,
                 event_id,
                 done,
             } => {
-                let _ = done.send(self.admit_stored(*request, origin, event_id));
+                let _ = done.send(self.admit_stored(*request, event_id));
             }
             Command::Find {
                 id,

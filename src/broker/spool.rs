@@ -272,7 +272,7 @@ impl Broker {
             Ok(()) => {
                 // First seen (a question replayed after a restart is journaled already):
                 // a hook's call goes in the activity feed.
-                if q.request.source == Some(Origin::Hook) {
+                if q.request.origin == Origin::Hook {
                     self.note_asked_call(spool, &q.request);
                 }
                 Some(journal_path)
@@ -300,14 +300,7 @@ impl Broker {
             journal_path,
             answer_path: answer_path.clone(),
         });
-        let pending = self.enqueue(
-            s.project().to_path_buf(),
-            Origin::Spool,
-            None,
-            q,
-            place,
-            deadline,
-        );
+        let pending = self.enqueue(s.project().to_path_buf(), None, q, place, deadline);
         self.files.by_question.insert(path, pending.seq);
         self.files.by_answer.insert(answer_path, pending.seq);
         self.files.snapshot_dirty[spool] = true;

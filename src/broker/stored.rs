@@ -11,20 +11,20 @@ use super::{
     way_back::{Delivered, Delivery, Ending, WayBack},
 };
 use crate::{
-    protocol::{AnswerStatus, Origin, ParsedQuestion, Request, Variant},
+    protocol::{AnswerStatus, ParsedQuestion, Request, Variant},
     store::Outcome,
 };
 
 /// The broker's index of its stored requests.
 pub(super) struct Stored {
     /// Still pending when the last broker stopped: queued at the start.
-    at_start: Vec<(Request, Origin, i64)>,
+    at_start: Vec<(Request, i64)>,
     /// The queued ones, by id (their ids are unique).
     by_id: HashMap<String, u64>,
 }
 
 impl Stored {
-    pub(super) fn new(at_start: Vec<(Request, Origin, i64)>) -> Stored {
+    pub(super) fn new(at_start: Vec<(Request, i64)>) -> Stored {
         Stored {
             at_start,
             by_id: HashMap::new(),
@@ -44,8 +44,8 @@ impl Stored {
 impl Broker {
     /// Queues what the store still had pending when the last broker stopped.
     pub(super) fn requeue_stored(&mut self) {
-        for (request, origin, event_id) in std::mem::take(&mut self.stored.at_start) {
-            self.admit_stored(request, origin, event_id);
+        for (request, event_id) in std::mem::take(&mut self.stored.at_start) {
+            self.admit_stored(request, event_id);
         }
     }
 
@@ -53,7 +53,6 @@ impl Broker {
     pub(super) fn admit_stored(
         &mut self,
         request: Request,
-        origin: Origin,
         event_id: i64,
     ) -> Option<Arc<PendingRequest>> {
         if let Some(seq) = self.stored.seq_of(&request.id) {
@@ -68,7 +67,6 @@ impl Broker {
         };
         let pending = self.enqueue(
             PathBuf::new(),
-            origin,
             Some(event_id),
             parsed,
             Place::Stored(Settle),

@@ -446,9 +446,10 @@ async fn a_restart_queues_again_and_delivers_what_was_chosen() {
 async fn a_stored_request_is_asked_answered_and_requeued_after_a_restart() {
     let h = Harness::start().await;
     let mut changes = h.handle.subscribe();
-    let request = |content: &str| Request {
+    let request = |content: &str, origin| Request {
         priority: Priority::High,
         timeout: Some(600),
+        origin,
         ..Request::new("web", "Web", Kind::Yesno, content)
     };
     let event = || NewEvent {
@@ -462,16 +463,19 @@ async fn a_stored_request_is_asked_answered_and_requeued_after_a_restart() {
         idempotency_key: None,
     };
     // Spool questions are asked with files, not through the handle.
-    let spool_ask = h.handle.ask(request("no"), Origin::Spool, event()).await;
+    let spool_ask = h.handle.ask(request("no", Origin::Spool), event()).await;
     assert_eq!(spool_ask.unwrap_err(), AskError::NotStored);
 
     let asked = h
         .handle
-        .ask(request("Ship?"), Origin::Http, event())
+        .ask(request("Ship?", Origin::Http), event())
         .await
         .unwrap();
     let p = asked.pending.unwrap();
-    assert_eq!((p.origin, p.event_id), (Origin::Http, Some(asked.event_id)));
+    assert_eq!(
+        (p.origin, p.stored, p.event_id),
+        (Origin::Http, true, Some(asked.event_id))
+    );
     assert_eq!(next(&mut changes, queued).await.seq, p.seq);
     h.handle
         .respond(p.seq, Reply::Text("yes".into()), "t")
@@ -485,10 +489,11 @@ async fn a_stored_request_is_asked_answered_and_requeued_after_a_restart() {
         (Status::Answered, "yes")
     );
 
-    // One left pending is queued again by the next broker, with its event id.
+    // One left pending is queued again by the next broker, with its event id and
+    // who asked.
     let left = h
         .handle
-        .ask(request("Later?"), Origin::Http, event())
+        .ask(request("Later?", Origin::Mcp), event())
         .await
         .unwrap();
     let h = h.restart().await;
@@ -498,8 +503,8 @@ async fn a_stored_request_is_asked_answered_and_requeued_after_a_restart() {
         .await
         .expect("queued again");
     assert_eq!(
-        (again.origin, again.event_id),
-        (Origin::Http, Some(left.event_id))
+        (again.origin, again.stored, again.event_id),
+        (Origin::Mcp, true, Some(left.event_id))
     );
     assert_eq!(again.request.content, "Later?");
 }

@@ -488,7 +488,7 @@ impl Question {
         let me = crate::runtime::process::this_process();
         let mut request = self.request.clone();
         request.id = uuid::Uuid::now_v7().simple().to_string();
-        request.source = Some(Origin::Hook);
+        request.origin = Origin::Hook;
         request.asker = Some(crate::protocol::Asker {
             pid: me.pid,
             start_time: Some(me.start_time),

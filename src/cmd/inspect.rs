@@ -43,9 +43,9 @@ fn one_line(s: &str, max: usize) -> String {
 /// One pending request as the CLI lists it: a spool file of this project, or a
 /// request the project's listener holds that came another way (HTTP, …).
 struct Listed {
+    /// The request (who asked is its [`Request::origin`]).
     request: Request,
-    origin: Origin,
-    /// The spool question's file and format.
+    /// The spool question's file and format; `None` for one the listener holds.
     file: Option<(PathBuf, Variant)>,
 }
 
@@ -58,7 +58,6 @@ fn everything_pending(spool: &Spool) -> Vec<Listed> {
         .into_iter()
         .map(|(path, q)| Listed {
             request: q.request,
-            origin: Origin::Spool,
             file: Some((path, q.variant)),
         })
         .collect();
@@ -72,7 +71,6 @@ fn everything_pending(spool: &Spool) -> Vec<Listed> {
             .filter(|v| v.project.is_none())
             .map(|v| Listed {
                 request: v.request,
-                origin: v.origin,
                 file: None,
             }),
     );
@@ -137,7 +135,7 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
             .iter()
             .map(|l| {
                 let mut v = serde_json::to_value(&l.request).unwrap_or_default();
-                v["origin"] = json!(l.request.shown_origin(l.origin));
+                v["origin"] = json!(l.request.origin);
                 v["labels"] = json!(l.request.labels());
                 if let Some((path, variant)) = &l.file {
                     v["project"] = json!(spool.project());
@@ -184,7 +182,7 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
             one_line(crate::protocol::short_id(&r.id, &ids), 34),
             one_line(&r.labels().join(","), 16),
             r.kind.as_str(),
-            l.request.shown_origin(l.origin).as_str(),
+            l.request.origin.as_str(),
             one_line(&r.agent_name, 20),
             age(r.timestamp),
             one_line(&question, 80)
@@ -208,11 +206,11 @@ struct RemoteAgent {
 /// The agents with requests pending at the listener other than spool files.
 fn remote_agents(list: &[Listed]) -> Vec<RemoteAgent> {
     let mut out: Vec<RemoteAgent> = Vec::new();
-    for l in list.iter().filter(|l| l.origin != Origin::Spool) {
+    for l in list.iter().filter(|l| l.file.is_none()) {
         let r = &l.request;
         match out
             .iter_mut()
-            .find(|a| a.agent_id == r.agent_id && a.origin == l.origin)
+            .find(|a| a.agent_id == r.agent_id && a.origin == r.origin)
         {
             Some(a) => {
                 a.pending += 1;
@@ -222,7 +220,7 @@ fn remote_agents(list: &[Listed]) -> Vec<RemoteAgent> {
                 agent_id: r.agent_id.clone(),
                 name: r.agent_name.clone(),
                 status: agents::AgentStatus::Waiting,
-                origin: l.origin,
+                origin: r.origin,
                 pending: 1,
                 last_seen: r.timestamp,
             }),
@@ -236,7 +234,7 @@ fn remote_agents(list: &[Listed]) -> Vec<RemoteAgent> {
 fn agents_of(spool: &Spool, pending: &[Listed]) -> (Vec<agents::AgentRecord>, Vec<RemoteAgent>) {
     let waiting: HashSet<String> = pending
         .iter()
-        .filter(|l| l.origin == Origin::Spool)
+        .filter(|l| l.file.is_some())
         .map(|l| l.request.agent_id.clone())
         .collect();
     (agents::list_agents(spool, &waiting), remote_agents(pending))
@@ -413,9 +411,7 @@ pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
     let listener = ListenerInfo::running(&spool);
     let mut by_origin: std::collections::BTreeMap<&str, usize> = Default::default();
     for l in &pending {
-        *by_origin
-            .entry(l.request.shown_origin(l.origin).as_str())
-            .or_default() += 1;
+        *by_origin.entry(l.request.origin.as_str()).or_default() += 1;
     }
     let paths = Paths::from_env();
     let db = crate::store::redact_url(&paths.db_url());

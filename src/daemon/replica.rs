@@ -62,11 +62,11 @@ pub fn spawn(store: Store, broker: BrokerHandle) -> JoinHandle<()> {
 
 async fn admit(store: &Store, broker: &BrokerHandle, id: &str) -> anyhow::Result<()> {
     if let Some(r) = store.find_request(id).await?
-        && r.origin.is_stored()
+        && r.stored
         && r.status == Status::Pending
         && let Some(event_id) = r.event_id()
     {
-        broker.admit_stored(r.request, r.origin, event_id);
+        broker.admit_stored(r.request, event_id);
     }
     Ok(())
 }
@@ -76,7 +76,7 @@ async fn admit(store: &Store, broker: &BrokerHandle, id: &str) -> anyhow::Result
 /// next resync brings it here otherwise).
 async fn admit_settled(store: &Store, broker: &BrokerHandle, id: &str) -> anyhow::Result<()> {
     if let Some(r) = store.find_request(id).await?
-        && r.origin.is_stored()
+        && r.stored
         && r.status == Status::Pending
     {
         let age = jiff::Timestamp::now().duration_since(r.request.timestamp);
@@ -84,7 +84,7 @@ async fn admit_settled(store: &Store, broker: &BrokerHandle, id: &str) -> anyhow
             return Ok(());
         }
         if let Some(event_id) = r.event_id() {
-            broker.admit_stored(r.request, r.origin, event_id);
+            broker.admit_stored(r.request, event_id);
         }
     }
     Ok(())
@@ -92,7 +92,7 @@ async fn admit_settled(store: &Store, broker: &BrokerHandle, id: &str) -> anyhow
 
 async fn drop_ended(store: &Store, broker: &BrokerHandle, id: &str) -> anyhow::Result<()> {
     if let Some(r) = store.find_request(id).await?
-        && r.origin.is_stored()
+        && r.stored
         && r.status != Status::Pending
     {
         broker.ended_elsewhere(id.to_string(), r.status, r.answer, r.reason);

@@ -141,8 +141,9 @@ impl Kind {
     }
 
     /// What each kind asks of a request's other fields, as JSON Schema `if`/`then`
-    /// rules of the create body: a choice needs its options, a form its questions.
-    pub fn body_rules() -> Vec<serde_json::Value> {
+    /// rules of a body that asks: a choice needs its options (in the field named
+    /// `options`: seed 004 calls them `choices`), a form its questions.
+    pub fn body_rules(options: &str) -> Vec<serde_json::Value> {
         let named = |which: fn(Kind) -> bool| {
             let names: Vec<&str> = Kind::NAMES
                 .iter()
@@ -157,7 +158,7 @@ impl Kind {
                                 "properties": { field: { "type": "array", "minItems": 1 } } })
         };
         vec![
-            serde_json::json!({ "if": named(Kind::needs_options), "then": needs("options") }),
+            serde_json::json!({ "if": named(Kind::needs_options), "then": needs(options) }),
             serde_json::json!({ "if": named(|k| k == Kind::Questions), "then": needs("questions") }),
         ]
     }

@@ -138,12 +138,12 @@ pub fn metadata<'de, D: Deserializer<'de>>(d: D) -> Result<Map<String, Value>, D
     })
 }
 
-/// What kind of asker wrote a file (`"source": "hook"`): an origin other than the
-/// spool's own, else nothing (a name this build does not know is not refused).
-pub fn source<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Origin>, D::Error> {
+/// What kind of asker wrote a file (`"source": "hook"`); the spool's own when it
+/// does not say (a name this build does not know is not refused).
+pub fn source<'de, D: Deserializer<'de>>(d: D) -> Result<Origin, D::Error> {
     Ok(match Option::<Value>::deserialize(d)? {
-        Some(Value::String(s)) => Origin::parse(&s).filter(|o| *o != Origin::Spool),
-        _ => None,
+        Some(Value::String(s)) => Origin::parse(&s).unwrap_or_default(),
+        _ => Origin::Spool,
     })
 }
 

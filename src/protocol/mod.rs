@@ -22,6 +22,8 @@ pub use form::{FormOption, FormQuestion};
 pub use id::{IdError, id_from, is_valid_id, short_id, validate_id};
 pub use kind::{AnswerShape, Kind};
 pub use origin::Origin;
+/// The schemas of request fields that their types alone do not say, for every body that asks.
+pub(crate) use request::body_schema;
 pub use request::{
     Answer, AnswerStatus, Asker, CREATED_BY_USER, OTHER_USER_MAX_TIMEOUT_SECS, Priority, Reply,
     Request,

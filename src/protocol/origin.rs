@@ -1,18 +1,26 @@
-//! Where a request came from, and so the way its answer goes back.
+//! Who asked: the one notion of where a request came from.
 
 use serde::{Deserialize, Serialize};
 
-/// The way a request reached the broker. Its answer goes back the same way: a spool
-/// question gets an answer file; a request made over HTTP is settled in the store,
-/// pushed to the agent's WebSocket when it gave one, and handed to its pollers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+/// The kind of asker a request came from ([`Request::origin`]), shown by every UI and
+/// kept in history. It does not choose the way back: a hook asks through the spool
+/// (its answer is a file) or over HTTP (settled in the store); where a request lives
+/// is the broker's to know.
+///
+/// [`Request::origin`]: crate::protocol::Request::origin
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Origin {
-    /// A question file in a project's `.helpers/questions/`.
+    /// A question file in a project's `.helpers/questions/` that says nothing else
+    /// (`hitl ask`, `ask-human.sh`, any script).
+    #[default]
     Spool,
-    /// `POST /events` (seed 004) or `POST /api/v1/requests`.
+    /// An asker over HTTP that named no other kind: `POST /events` (seed 004), or
+    /// `POST /api/v1/requests` without an `origin`.
     Http,
-    /// A Claude Code hook (`hitl hook`).
+    /// A Claude Code hook (`hitl hook`), through the spool or over HTTP.
     Hook,
     /// The MCP server (`hitl mcp`).
     Mcp,
@@ -50,10 +58,9 @@ impl Origin {
         Origin::ALL.into_iter().find(|o| o.as_str() == s)
     }
 
-    /// Whether requests of this origin live in the store (rather than in a spool file):
-    /// every origin but the spool.
-    pub fn is_stored(self) -> bool {
-        self != Origin::Spool
+    /// Whether this is the spool's own (what a question file that names no asker is).
+    pub fn is_spool(&self) -> bool {
+        *self == Origin::Spool
     }
 }
 

@@ -218,16 +218,19 @@ pub struct Request {
     /// the user can write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
-    /// What kind of asker wrote a question file, when it says: `hitl hook` asks through
-    /// the spool like `hitl ask`, and its questions are shown with the origin `hook`.
-    /// Only what a request is shown as: its way back is that of the way it came.
+    /// Who asked: the kind of asker, shown by every UI and kept in history. A
+    /// question file's is what it says (`"source": "hook"` from `hitl hook`), else the
+    /// spool's own; the server sets it for every other way in (the create body's
+    /// `origin`), never taking a body's `source`. Where the request lives, and so its
+    /// way back, is the broker's business, not this.
     #[serde(
+        rename = "source",
         default,
         deserialize_with = "lenient::source",
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "Origin::is_spool"
     )]
     #[schemars(schema_with = "body_schema::any")]
-    pub source: Option<Origin>,
+    pub origin: Origin,
     /// Fields this build does not know, as they were sent. Never kept here: a
     /// question file's go into `metadata` ([`Request::complete`]), and the API
     /// refuses a body that has any.
@@ -319,7 +322,7 @@ impl Request {
             metadata: Map::new(),
             asker: None,
             created_by: None,
-            source: None,
+            origin: Origin::Spool,
             unknown: Map::new(),
         }
     }
@@ -360,15 +363,6 @@ impl Request {
         }
         labels.extend(self.tags.iter().map(|t| format!("#{t}")));
         labels
-    }
-
-    /// The origin to show for this request, which came in by `way`: what its file
-    /// says asked it ([`Request::source`]), else the way itself.
-    pub fn shown_origin(&self, way: Origin) -> Origin {
-        match (way, self.source) {
-            (Origin::Spool, Some(source)) => source,
-            _ => way,
-        }
     }
 }
 
@@ -630,7 +624,7 @@ impl Answer {
 /// What [`Request`]'s fields take, as JSON Schema: the forgiving readings of
 /// [`lenient`] and the rules the API holds a body to, so that the API document's
 /// create body, generated from `Request`, allows exactly the bodies the server takes.
-mod body_schema {
+pub(crate) mod body_schema {
     use schemars::{Schema, SchemaGenerator, json_schema};
     use serde_json::{Value, json};
 
@@ -736,7 +730,7 @@ mod body_schema {
         }
         let mut rules =
             vec![json!({ "not": { "required": ["working_dir", "working_directory"] } })];
-        rules.extend(Kind::body_rules());
+        rules.extend(Kind::body_rules("options"));
         schema.insert("allOf".into(), Value::Array(rules));
     }
 }

@@ -192,7 +192,7 @@ impl Deliverer {
     /// Spool questions join `/stream` as they are queued (requests made over HTTP are
     /// announced by the route that stored their event).
     fn queued(&self, p: &PendingRequest) {
-        if p.origin == Origin::Spool && self.events.receiver_count() > 0 {
+        if !p.stored && self.events.receiver_count() > 0 {
             let _ = self.events.send(spool_event(p, Status::Pending, None));
         }
     }
@@ -211,7 +211,7 @@ impl Deliverer {
         let f = self.recently_finished(id)?;
         Some(StoredRequest {
             request: f.pending.request.clone(),
-            origin: f.pending.origin,
+            stored: f.pending.stored,
             status: f.status,
             answer: f.answer.clone(),
             reason: f.reason.clone(),
@@ -278,7 +278,7 @@ impl Deliverer {
 
     /// Remembers how a stored request ended, when the change says all of it.
     fn remember(&self, f: &Arc<Finished>) {
-        if !f.pending.origin.is_stored() {
+        if !f.pending.stored {
             return;
         }
         let mut held = lock(&self.held_events);
@@ -385,10 +385,11 @@ pub(super) fn push_url(p: &PendingRequest) -> Option<&str> {
 
 /// How an answer that is not pushed reaches `p`'s asker.
 pub(super) fn unpushed(p: &PendingRequest) -> DeliveryStatus {
-    match p.origin {
+    if p.stored {
+        DeliveryStatus::NoWebsocket
+    } else {
         // The answer file is the delivery.
-        Origin::Spool => DeliveryStatus::Delivered,
-        _ => DeliveryStatus::NoWebsocket,
+        DeliveryStatus::Delivered
     }
 }
 
@@ -423,7 +424,7 @@ pub fn spool_event(p: &PendingRequest, status: Status, f: Option<&Finished>) -> 
         "session_id": p.request.agent_id,
         "hook_event_type": "HumanInTheLoop",
         "payload": {},
-        "origin": p.request.shown_origin(p.origin),
+        "origin": p.origin,
         "timestamp": p.request.timestamp.as_millisecond(),
         "humanInTheLoop": {
             "question": p.request.content,

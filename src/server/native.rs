@@ -34,14 +34,13 @@ fn request_view(
     status: Status,
     answer: Option<&Answer>,
     reason: Option<&str>,
-    origin: Origin,
 ) -> RequestView {
     // Serialised straight into the response: through a `Value` first, each view was
     // built twice (a tenth of a create's CPU).
     RequestView {
         id: r.id.clone(),
         status,
-        origin: r.shown_origin(origin),
+        origin: r.origin,
         answer_shape: r.answer_shape(),
         labels: r.labels(),
         request: r.clone(),
@@ -52,7 +51,7 @@ fn request_view(
 }
 
 fn pending_view(p: &PendingRequest) -> RequestView {
-    let mut v = request_view(&p.request, Status::Pending, None, None, p.origin);
+    let mut v = request_view(&p.request, Status::Pending, None, None);
     if !p.project.as_os_str().is_empty() {
         v.project = Some(p.project.clone());
     }
@@ -60,13 +59,7 @@ fn pending_view(p: &PendingRequest) -> RequestView {
 }
 
 fn stored_view(r: &StoredRequest) -> RequestView {
-    request_view(
-        &r.request,
-        r.status,
-        r.answer.as_ref(),
-        r.reason.as_deref(),
-        r.origin,
-    )
+    request_view(&r.request, r.status, r.answer.as_ref(), r.reason.as_deref())
 }
 
 /// The query of `POST /api/v1/requests`.
@@ -108,6 +101,7 @@ pub async fn create(
         Some(o) => o,
     };
     let mut request = body.request;
+    request.origin = origin;
     if request.content.trim().is_empty() {
         return Err(ApiError::bad_request("content (the question) is empty"));
     }
@@ -177,7 +171,7 @@ pub async fn create(
     let mut changes = (wait > 0.0).then(|| state.broker.subscribe());
     let submitted = state
         .broker
-        .ask(request, origin, event)
+        .ask(request, event)
         .await
         .map_err(|e| ApiError::unavailable(e.to_string()))?;
     if submitted.existing || submitted.pending.is_none() {
@@ -416,7 +410,6 @@ async fn wait_for_end(
                             status,
                             Some(a),
                             reason.as_deref(),
-                            pending.origin,
                         ))
                         .into_response(),
                     ));
@@ -435,7 +428,6 @@ async fn wait_for_end(
                             status,
                             None,
                             reason.as_deref(),
-                            pending.origin,
                         ))
                         .into_response(),
                     )),
@@ -488,7 +480,7 @@ pub async fn agents(State(state): State<Arc<AppState>>) -> Result<Json<Value>, A
     .await
     .map_err(ApiError::internal)?;
     let mut remote: Vec<(&str, &str, Origin, usize)> = Vec::new();
-    for p in pending.iter().filter(|p| p.origin.is_stored()) {
+    for p in pending.iter().filter(|p| p.stored) {
         match remote
             .iter_mut()
             .find(|r| r.0 == p.request.agent_id && r.2 == p.origin)

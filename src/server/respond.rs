@@ -69,7 +69,7 @@ pub async fn lookup(state: &AppState, id: &str, ids: Ids) -> Result<Option<Looku
         .await
         .map_err(ApiError::internal)?;
     // The store lists a request made over HTTP first when ids are shared.
-    if let Some(r) = stored.as_ref().filter(|r| r.origin.is_stored()) {
+    if let Some(r) = stored.as_ref().filter(|r| r.stored) {
         return Ok(Some(Lookup::Ended(Box::new(r.clone()))));
     }
     if ids == Ids::Events && id.bytes().all(|b| b.is_ascii_digit()) {
@@ -86,14 +86,12 @@ pub async fn lookup(state: &AppState, id: &str, ids: Ids) -> Result<Option<Looku
 /// way, or that broker died). Queued here now, so it can be answered and waited for;
 /// `None` when the store's row is not such a request.
 pub async fn queue_here(state: &AppState, r: &StoredRequest) -> Option<Arc<PendingRequest>> {
-    if r.status != Status::Pending || !r.origin.is_stored() {
+    if r.status != Status::Pending || !r.stored {
         return None;
     }
     let event_id = r.event_id()?;
     // Commands are taken in order, so the lookup after the admission finds it.
-    state
-        .broker
-        .admit_stored(r.request.clone(), r.origin, event_id);
+    state.broker.admit_stored(r.request.clone(), event_id);
     state.broker.find_stored(&r.request.id).await
 }
 

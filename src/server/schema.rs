@@ -3,25 +3,15 @@
 //! takes, so a client generator or a fuzzer (schemathesis, in CI) can reach every
 //! operation. Each route of the route table (`routes.rs`) carries its [`Detail`];
 //! a body's schema is generated from its type ([`of`]: schemars, with the rules the
-//! handlers enforce stated beside the fields), and only seed 004's event is still
+//! handlers enforce stated beside the fields), and only seed 004's event envelope is
 //! written here by hand. A body the document allows is a body the server takes.
 
 use serde_json::{Value, json};
 
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
-use crate::protocol::{AnswerShape, Kind, MAX_TIMEOUT_SECS, form};
-
-/// Text with something in it besides whitespace.
-const NOT_BLANK: &str = r"\S";
-/// Every name (and alias) of the kinds `which` picks.
-fn kind_names(which: fn(Kind) -> bool) -> Vec<&'static str> {
-    Kind::NAMES
-        .iter()
-        .filter(|(_, k)| which(*k))
-        .map(|(n, _)| *n)
-        .collect()
-}
+use crate::protocol::AnswerShape;
+use crate::server::seed004::HitlSpec;
 
 /// The generator of the document's schemas: each type's lands in
 /// `components.schemas`, where its `$ref`s point.
@@ -34,6 +24,7 @@ pub fn generator() -> SchemaGenerator {
 /// `components.schemas`: those written by hand and those `generator` made.
 pub fn components(mut generator: SchemaGenerator) -> Value {
     generator.subschema_for::<AnswerShape>();
+    generator.subschema_for::<HitlSpec>();
     let mut schemas = hand_written();
     if let Value::Object(m) = &mut schemas {
         m.extend(generator.take_definitions(true));
@@ -41,7 +32,8 @@ pub fn components(mut generator: SchemaGenerator) -> Value {
     schemas
 }
 
-/// The schemas not generated yet.
+/// Seed 004's event envelope, read by hand as that format is (unknown fields kept);
+/// what it asks with, `humanInTheLoop`, is [`HitlSpec`]'s generated schema.
 fn hand_written() -> Value {
     json!({
         "Event": {
@@ -55,28 +47,7 @@ fn hand_written() -> Value {
                 "payload": {},
                 "timestamp": { "description": "Milliseconds since 1970 (default: now)." },
                 "idempotencyKey": { "type": ["string", "null"], "minLength": 1, "maxLength": 200 },
-                "humanInTheLoop": {
-                    "type": ["object", "null"],
-                    "required": ["type", "question"],
-                    "properties": {
-                        "type": { "enum": kind_names(|_| true) },
-                        "question": { "type": "string", "pattern": NOT_BLANK },
-                        "responseWebSocketUrl": { "type": ["string", "null"] },
-                        "timeout": { "type": ["number", "null"], "minimum": 0, "maximum": MAX_TIMEOUT_SECS },
-                        "requiresResponse": { "type": ["boolean", "null"] },
-                        "choices": { "type": ["array", "null"], "items": { "type": "string" } },
-                        "questions": { "anyOf": [form::questions_schema(&mut schemars::SchemaGenerator::default()).to_value(), { "type": "null" }] },
-                        "context": {},
-                        "priority": { "enum": ["normal", "high", "urgent", null] },
-                    },
-                    "allOf": [
-                        { "if": { "properties": { "type": { "enum": kind_names(Kind::needs_options) } } },
-                          "then": { "required": ["choices"], "properties": { "choices": { "type": "array", "minItems": 1 } } } },
-                        { "if": { "properties": { "type": { "enum": kind_names(|k| k == Kind::Questions) } } },
-                          "then": { "required": ["questions"],
-                            "properties": { "questions": { "type": "array", "minItems": 1 } } } },
-                    ],
-                },
+                "humanInTheLoop": { "anyOf": [reference("HumanInTheLoop"), { "type": "null" }] },
             },
         },
         "EventView": {

@@ -135,6 +135,7 @@ pub async fn create_event(
         .map_err(|e| ApiError::bad_request(format!("humanInTheLoop: {e}")))?;
     let mut request = seed004::request_from_spec(&spec, &event.source_app, &event.session_id)
         .map_err(ApiError::bad_request)?;
+    request.origin = Origin::Http;
     // Any caller may name any app and session: who really asked goes with it.
     request.set_creator(caller.who(&state));
     super::limits::other_users_share(&state.broker, &mut request).await?;
@@ -142,7 +143,7 @@ pub async fn create_event(
     let mut v = seed004::new_event_json(0, &event, Some(&pending));
     let submitted = state
         .broker
-        .ask(request, Origin::Http, event)
+        .ask(request, event)
         .await
         .map_err(|e| ApiError::unavailable(e.to_string()))?;
     match (&submitted.pending, submitted.existing) {
@@ -304,11 +305,7 @@ pub async fn event_response(
     if let Some(f) = state.deliverer.recently_finished(&id) {
         let p = &f.pending;
         // As the store's row would say (`StoredRequest::event_id`).
-        let event_id = p
-            .origin
-            .is_stored()
-            .then(|| p.request.id.parse().ok())
-            .flatten();
+        let event_id = p.stored.then(|| p.request.id.parse().ok()).flatten();
         return Ok(poll_reply(
             &p.request,
             f.status,

@@ -17,20 +17,28 @@ use crate::{
     store::{NewEvent, StoredEvent},
 };
 
-/// The `humanInTheLoop` object of `POST /events`.
-#[derive(Debug, Clone, Deserialize)]
+/// The `humanInTheLoop` object of `POST /events`. The API document's schema of it is
+/// generated from this type, with the rules [`request_from_spec`] enforces.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(
+    rename = "HumanInTheLoop",
+    extend("allOf" = Kind::body_rules("choices"))
+)]
 pub struct HitlSpec {
     /// question, question_input, approval, permission or choice (also our own kinds).
     #[serde(rename = "type")]
+    #[schemars(schema_with = "spec_schema::kind")]
     pub kind: String,
     /// What to ask.
+    #[schemars(regex(pattern = r"\S"))]
     pub question: String,
     /// Where the agent listens for its answer, if anywhere.
     #[serde(default)]
     pub response_web_socket_url: Option<String>,
     /// Seconds to wait (default 300; 120 for approvals and permissions).
     #[serde(default)]
+    #[schemars(range(min = 0, max = crate::protocol::MAX_TIMEOUT_SECS))]
     pub timeout: Option<f64>,
     /// Whether an answer is needed (default true).
     #[serde(default)]
@@ -40,13 +48,28 @@ pub struct HitlSpec {
     pub choices: Option<Vec<String>>,
     /// The questions of a `questions` request (an extension: AskUserQuestion's shape).
     #[serde(default)]
+    #[schemars(schema_with = "crate::protocol::body_schema::questions")]
     pub questions: Option<Vec<FormQuestion>>,
     /// Tool context for the human.
     #[serde(default)]
     pub context: Option<Value>,
     /// normal, high or urgent (an extension; the seed has none).
     #[serde(default)]
+    #[schemars(schema_with = "crate::protocol::body_schema::priority")]
     pub priority: Option<String>,
+}
+
+/// The schemas of [`HitlSpec`]'s fields that its types alone do not say.
+mod spec_schema {
+    use schemars::{Schema, SchemaGenerator, json_schema};
+
+    use crate::protocol::Kind;
+
+    /// A kind's name or alias ([`Kind::NAMES`]), as [`Kind::parse`] reads it.
+    pub fn kind(_: &mut SchemaGenerator) -> Schema {
+        let names: Vec<&str> = Kind::NAMES.iter().map(|(n, _)| *n).collect();
+        json_schema!({ "type": "string", "enum": names })
+    }
 }
 
 /// The longest timeout accepted, in seconds (a week).

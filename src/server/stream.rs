@@ -120,7 +120,7 @@ pub async fn changes_stream(
                             "type": "activity", "event": super::seed004::event_json(&a.stored()),
                         }),
                         Ok(Change::Finished(f)) => json!({
-                            "type": "finished", "id": f.id(), "origin": f.pending.request.shown_origin(f.pending.origin),
+                            "type": "finished", "id": f.id(), "origin": f.pending.origin,
                             "status": f.status.as_str(), "responded_by": f.responded_by(),
                             "answer": f.answer, "reason": f.reason,
                         }),

@@ -33,6 +33,16 @@ use sqlx::{postgres::PgPool, sqlite::SqlitePool};
 /// `request_json`; the column stays for the schema's sake.
 pub(crate) const CONTENT_COLUMN: &str = "";
 
+/// The `origin` column of a request that lives in the store: who asked. Never the
+/// spool's, which marks the rows of question files (and so is how reads tell the two
+/// apart): a request that says so anyway is recorded as made over HTTP, as it was.
+pub(crate) fn stored_origin_column(r: &crate::protocol::Request) -> crate::protocol::Origin {
+    match r.origin {
+        crate::protocol::Origin::Spool => crate::protocol::Origin::Http,
+        o => o,
+    }
+}
+
 /// The history database.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -356,7 +366,13 @@ mod tests {
         );
         assert_eq!(store.event(2).await.unwrap().unwrap().id, 2);
         assert_eq!(
-            store.find_request("1").await.unwrap().unwrap().origin,
+            store
+                .find_request("1")
+                .await
+                .unwrap()
+                .unwrap()
+                .request
+                .origin,
             Origin::Http
         );
         let Backend::Sqlite(pool, _) = &store.backend else {

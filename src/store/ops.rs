@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::protocol::{Answer, Origin, Request, Status, Variant};
+use crate::protocol::{Answer, Request, Status, Variant};
 
 /// One write to history.
 #[derive(Debug, Clone)]
@@ -50,10 +50,9 @@ pub enum StoreOp {
     /// once this commits, and acknowledged only then. Its id is the event's id; a
     /// repeat with the same idempotency key creates nothing and reports the first.
     CreateRemote {
-        /// The request (its id is filled in from the event's).
+        /// The request (its id is filled in from the event's; its origin is never the
+        /// spool's, which names the rows that live in question files).
         request: Box<Request>,
-        /// The way it came (any but the spool).
-        origin: Origin,
         /// The event that carried it.
         event: Box<NewEvent>,
     },

@@ -42,11 +42,7 @@ pub struct Notice {
 /// `None` for other ops (they go through [`apply`]).
 pub async fn apply_alone(pool: &PgPool, op: &StoreOp, replica: &str) -> Result<Option<Outcome>> {
     match op {
-        StoreOp::CreateRemote {
-            request,
-            origin,
-            event,
-        } => {
+        StoreOp::CreateRemote { request, event } => {
             // The request's JSON with a placeholder id, cut in two around it.
             let marker = uuid::Uuid::new_v4().simple().to_string();
             let mut r = (**request).clone();
@@ -79,7 +75,7 @@ pub async fn apply_alone(pool: &PgPool, op: &StoreOp, replica: &str) -> Result<O
                 .bind(r.deadline().map(|d| d.as_millisecond()))
                 .bind(super::CHANGES_CHANNEL)
                 .bind(replica)
-                .bind(origin.as_str())
+                .bind(super::stored_origin_column(&r).as_str())
                 .fetch_optional(pool)
                 .await?;
             let (event_id, existing) = match row {
@@ -305,12 +301,14 @@ fn answer_json(answer: &Option<Box<Answer>>) -> Result<Option<String>> {
 }
 
 /// Records a request once; a repeat (same project, id and time asked) changes nothing.
+/// `column` is its `origin` column: the spool's for a row whose request lives in a
+/// question file, else who asked (never the spool's).
 async fn insert_request(
     tx: &mut Tx<'_>,
     project: &str,
     r: &Request,
     variant: Variant,
-    origin: Origin,
+    column: Origin,
 ) -> Result<()> {
     sqlx::query(sql::INSERT_REQUEST)
         .bind(uuid::Uuid::now_v7().to_string())
@@ -325,7 +323,7 @@ async fn insert_request(
         .bind(r.priority.as_str())
         .bind(super::CONTENT_COLUMN)
         .bind(serde_json::to_string(r)?)
-        .bind(origin.as_str())
+        .bind(column.as_str())
         .bind(r.deadline().map(|d| d.as_millisecond()))
         .execute(&mut **tx)
         .await?;
@@ -359,19 +357,21 @@ async fn insert_event(tx: &mut Tx<'_>, e: &NewEvent) -> Result<(i64, bool)> {
 
 /// One request made over HTTP: its event, then (unless the key was known) itself.
 async fn create_one(tx: &mut Tx<'_>, op: &StoreOp, created: &mut Vec<String>) -> Result<Outcome> {
-    let StoreOp::CreateRemote {
-        request,
-        origin,
-        event,
-    } = op
-    else {
+    let StoreOp::CreateRemote { request, event } = op else {
         unreachable!("create_one takes a CreateRemote")
     };
     let (event_id, existing) = insert_event(tx, event).await?;
     if !existing {
         let mut r = (**request).clone();
         r.id = event_id.to_string();
-        insert_request(tx, REMOTE_PROJECT, &r, Variant::Canonical, *origin).await?;
+        insert_request(
+            tx,
+            REMOTE_PROJECT,
+            &r,
+            Variant::Canonical,
+            super::stored_origin_column(&r),
+        )
+        .await?;
         created.push(r.id);
     }
     Ok(Outcome::Created { event_id, existing })
@@ -385,14 +385,10 @@ async fn create_remote(
     outcomes: &mut Vec<Outcome>,
     created: &mut Vec<String>,
 ) -> Result<()> {
-    let pairs: Vec<(&Request, Origin, &NewEvent)> = run
+    let pairs: Vec<(&Request, &NewEvent)> = run
         .iter()
         .filter_map(|op| match op {
-            StoreOp::CreateRemote {
-                request,
-                origin,
-                event,
-            } => Some((&**request, *origin, &**event)),
+            StoreOp::CreateRemote { request, event } => Some((&**request, &**event)),
             _ => None,
         })
         .collect();
@@ -405,7 +401,7 @@ async fn create_remote(
     ids.sort_unstable();
 
     let mut cols = EventColumns::default();
-    for ((_, _, e), id) in pairs.iter().zip(&ids) {
+    for ((_, e), id) in pairs.iter().zip(&ids) {
         cols.push(*id, e)?;
     }
     let inserted: HashSet<i64> = cols
@@ -421,7 +417,7 @@ async fn create_remote(
         .iter()
         .zip(&ids)
         .filter(|(_, id)| !inserted.contains(id))
-        .filter_map(|((_, _, e), _)| e.idempotency_key.as_deref().map(owned_text))
+        .filter_map(|((_, e), _)| e.idempotency_key.as_deref().map(owned_text))
         .collect();
     let earlier: std::collections::HashMap<String, i64> = if repeated.is_empty() {
         Default::default()
@@ -437,11 +433,16 @@ async fn create_remote(
     };
 
     let mut requests = RequestColumns::default();
-    for ((request, origin, event), id) in pairs.iter().zip(&ids) {
+    for ((request, event), id) in pairs.iter().zip(&ids) {
         if inserted.contains(id) {
             let mut r = (*request).clone();
             r.id = id.to_string();
-            requests.push(REMOTE_PROJECT, &r, Variant::Canonical, *origin)?;
+            requests.push(
+                REMOTE_PROJECT,
+                &r,
+                Variant::Canonical,
+                super::stored_origin_column(&r),
+            )?;
             created.push(r.id);
             outcomes.push(Outcome::Created {
                 event_id: *id,

@@ -33,10 +33,10 @@ pub struct StoredEvent {
 /// A request as history holds it.
 #[derive(Debug, Clone)]
 pub struct StoredRequest {
-    /// The request.
+    /// The request (who asked is its [`Request::origin`]).
     pub request: Request,
-    /// How it was asked.
-    pub origin: Origin,
+    /// Whether it lives in the store (settled there), rather than in a question file.
+    pub stored: bool,
     /// Where it stands.
     pub status: Status,
     /// The answer, once there is one.
@@ -49,13 +49,20 @@ pub struct StoredRequest {
 
 impl StoredRequest {
     /// The id of the agent event that carried a request made over HTTP (its id is
-    /// that number as text); `None` for every other origin.
+    /// that number as text); `None` for a question file's.
     pub fn event_id(&self) -> Option<i64> {
-        self.origin
-            .is_stored()
-            .then(|| self.request.id.parse().ok())
-            .flatten()
+        self.stored.then(|| self.request.id.parse().ok()).flatten()
     }
+}
+
+/// A row's request with who asked. The `origin` column says it for a row that lives
+/// in the store (the request's JSON may not: older rows did not carry it there), and
+/// says `spool` for a question file's, whose JSON says who wrote it.
+fn with_origin(mut request: Request, column: Origin) -> Request {
+    if column != Origin::Spool {
+        request.origin = column;
+    }
+    request
 }
 
 /// The distinct values the dashboard's filters offer.
@@ -89,7 +96,7 @@ pub struct HistoryEntry {
     pub id: String,
     /// The project folder (`http` for requests that live in the store).
     pub project: String,
-    /// How it came (as shown: a hook's question file shows as `hook`).
+    /// Who asked ([`Request::origin`]).
     pub origin: Origin,
     /// The asking agent.
     pub agent_id: String,
@@ -211,9 +218,10 @@ where
     let request = serde_json::from_str(&request_json?).ok()?;
     let status: Option<String> = r.try_get("status").ok()?;
     let answer: Option<String> = r.try_get("answer_json").ok()?;
+    let column = Origin::parse(&r.try_get::<Option<String>, _>("origin").ok()??)?;
     Some(StoredRequest {
-        request,
-        origin: Origin::parse(&r.try_get::<Option<String>, _>("origin").ok()??)?,
+        request: with_origin(request, column),
+        stored: column != Origin::Spool,
         status: Status::parse(&status?).unwrap_or(Status::Pending),
         answer: answer.and_then(|a| serde_json::from_str(&a).ok()),
         reason: r.try_get("reason").ok()?,
@@ -279,10 +287,10 @@ macro_rules! events_select {
 }
 
 impl Store {
-    /// Requests living in the store (every origin but the spool) that are still
-    /// pending, oldest first, with their origin and the id of the event that carried
-    /// each: a starting broker queues them again.
-    pub async fn pending_remote(&self) -> Result<Vec<(Request, Origin, i64)>> {
+    /// Requests living in the store (not in question files) that are still pending,
+    /// oldest first, with the id of the event that carried each: a starting broker
+    /// queues them again.
+    pub async fn pending_remote(&self) -> Result<Vec<(Request, i64)>> {
         with_pool!(self, |pool| {
             let rows = sqlx::query(
                 "SELECT request_json, origin FROM requests
@@ -295,9 +303,9 @@ impl Store {
                 .filter_map(|r| {
                     let request: Request =
                         serde_json::from_str(&r.get::<String, _>("request_json")).ok()?;
-                    let origin = Origin::parse(&r.get::<String, _>("origin"))?;
+                    let column = Origin::parse(&r.get::<String, _>("origin"))?;
                     let event_id = request.id.parse().ok()?;
-                    Some((request, origin, event_id))
+                    Some((with_origin(request, column), event_id))
                 })
                 .collect())
         })
@@ -476,12 +484,12 @@ impl Store {
                         .and_then(|j| serde_json::from_str(&j).ok());
                     let request = r
                         .get::<Option<String>, _>("request_json")
-                        .and_then(|j| serde_json::from_str::<Request>(&j).ok());
+                        .and_then(|j| serde_json::from_str::<Request>(&j).ok())
+                        .map(|q| with_origin(q, origin));
                     Some(HistoryEntry {
                         id,
                         project: r.get("project"),
-                        // A question file's writer (a hook) shows as its origin.
-                        origin: request.as_ref().map_or(origin, |q| q.shown_origin(origin)),
+                        origin: request.as_ref().map_or(origin, |q| q.origin),
                         agent_id: r.get("agent_id"),
                         agent_name: r.get("agent_name"),
                         kind,

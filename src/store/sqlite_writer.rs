@@ -204,12 +204,14 @@ fn checkpoint_loop(path: &Path, alive: Weak<()>) {
     }
 }
 
+/// Records a request once. `column` is its `origin` column: the spool's for a row
+/// whose request lives in a question file, else who asked (never the spool's).
 fn insert_request(
     c: &Connection,
     project: &str,
     r: &Request,
     variant: Variant,
-    origin: Origin,
+    column: Origin,
 ) -> Result<()> {
     c.prepare_cached(sql::INSERT_REQUEST)?.execute(params![
         uuid::Uuid::now_v7().to_string(),
@@ -224,7 +226,7 @@ fn insert_request(
         r.priority.as_str(),
         super::CONTENT_COLUMN,
         serde_json::to_string(r)?,
-        origin.as_str(),
+        column.as_str(),
         r.deadline().map(|d| d.as_millisecond()),
     ])?;
     Ok(())
@@ -332,16 +334,18 @@ fn apply_ops(tx: &Connection, ops: &[StoreOp]) -> Result<Vec<Outcome>> {
                 let (event_id, existing) = insert_event(tx, event)?;
                 Outcome::Created { event_id, existing }
             }
-            StoreOp::CreateRemote {
-                request,
-                origin,
-                event,
-            } => {
+            StoreOp::CreateRemote { request, event } => {
                 let (event_id, existing) = insert_event(tx, event)?;
                 if !existing {
                     let mut r = (**request).clone();
                     r.id = event_id.to_string();
-                    insert_request(tx, REMOTE_PROJECT, &r, Variant::Canonical, *origin)?;
+                    insert_request(
+                        tx,
+                        REMOTE_PROJECT,
+                        &r,
+                        Variant::Canonical,
+                        super::stored_origin_column(&r),
+                    )?;
                 }
                 Outcome::Created { event_id, existing }
             }

@@ -1385,3 +1385,54 @@ fn tags_over_the_api_are_kept_cleaned_and_shown_as_labels() {
     assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
     assert!(e["error"].as_str().unwrap().starts_with("tags"), "{e}");
 }
+
+/// Who asked is one thing, the request's origin: the create body names it, every view
+/// shows it (the request's `source` too), and it outlives a `kill -9` and the answer.
+/// Nobody's body chooses it by `source`.
+#[test]
+fn who_asked_is_kept_through_a_restart_and_into_history() {
+    let api = Api::start(None);
+    let (s, c) = json_of(api.post_open(
+        "/api/v1/requests",
+        &json!({ "content": "Merge?", "origin": "task" }),
+    ));
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    assert_eq!(
+        (&c["origin"], &c["request"]["source"]),
+        (&json!("task"), &json!("task"))
+    );
+    let id = c["id"].as_str().unwrap().to_string();
+    let (s, e) = json_of(api.post_open(
+        "/api/v1/requests",
+        &json!({ "content": "Merge?", "source": "hook" }),
+    ));
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    assert!(e["error"].as_str().unwrap().contains("source"), "{e}");
+
+    let Api {
+        project, listener, ..
+    } = api;
+    listener.signal(nix::sys::signal::Signal::SIGKILL);
+    let listener = project.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let api = Api::attach(project, listener);
+    let (_, list) = json_of(api.get("/api/v1/requests"));
+    assert_eq!(list[0]["origin"], "task", "{list}");
+    let (s, _) = json_of(api.post(
+        &format!("/api/v1/requests/{id}/respond"),
+        &json!({ "answer": "yes" }),
+    ));
+    assert_eq!(s, StatusCode::OK);
+    let (_, ended) = json_of(api.get(&format!("/api/v1/requests/{id}")));
+    assert_eq!(
+        (&ended["status"], &ended["origin"]),
+        (&json!("answered"), &json!("task"))
+    );
+    let history = api
+        .project
+        .hitl()
+        .args(["history", "--json"])
+        .output()
+        .unwrap();
+    let rows: serde_json::Value = serde_json::from_slice(&history.stdout).unwrap();
+    assert_eq!(rows[0]["origin"], "task", "{rows}");
+}

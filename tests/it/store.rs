@@ -335,7 +335,6 @@ async fn remote_requests_events_idempotency_and_settles_on_both_backends() {
         let r = request("", "Why?", 1_700_000_000);
         let create = |key: &str| StoreOp::CreateRemote {
             request: Box::new(r.clone()),
-            origin: hitl::protocol::Origin::Http,
             event: Box::new(event(Some(key), true)),
         };
         // Two in one batch with one key: one request; the repeat reports the first.
@@ -385,11 +384,11 @@ async fn remote_requests_events_idempotency_and_settles_on_both_backends() {
             "{name}: the request takes its event's id"
         );
         assert_eq!(
-            pending[0].1,
+            pending[0].0.origin,
             hitl::protocol::Origin::Http,
-            "{name}: with its origin"
+            "{name}: with who asked"
         );
-        assert_eq!(pending[0].2.to_string(), id, "{name}: with its event id");
+        assert_eq!(pending[0].1.to_string(), id, "{name}: with its event id");
         assert_eq!(pending[0].0.content, "Why?");
 
         // The first settle wins; the second changes nothing.
@@ -414,7 +413,7 @@ async fn remote_requests_events_idempotency_and_settles_on_both_backends() {
         );
         let found = store.find_request(&id).await.unwrap().unwrap();
         assert_eq!(
-            (found.status, found.origin.as_str()),
+            (found.status, found.request.origin.as_str()),
             (Status::Answered, "http"),
             "{name}"
         );
@@ -461,7 +460,6 @@ async fn batched_creates_and_settles_mean_what_they_mean_one_by_one() {
         let name = store.backend_name();
         let create = |key: Option<&str>, content: &str| StoreOp::CreateRemote {
             request: Box::new(request("", content, 1_700_000_000)),
-            origin: hitl::protocol::Origin::Http,
             event: Box::new(event(key, true)),
         };
         let first = store.apply(&[create(Some("k0"), "zero")]).await.unwrap();
@@ -707,7 +705,6 @@ async fn retention_deletes_old_and_oversize_history_but_never_what_waits() {
                 StoreOp::Event(Box::new(e)),
                 StoreOp::CreateRemote {
                     request: Box::new(remote),
-                    origin: hitl::protocol::Origin::Http,
                     event: Box::new(carrying),
                 },
             ])
@@ -812,7 +809,6 @@ async fn a_questions_text_is_stored_once_and_comes_back_whole() {
         store
             .apply(&[StoreOp::CreateRemote {
                 request: Box::new(r),
-                origin: hitl::protocol::Origin::Http,
                 event: Box::new(e),
             }])
             .await
