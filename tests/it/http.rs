@@ -46,6 +46,16 @@ impl Api {
         }
     }
 
+    /// Kills the listener with SIGKILL and starts another on the same project.
+    pub(crate) fn killed_and_restarted(self) -> Api {
+        let Api {
+            project, listener, ..
+        } = self;
+        listener.signal(nix::sys::signal::Signal::SIGKILL);
+        let listener = project.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+        Api::attach(project, listener)
+    }
+
     pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
@@ -590,12 +600,7 @@ fn requests_made_over_http_survive_kill_9() {
         assert_eq!(s, StatusCode::CREATED);
         ids.push(c["id"].as_i64().unwrap());
     }
-    let Api {
-        project, listener, ..
-    } = api;
-    listener.signal(nix::sys::signal::Signal::SIGKILL);
-    let listener = project.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
-    let api = Api::attach(project, listener);
+    let api = api.killed_and_restarted();
     let (_, list) = json_of(api.get("/api/v1/requests"));
     let queued: Vec<i64> = list
         .as_array()
@@ -1409,12 +1414,7 @@ fn who_asked_is_kept_through_a_restart_and_into_history() {
     assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
     assert!(e["error"].as_str().unwrap().contains("source"), "{e}");
 
-    let Api {
-        project, listener, ..
-    } = api;
-    listener.signal(nix::sys::signal::Signal::SIGKILL);
-    let listener = project.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
-    let api = Api::attach(project, listener);
+    let api = api.killed_and_restarted();
     let (_, list) = json_of(api.get("/api/v1/requests"));
     assert_eq!(list[0]["origin"], "task", "{list}");
     let (s, _) = json_of(api.post(
