@@ -23,4 +23,5 @@ pub mod runtime;
 pub mod server;
 pub mod spool;
 pub mod store;
+pub mod tasks;
 pub mod ui;

@@ -24,5 +24,6 @@ mod seeds;
 mod soak;
 mod store;
 mod support;
+mod tasks;
 mod wayback;
 mod websurface;
