@@ -79,6 +79,24 @@ pub struct Settings {
     pub hook: HookSettings,
     /// `[tuning]`: the fast paths' switch.
     pub tuning: TuningSettings,
+    /// `[tasks]`: the task runner (seed 002).
+    pub tasks: TaskSettings,
+}
+
+/// `[tasks]` settings.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TaskSettings {
+    /// Programs a task session may run, by file name or full path.
+    pub agents: Vec<String>,
+}
+
+impl Default for TaskSettings {
+    fn default() -> TaskSettings {
+        TaskSettings {
+            agents: vec!["claude".to_string()],
+        }
+    }
 }
 
 /// `[tuning]` settings.
@@ -486,12 +504,6 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # "http://localhost:5173" (no wildcards).
 # allowed_origins = []
 
-[tuning]
-# Take the fast paths: commits on the caller's thread when the store is idle, SQLite's
-# WAL written in one piece per commit, files made ahead of need, a signal that wakes a
-# waiting asker. Off takes the plain way everywhere (HITL_FAST_PATHS=0 does the same),
-# to tell whether a problem is theirs.
-# fast_paths = true
 # Names the server answers to besides 127.0.0.1, ::1, localhost and its own address.
 # allowed_hosts = []
 # Hosts besides loopback that answers may be pushed to (responseWebSocketUrl).
@@ -503,6 +515,18 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # max_connections = 512
 # header_timeout = 10
 # body_timeout = 30
+
+[tuning]
+# Take the fast paths: commits on the caller's thread when the store is idle, SQLite's
+# WAL written in one piece per commit, files made ahead of need, a signal that wakes a
+# waiting asker. Off takes the plain way everywhere (HITL_FAST_PATHS=0 does the same),
+# to tell whether a problem is theirs.
+# fast_paths = true
+
+[tasks]
+# Programs a task session may run (`hitl task session --command`), by name or path:
+# a session types tasks into an agent with your rights, so only agents you name.
+# agents = ["claude"]
 
 [history]
 # Ended requests and agent events older than this many days are deleted (0: never),

@@ -150,6 +150,15 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Tasks (seed 002): delegate work to Claude Code sessions in tmux, one task at
+    /// a time per session, and get back each task's summary and deliverables.
+    Task {
+        /// The project whose listener runs the tasks.
+        #[arg(long, global = true)]
+        dir: Option<PathBuf>,
+        #[command(subcommand)]
+        action: hitl::cmd::task::TaskCommand,
+    },
     /// List the questions waiting for an answer.
     Pending {
         /// The project folder.
@@ -365,6 +374,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ask(opts) => return Ok(run_ask(opts)),
         Command::Hook { event } => return Ok(run_hook(event)),
         Command::Mcp { dir } => hitl::claude::mcp::run(dir)?,
+        Command::Task { dir, action } => {
+            // 0-2 say how a task stands (`hitl task wait`); 3, that hitl could not ask.
+            return Ok(match hitl::cmd::task::run(dir, action) {
+                Ok(code) => ExitCode::from(code),
+                Err(e) => {
+                    eprintln!("hitl task: {e:#}");
+                    ExitCode::from(hitl::cmd::task::EXIT_CANNOT_ASK)
+                }
+            });
+        }
         Command::Rules { action, dir, json } => {
             use hitl::cmd::rules;
             match action.unwrap_or(RulesAction::List) {

@@ -205,6 +205,27 @@ impl Client {
         Ok(Some(view))
     }
 
+    /// Calls `method path` with `body` (for the routes without a method of their
+    /// own: the task runner's); the status and JSON of any 2xx answer, else the
+    /// server's refusal as the error (a [`Refused`]).
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+        what: &str,
+    ) -> Result<(StatusCode, Value)> {
+        let mut r = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(b) = body {
+            r = r.json(b);
+        }
+        let (status, v) = self.send(r, what).await?;
+        if !status.is_success() {
+            return Err(anyhow!(Client::refused(status, &v))).context(what.to_string());
+        }
+        Ok((status, v))
+    }
+
     /// Every pending request the server holds, in answering order.
     pub async fn pending(&self) -> Result<Vec<RequestView>> {
         let url = format!("{}/api/v1/requests?status=pending", self.base);

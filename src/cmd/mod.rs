@@ -14,4 +14,5 @@ pub mod listen;
 pub mod rules;
 pub mod serve;
 pub mod service;
+pub mod task;
 pub mod token;

@@ -136,6 +136,25 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
         reader.clone(),
         settings.history.retention(),
     ));
+    // Tasks run where their tmux sessions do: under a listener with a project, kept
+    // in its first project's `.helpers/tasks/`.
+    let task_runner = match spools.first() {
+        Some(spool) => match crate::tasks::runner::spawn(
+            crate::tasks::files::TaskFiles::new(spool),
+            crate::tasks::tmux::Tmux::default(),
+            settings.tasks.agents.clone(),
+        ) {
+            Ok((runner, task)) => {
+                tasks.push(task);
+                Some(runner)
+            }
+            Err(e) => {
+                eprintln!("hitl: tasks are off: {e:#}");
+                None
+            }
+        },
+        None => None,
+    };
     let http = match http {
         None => None,
         Some((addr, fallback)) => Some(
@@ -147,6 +166,7 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
                     store: reader,
                     deliverer,
                     spools,
+                    tasks: task_runner,
                 },
                 &settings.http,
                 &config_dir,

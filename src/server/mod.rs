@@ -24,6 +24,7 @@ mod schema;
 mod seed;
 pub mod seed004;
 mod stream;
+mod tasks;
 
 use std::{net::SocketAddr, sync::Arc, time::Instant};
 
@@ -53,6 +54,8 @@ pub struct AppState {
     pub local_addr: SocketAddr,
     /// The projects served, for the agents list.
     pub spools: Vec<Spool>,
+    /// The task runner, where tasks run (`hitl listen` in a project).
+    pub tasks: Option<crate::tasks::TaskHandle>,
     /// The dashboard's unspent one-time login codes.
     pub logins: Arc<login::LoginCodes>,
     /// The dashboard's logged-in browsers.
@@ -76,6 +79,8 @@ pub struct Backends {
     pub deliverer: Arc<Deliverer>,
     /// The projects served.
     pub spools: Vec<Spool>,
+    /// The task runner, if tasks run here.
+    pub tasks: Option<crate::tasks::TaskHandle>,
 }
 
 impl AppState {
@@ -94,6 +99,7 @@ impl AppState {
             store,
             deliverer,
             spools,
+            tasks,
         } = backends;
         let guard = guard::Guard::new(local_addr, &settings);
         Arc::new(AppState {
@@ -105,6 +111,7 @@ impl AppState {
             loopback_bound: local_addr.ip().is_loopback(),
             local_addr,
             spools,
+            tasks,
             logins,
             sessions,
             limiter: limits::RateLimiter::default(),

@@ -26,7 +26,7 @@ use super::{
     auth::{self, Access, Caller},
     login, metrics, native,
     schema::{self, Detail},
-    seed, stream,
+    seed, stream, tasks,
 };
 
 /// One route.
@@ -67,7 +67,7 @@ pub fn table() -> Vec<Route> {
     use crate::api::{CreateRequest, RequestView, RespondBody, Responded};
     use Access::*;
     use Method as M;
-    use schema::{BY_EVENT_ID, BY_REQUEST_ID, Body, LIMIT, of, ok};
+    use schema::{BY_EVENT_ID, BY_REQUEST_ID, BY_TASK_ID, Body, LIMIT, of, ok};
     vec![
         route(
             M::GET,
@@ -200,6 +200,113 @@ pub fn table() -> Vec<Route> {
                     ),
                 ],
                 ..ok(200, None)
+            },
+        ),
+        route(
+            M::POST,
+            "/api/v1/task-sessions",
+            Token,
+            "Start (or adopt) a task session: an agent in a tmux session of hitl's.",
+            post(tasks::create_session),
+            Detail {
+                body: Some((of::<crate::tasks::SessionSpec>(), true)),
+                errors: &[400, 409, 413, 415, 503],
+                ..ok(201, Some(of::<crate::tasks::SessionStatus>()))
+            },
+        ),
+        route(
+            M::GET,
+            "/api/v1/task-sessions",
+            Token,
+            "The task sessions, each with its queue.",
+            get(tasks::sessions),
+            Detail {
+                errors: &[503],
+                ..ok(200, Some(of::<Vec<crate::tasks::SessionStatus>>()))
+            },
+        ),
+        route(
+            M::POST,
+            "/api/v1/tasks",
+            Token,
+            "Submit a task to a session's queue.",
+            post(tasks::submit),
+            Detail {
+                body: Some((of::<crate::tasks::TaskSpec>(), true)),
+                links: Some((BY_TASK_ID, "/task/id")),
+                errors: &[400, 404, 413, 415, 503],
+                ..ok(201, Some(of::<crate::tasks::Submitted>()))
+            },
+        ),
+        route(
+            M::GET,
+            "/api/v1/tasks",
+            Token,
+            "Every task, in submission order.",
+            get(tasks::list),
+            Detail {
+                errors: &[503],
+                ..ok(200, Some(of::<Vec<crate::tasks::TaskView>>()))
+            },
+        ),
+        route(
+            M::GET,
+            "/api/v1/tasks/{id}",
+            Token,
+            "One task and how it stands.",
+            get(tasks::get),
+            Detail {
+                errors: &[404, 503],
+                ..ok(200, Some(of::<crate::tasks::TaskView>()))
+            },
+        ),
+        route(
+            M::GET,
+            "/api/v1/tasks/{id}/result",
+            Token,
+            "A task's RESULTS.json: its summary read, and its artifacts.",
+            get(tasks::result),
+            Detail {
+                errors: &[404, 409, 503],
+                ..ok(200, Some(of::<crate::tasks::TaskResult>()))
+            },
+        ),
+        route(
+            M::POST,
+            "/api/v1/tasks/{id}/cancel",
+            Token,
+            "Cancel a task: a waiting one is taken out, a running one interrupted.",
+            post(tasks::cancel),
+            Detail {
+                errors: &[404, 409, 503],
+                ..ok(200, Some(of::<crate::tasks::Task>()))
+            },
+        ),
+        route(
+            M::POST,
+            "/api/v1/tasks/{id}/retry",
+            Token,
+            "Submit an ended task again, as a new task.",
+            post(tasks::retry),
+            Detail {
+                errors: &[404, 409, 503],
+                ..ok(201, Some(of::<crate::tasks::Submitted>()))
+            },
+        ),
+        route(
+            M::GET,
+            "/api/v1/tasks/{id}/wait",
+            Token,
+            "Long poll: returns when the task ends (200) or after `timeout` seconds (202).",
+            get(tasks::wait),
+            Detail {
+                errors: &[400, 404, 503],
+                also_ok: &[202],
+                query: &[(
+                    "timeout",
+                    r#"{"type": "number", "minimum": 0, "maximum": 300}"#,
+                )],
+                ..ok(200, Some(of::<crate::tasks::TaskView>()))
             },
         ),
         route(

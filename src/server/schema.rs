@@ -147,5 +147,13 @@ pub const BY_REQUEST_ID: &[&str] = &[
     "POST /api/v1/requests/{id}/cancel",
     "GET /api/v1/requests/{id}/wait",
 ];
+/// The operations that take a task's id.
+pub const BY_TASK_ID: &[&str] = &[
+    "GET /api/v1/tasks/{id}",
+    "GET /api/v1/tasks/{id}/result",
+    "POST /api/v1/tasks/{id}/cancel",
+    "POST /api/v1/tasks/{id}/retry",
+    "GET /api/v1/tasks/{id}/wait",
+];
 /// The seed operations that take an event's id.
 pub const BY_EVENT_ID: &[&str] = &["GET /events/{id}/response", "POST /events/{id}/respond"];

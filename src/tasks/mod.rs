@@ -3,10 +3,21 @@
 //! is done when its summary `summaries/<task_id>.md` appears, and returns the summary
 //! read into its parts with the deliverables it names.
 //!
-//! `summary` reads a summary (and writes the fallback one); `artifacts` picks what a
-//! task returns, each path resolved inside the workspace; `tmux` drives hitl's tmux
-//! server.
+//! `runner` owns the sessions and tasks and drives them; `record` is what it keeps,
+//! `files` where (`.helpers/tasks/`); `prompt` what a task says to the agent (the
+//! context files and the typed text); `summary` reads a summary (and writes the
+//! fallback one); `artifacts` picks what a task returns, each path resolved inside
+//! the workspace; `tmux` drives hitl's tmux server; `event` is `hitl task event`, the
+//! agents' hooks' side.
 
 pub mod artifacts;
+pub mod event;
+pub mod files;
+pub mod prompt;
+pub mod record;
+pub mod runner;
 pub mod summary;
 pub mod tmux;
+
+pub use record::{SessionStatus, Task, TaskResult, TaskSession, TaskState};
+pub use runner::{SessionSpec, Submitted, TaskError, TaskHandle, TaskSpec, TaskView};

@@ -147,9 +147,9 @@ impl Tmux {
         self.run(&refs)
             .with_context(|| format!("starting tmux session {}", s.name))?;
         // Fixed size whoever attaches, and the pane kept when the agent exits.
-        let target = exact(s.name);
-        self.run(&["set-option", "-t", &target, "window-size", "manual"])?;
-        self.run(&["set-option", "-t", &target, "remain-on-exit", "on"])?;
+        let window = pane(s.name);
+        self.run(&["set-option", "-w", "-t", &window, "window-size", "manual"])?;
+        self.run(&["set-option", "-w", "-t", &window, "remain-on-exit", "on"])?;
         Ok(())
     }
 

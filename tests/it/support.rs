@@ -178,7 +178,7 @@ impl Listener {
         url.replace("0.0.0.0", "127.0.0.1")
     }
 
-    fn start(mut cmd: Command) -> Listener {
+    pub fn start(mut cmd: Command) -> Listener {
         let mut child = cmd.spawn().unwrap();
         let log = Arc::new(Mutex::new(String::new()));
         let stdout = Arc::new(Mutex::new(String::new()));

@@ -1,12 +1,14 @@
 //! Tasks (seed 002): summaries read as the seed reads them, and more.
 
 use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Mutex;
 
 use proptest::prelude::*;
+use serde_json::{Value, json};
 
-use crate::support::shared_dir;
+use crate::support::{Listener, Project, shared_dir};
 
 /// Seed 002's `_extract_key_deliverables_from_summary`, cut out of the seed's text and
 /// run by python3 as written, one summary per line of JSON in, its list out.
@@ -153,4 +155,399 @@ fn deliverables_are_read_as_the_seeds_own_parser_reads_them() {
         missed_by_the_seed.get() > 0,
         "the last-section case was never made"
     );
+}
+
+/// The Claude Code version the task tests run (tools/test-all installs it).
+const CLAUDE_VERSION: &str = "2.1.332";
+
+/// The real `claude` binary, from npm's `@anthropic-ai/claude-code-linux-x64` (set
+/// `HITL_TEST_CLAUDE` to use another); `None` (skip) outside CI only.
+fn claude_binary() -> Option<PathBuf> {
+    let path = std::env::var_os("HITL_TEST_CLAUDE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/hitl/claude")
+                .join(CLAUDE_VERSION)
+                .join("package/claude")
+        });
+    let tmux = Command::new("tmux").arg("-V").output().is_ok();
+    if path.is_file() && tmux {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI must have tmux and Claude Code {CLAUDE_VERSION} at {} (tools/test-all installs them)",
+        path.display()
+    );
+    eprintln!("skipping the task tests: no tmux, or no {}", path.display());
+    None
+}
+
+/// The real Claude Code, offline: a stand-in Messages API, a HOME that has seen
+/// Claude Code's first run, and a tmux server of the test's own.
+struct ClaudeRig {
+    claude: PathBuf,
+    api: Child,
+    base_url: String,
+    home: PathBuf,
+    tmux_dir: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+/// The API key Claude Code is given (its last 20 characters are marked approved).
+const API_KEY: &str = "sk-ant-api03-hitl-test-key-0123456789abcdefghij";
+
+impl ClaudeRig {
+    fn start() -> Option<ClaudeRig> {
+        let claude = claude_binary()?;
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let tmux_dir = tmp.path().join("tmux");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&tmux_dir).unwrap();
+        let script = crate::support::checkout().join("tests/it/claude_api.py");
+        let mut api = Command::new("python3")
+            .arg(&script)
+            .arg("0")
+            .arg(tmp.path().join("api.log"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut line = String::new();
+        BufReader::new(api.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port: u16 = line
+            .trim()
+            .strip_prefix("listening ")
+            .expect("the stand-in's port")
+            .parse()
+            .unwrap();
+        Some(ClaudeRig {
+            claude,
+            api,
+            base_url: format!("http://127.0.0.1:{port}"),
+            home,
+            tmux_dir,
+            _tmp: tmp,
+        })
+    }
+
+    /// Marks `workspace` as trusted, as Claude Code's first run would.
+    fn trust(&self, workspace: &Path) {
+        let path = self.home.join(".claude.json");
+        let mut config: Value = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_else(|| {
+                json!({
+                    "hasCompletedOnboarding": true,
+                    "customApiKeyResponses": {
+                        "approved": [API_KEY[API_KEY.len() - 20..]],
+                        "rejected": [],
+                    },
+                    "projects": {},
+                })
+            });
+        config["projects"][workspace.to_string_lossy().as_ref()] = json!({
+            "hasTrustDialogAccepted": true,
+            "enabledMcpjsonServers": [],
+        });
+        std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    }
+
+    /// Sets what Claude Code (started by the listener's tmux server) needs.
+    fn env(&self, c: &mut Command) {
+        c.env("HOME", &self.home)
+            .env("ANTHROPIC_API_KEY", API_KEY)
+            .env("ANTHROPIC_BASE_URL", &self.base_url)
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("TMUX_TMPDIR", &self.tmux_dir);
+    }
+
+    /// `hitl listen` in `project`, its tasks' agents able to reach the stand-in.
+    fn listen(&self, project: &Project) -> Listener {
+        let mut cmd = project.hitl();
+        self.env(&mut cmd);
+        cmd.args(["listen", "--ui", "none", "--http", "127.0.0.1:0"])
+            .stderr(Stdio::piped())
+            .stdout(Stdio::piped());
+        Listener::start(cmd)
+    }
+
+    /// `hitl task ARGS` in `project`.
+    fn task(&self, project: &Project, args: &[&str]) -> std::process::Output {
+        let mut cmd = project.hitl();
+        self.env(&mut cmd);
+        cmd.arg("task").args(args).output().unwrap()
+    }
+
+    /// `hitl task ARGS --json`, which must succeed.
+    fn task_json(&self, project: &Project, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let out = self.task(project, &all);
+        assert!(
+            out.status.success(),
+            "hitl task {args:?}: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.peek(project)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Every session's screen, for failure messages.
+    fn peek(&self, project: &Project) -> String {
+        let mut cmd = project.hitl();
+        self.env(&mut cmd);
+        let out = cmd.args(["task", "sessions", "--json"]).output().unwrap();
+        let sessions: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let mut shown = String::new();
+        for s in sessions.as_array().into_iter().flatten() {
+            let name = s["name"].as_str().unwrap_or("");
+            let out = self.task(project, &["peek", name, "--lines", "60"]);
+            shown += &format!("--- {name}\n{}\n", String::from_utf8_lossy(&out.stdout));
+        }
+        let log = std::fs::read_to_string(self._tmp.path().join("api.log")).unwrap_or_default();
+        shown + "--- the stand-in's log\n" + &log
+    }
+
+    /// A session named `name` running the real Claude Code in a new workspace.
+    fn session(&self, project: &Project, name: &str) -> PathBuf {
+        let workspace = project.tmp.path().join(format!("ws-{name}"));
+        std::fs::create_dir_all(&workspace).unwrap();
+        let workspace = workspace.canonicalize().unwrap();
+        self.trust(&workspace);
+        let claude = self.claude.to_string_lossy().into_owned();
+        let ws = workspace.to_string_lossy().into_owned();
+        let s = self.task_json(
+            project,
+            &["session", name, "--workspace", &ws, "--command", &claude],
+        );
+        assert_eq!(s["name"], name);
+        workspace
+    }
+}
+
+impl Drop for ClaudeRig {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .env("TMUX_TMPDIR", &self.tmux_dir)
+            .args(["-L", "hitl", "kill-server"])
+            .output();
+        let _ = self.api.kill();
+        let _ = self.api.wait();
+    }
+}
+
+/// `[script: …]`: what the stand-in model does for a task.
+fn scripted(what: &str, script: Value) -> String {
+    format!("{what} [script: {script}]")
+}
+
+/// A task reaches the real Claude Code in tmux with no Enter pressed by anyone, runs
+/// to its summary, and comes back read: the summary's sections, and the deliverables
+/// it names that are inside the workspace (`../x`, `/etc/passwd` and a symlink out
+/// are refused, each with its reason).
+#[test]
+fn a_task_reaches_claude_code_and_returns_its_summary_and_deliverables() {
+    let Some(rig) = ClaudeRig::start() else {
+        return;
+    };
+    let project = Project::new();
+    let _listener = rig.listen(&project);
+    let ws = rig.session(&project, "coder");
+    std::fs::write(project.tmp.path().join("secret.txt"), "outside").unwrap();
+    std::os::unix::fs::symlink(project.tmp.path().join("secret.txt"), ws.join("link")).unwrap();
+    let instruction = scripted(
+        "Write the greeting",
+        json!({
+            "write": { "out.txt": "hello\n", "src/lib.rs": "pub fn x() {}\n" },
+            "deliverables": ["out.txt", "src/lib.rs", "../secret.txt", "/etc/passwd", "link"],
+        }),
+    );
+    let submitted = rig.task_json(&project, &["submit", "coder", &instruction]);
+    let id = submitted["task"]["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("task-"), "{submitted}");
+    let out = rig.task(&project, &["wait", &id, "--timeout", "90", "--json"]);
+    let ended: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{ended:#}\n{}",
+        rig.peek(&project)
+    );
+    assert_eq!(
+        (&ended["state"], &ended["outcome"], &ended["delivered"]),
+        (&json!("completed"), &json!("completed"), &json!(true)),
+        "{ended:#}"
+    );
+    let result = rig.task_json(&project, &["result", &id]);
+    assert_eq!(result["summary"]["objective"], format!("Task {id}"));
+    assert_eq!(result["summary"]["tests"]["verdict"], "passed");
+    assert_eq!(result["summary"]["tests"]["passed"], 3);
+    let paths: Vec<&str> = result["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["path"].as_str().unwrap())
+        .collect();
+    let summary = format!("summaries/{id}.md");
+    assert_eq!(
+        paths,
+        [summary.as_str(), "out.txt", "src/lib.rs"],
+        "{result:#}"
+    );
+    assert_eq!(result["artifacts"][1]["text"], "hello\n");
+    let left: Vec<&str> = result["left_out"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(left, ["../secret.txt", "/etc/passwd", "link"], "{result:#}");
+    // The context files are in the workspace, and RESULTS.json beside the task.
+    assert!(
+        std::fs::read_to_string(ws.join("INSTRUCTIONS.md"))
+            .unwrap()
+            .contains(&summary)
+    );
+    assert!(
+        project
+            .helpers()
+            .join("tasks")
+            .join(&id)
+            .join("RESULTS.json")
+            .is_file()
+    );
+}
+
+/// Three tasks submitted before the agent is ready run one at a time: urgent first,
+/// then the two normal ones oldest first, each typed in only once the last ended.
+#[test]
+fn queued_tasks_run_one_at_a_time_in_priority_order() {
+    let Some(rig) = ClaudeRig::start() else {
+        return;
+    };
+    let project = Project::new();
+    let _listener = rig.listen(&project);
+    rig.session(&project, "q");
+    let mut ids = Vec::new();
+    for (name, priority) in [
+        ("first", "normal"),
+        ("second", "normal"),
+        ("third", "urgent"),
+    ] {
+        let instruction = scripted(name, json!({ "write": { format!("{name}.txt"): name } }));
+        let s = rig.task_json(
+            &project,
+            &["submit", "q", &instruction, "--priority", priority],
+        );
+        ids.push(s["task"]["id"].as_str().unwrap().to_string());
+    }
+    for id in &ids {
+        let out = rig.task(&project, &["wait", id, "--timeout", "120"]);
+        assert_eq!(out.status.code(), Some(0), "{id}\n{}", rig.peek(&project));
+    }
+    let list = rig.task_json(&project, &["list"]);
+    let task = |id: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    let time = |t: &Value, field: &str| {
+        t[field]
+            .as_str()
+            .unwrap()
+            .parse::<jiff::Timestamp>()
+            .unwrap()
+    };
+    let order = [&ids[2], &ids[0], &ids[1]];
+    for pair in order.windows(2) {
+        let (a, b) = (task(pair[0]), task(pair[1]));
+        assert!(
+            time(&a, "ended_at") <= time(&b, "started_at"),
+            "{} must end before {} starts: {list:#}",
+            pair[0],
+            pair[1]
+        );
+    }
+}
+
+/// What a session may not be: a program not named in `[tasks] agents` (with `env`
+/// in front, whose `PATH=` would change what a name runs), the file system's root, a
+/// second session in a workspace; a task for no session is rejected with its reason.
+#[test]
+fn sessions_run_only_named_agents_one_per_workspace() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI must have tmux"
+        );
+        return;
+    }
+    let project = Project::new();
+    project.user_config("[tasks]\nagents = [\"claude\", \"sleep\"]\n");
+    let tmux_dir = tempfile::tempdir().unwrap();
+    let mut cmd = project.hitl();
+    cmd.env("TMUX_TMPDIR", tmux_dir.path())
+        .args(["listen", "--ui", "none", "--http", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped());
+    let _listener = Listener::start(cmd);
+    let task = |args: &[&str]| {
+        let out = project
+            .hitl()
+            .env("TMUX_TMPDIR", tmux_dir.path())
+            .arg("task")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let ws = project.tmp.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let ws = ws.to_string_lossy().into_owned();
+    let (code, err) = task(&["session", "a", "--workspace", &ws, "--command", "bash"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("[tasks] agents"), "{err}");
+    let (code, err) = task(&[
+        "session",
+        "a",
+        "--workspace",
+        &ws,
+        "--command",
+        "env PATH=/tmp sleep 9",
+    ]);
+    assert_eq!(code, Some(3), "{err}");
+    let (code, err) = task(&["session", "a", "--workspace", "/", "--command", "sleep 600"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("not a project folder"), "{err}");
+    let (code, err) = task(&["session", "a", "--workspace", &ws, "--command", "sleep 600"]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, err) = task(&["session", "b", "--workspace", &ws, "--command", "sleep 600"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("already works in"), "{err}");
+    let (code, err) = task(&["submit", "nobody", "do it"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("no session nobody"), "{err}");
+    let list = project
+        .hitl()
+        .args(["task", "list", "--json"])
+        .output()
+        .unwrap();
+    let list: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(list[0]["state"], "rejected", "{list}");
+    let _ = Command::new("tmux")
+        .env("TMUX_TMPDIR", tmux_dir.path())
+        .args(["-L", "hitl", "kill-server"])
+        .output();
 }

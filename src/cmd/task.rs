@@ -1,0 +1,489 @@
+//! `hitl task …`: seed 002's task runner from the command line. Every command but
+//! `attach`, `peek` and `event` asks the project's listener, which owns the sessions
+//! and their queues (`/api/v1/tasks`); `attach` and `peek` look at hitl's tmux server
+//! directly.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::api::client::Client;
+use crate::spool::{ListenerInfo, Spool};
+use crate::tasks::{SessionStatus, Submitted, TaskResult, TaskView, tmux::Tmux};
+
+/// `hitl task wait`: the task completed.
+pub const EXIT_COMPLETED: u8 = 0;
+/// `hitl task wait`: the task ended otherwise (failed, canceled, rejected).
+pub const EXIT_NOT_COMPLETED: u8 = 1;
+/// `hitl task wait`: still running when the wait ran out.
+pub const EXIT_STILL_RUNNING: u8 = 2;
+/// Any `hitl task` command: the listener could not be asked, or refused.
+pub const EXIT_CANNOT_ASK: u8 = 3;
+
+/// What `hitl task` does.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum TaskCommand {
+    /// Start (or adopt) a session: an agent (default `claude`) in a tmux session of
+    /// hitl's, working in one folder, taking one task at a time.
+    Session {
+        /// Its name (letters, digits, `.`, `_`, `-`).
+        name: String,
+        /// The folder the agent works in.
+        #[arg(long)]
+        workspace: PathBuf,
+        /// The agent's command line, split at spaces (default: claude).
+        #[arg(long)]
+        command: Option<String>,
+        /// The tmux key that interrupts the agent (default: Escape, Claude Code's).
+        #[arg(long)]
+        interrupt_key: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the sessions with their queues.
+    Sessions {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Attach this terminal to a session (detach with C-b d).
+    Attach {
+        /// The session.
+        name: String,
+    },
+    /// Print the last lines of a session's screen.
+    Peek {
+        /// The session.
+        name: String,
+        /// How many lines.
+        #[arg(long, default_value_t = 40)]
+        lines: usize,
+    },
+    /// Queue a task for a session; prints its id and place.
+    Submit {
+        /// The session.
+        session: String,
+        /// What to do.
+        instruction: String,
+        /// urgent, high or normal.
+        #[arg(long)]
+        priority: Option<String>,
+        /// A file whose text goes into CONTEXT.md.
+        #[arg(long)]
+        context: Option<PathBuf>,
+        /// A file whose text is SPECS.md.
+        #[arg(long)]
+        specs: Option<PathBuf>,
+        /// Seconds the task may work, not counting waits for a person (default 300).
+        #[arg(long)]
+        timeout: Option<u64>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the tasks.
+    List {
+        /// Only this session's.
+        #[arg(long)]
+        session: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show how a task stands.
+    Status {
+        /// The task.
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Wait for a task to end. Exit 0 completed, 1 ended otherwise, 2 still running.
+    Wait {
+        /// The task.
+        id: String,
+        /// Seconds to wait (default: for ever).
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a task's result: its summary read, and its artifacts.
+    Result {
+        /// The task.
+        id: String,
+        /// Print JSON (RESULTS.json).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a task: a waiting one is taken out, a running one interrupted.
+    Cancel {
+        /// The task.
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Submit an ended task again, as a new task.
+    Retry {
+        /// The task.
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What a session's agent hooks run (Claude Code's hook JSON on stdin).
+    #[command(hide = true)]
+    Event {
+        /// The hook event.
+        event: String,
+    },
+}
+
+/// Runs `hitl task …`; the exit code.
+pub fn run(dir: Option<PathBuf>, command: TaskCommand) -> Result<u8> {
+    match command {
+        TaskCommand::Event { event } => {
+            crate::tasks::event::record(&event);
+            return Ok(0);
+        }
+        TaskCommand::Attach { name } => {
+            let tmux = Tmux::default();
+            if !tmux.has_session(&name) {
+                bail!("no task session {name} (hitl task sessions lists them)");
+            }
+            let status = tmux
+                .attach_command(&name)
+                .status()
+                .context("running tmux")?;
+            return Ok(if status.success() { 0 } else { 1 });
+        }
+        TaskCommand::Peek { name, lines } => {
+            let tmux = Tmux::default();
+            if !tmux.has_session(&name) {
+                bail!("no task session {name} (hitl task sessions lists them)");
+            }
+            println!("{}", tmux.capture(&name, lines)?);
+            return Ok(0);
+        }
+        _ => {}
+    }
+    let client = listener(dir.as_deref())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(call(&client, command))
+}
+
+/// A client of the project's listener, which runs the tasks.
+fn listener(dir: Option<&std::path::Path>) -> Result<Client> {
+    let spool = Spool::locate(dir)?;
+    let url = ListenerInfo::running(&spool)
+        .and_then(|l| l.http)
+        .ok_or_else(|| {
+            anyhow!(
+                "no listener serves {} over HTTP: tasks run under `hitl listen` there",
+                spool.project().display()
+            )
+        })?;
+    Client::new(&url)
+}
+
+async fn call(client: &Client, command: TaskCommand) -> Result<u8> {
+    let print_json =
+        |v: &Value| println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    match command {
+        TaskCommand::Session {
+            name,
+            workspace,
+            command,
+            interrupt_key,
+            json,
+        } => {
+            let workspace = std::path::absolute(&workspace)
+                .with_context(|| format!("reading {}", workspace.display()))?;
+            let body = json!({
+                "name": name,
+                "workspace": workspace,
+                "command": command.map(|c| c.split_whitespace().map(str::to_string).collect::<Vec<_>>()),
+                "interrupt_key": interrupt_key,
+            });
+            let (_, v) = client
+                .call(
+                    Method::POST,
+                    "/api/v1/task-sessions",
+                    Some(&body),
+                    "starting the session",
+                )
+                .await?;
+            if json {
+                print_json(&v);
+            } else {
+                let s: SessionStatus = serde_json::from_value(v)?;
+                println!(
+                    "session {} runs `{}` in {} (hitl task attach {} to watch)",
+                    s.session.name,
+                    s.session.command.join(" "),
+                    s.session.workspace.display(),
+                    s.session.name
+                );
+            }
+        }
+        TaskCommand::Sessions { json } => {
+            let (_, v) = client
+                .call(
+                    Method::GET,
+                    "/api/v1/task-sessions",
+                    None,
+                    "listing the sessions",
+                )
+                .await?;
+            if json {
+                print_json(&v);
+                return Ok(0);
+            }
+            let list: Vec<SessionStatus> = serde_json::from_value(v)?;
+            if list.is_empty() {
+                println!(
+                    "No task sessions. Start one with `hitl task session NAME --workspace DIR`."
+                );
+                return Ok(0);
+            }
+            println!(
+                "{:<20} {:<8} {:<40} {:>6}  WORKSPACE",
+                "SESSION", "STATE", "CURRENT", "QUEUED"
+            );
+            for s in list {
+                let state = match (s.alive, s.session.ready, s.is_executing) {
+                    (false, _, _) => "gone",
+                    (true, false, _) => "starting",
+                    (true, true, true) => "busy",
+                    (true, true, false) => "idle",
+                };
+                println!(
+                    "{:<20} {:<8} {:<40} {:>6}  {}",
+                    s.session.name,
+                    state,
+                    s.current_task_id.as_deref().unwrap_or("-"),
+                    s.queued_tasks,
+                    s.session.workspace.display()
+                );
+            }
+        }
+        TaskCommand::Submit {
+            session,
+            instruction,
+            priority,
+            context,
+            specs,
+            timeout,
+            json,
+        } => {
+            let read = |f: Option<PathBuf>| -> Result<Option<String>> {
+                f.map(|f| {
+                    std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))
+                })
+                .transpose()
+            };
+            let body = json!({
+                "session": session,
+                "instruction": instruction,
+                "priority": priority,
+                "context": read(context)?,
+                "specs": read(specs)?,
+                "timeout": timeout,
+            });
+            let (_, v) = client
+                .call(
+                    Method::POST,
+                    "/api/v1/tasks",
+                    Some(&body),
+                    "submitting the task",
+                )
+                .await?;
+            if json {
+                print_json(&v);
+            } else {
+                let s: Submitted = serde_json::from_value(v)?;
+                println!("{}", s.task.id);
+                match s.position {
+                    0 => eprintln!("queued for {}", s.task.session),
+                    p => eprintln!("queued, position {p}"),
+                }
+            }
+        }
+        TaskCommand::List { session, json } => {
+            let (_, v) = client
+                .call(Method::GET, "/api/v1/tasks", None, "listing the tasks")
+                .await?;
+            let list: Vec<TaskView> = serde_json::from_value(v)?;
+            let list: Vec<TaskView> = list
+                .into_iter()
+                .filter(|t| session.as_ref().is_none_or(|s| &t.task.session == s))
+                .collect();
+            if json {
+                print_json(&serde_json::to_value(&list)?);
+                return Ok(0);
+            }
+            if list.is_empty() {
+                println!("No tasks.");
+                return Ok(0);
+            }
+            println!(
+                "{:<42} {:<14} {:<8} {:<8} {:<9} INSTRUCTION",
+                "TASK", "SESSION", "PRIORITY", "OUTCOME", "STATE"
+            );
+            for t in list {
+                let t = t.task;
+                let first: String = t
+                    .instruction
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .take(50)
+                    .collect();
+                println!(
+                    "{:<42} {:<14} {:<8} {:<8} {:<9} {first}",
+                    t.id,
+                    t.session,
+                    t.priority.as_str(),
+                    t.outcome.map_or("-", |o| o.as_str()),
+                    t.state.as_str()
+                );
+            }
+        }
+        TaskCommand::Status { id, json } => {
+            let (_, v) = client
+                .call(
+                    Method::GET,
+                    &format!("/api/v1/tasks/{id}"),
+                    None,
+                    "looking the task up",
+                )
+                .await?;
+            if json {
+                print_json(&v);
+            } else {
+                print_task(&serde_json::from_value(v)?);
+            }
+        }
+        TaskCommand::Wait { id, timeout, json } => {
+            let until =
+                timeout.map(|s| tokio::time::Instant::now() + Duration::from_secs_f64(s.max(0.0)));
+            loop {
+                let left = until.map(|u| u.saturating_duration_since(tokio::time::Instant::now()));
+                let step = left.map_or(60.0, |l| l.as_secs_f64().min(60.0));
+                let (status, v) = client
+                    .call(
+                        Method::GET,
+                        &format!("/api/v1/tasks/{id}/wait?timeout={step:.3}"),
+                        None,
+                        "waiting for the task",
+                    )
+                    .await?;
+                let view: TaskView = serde_json::from_value(v.clone())?;
+                let done = status != reqwest::StatusCode::ACCEPTED;
+                if done || left.is_some_and(|l| l.is_zero()) {
+                    if json {
+                        print_json(&v);
+                    } else {
+                        print_task(&view);
+                    }
+                    return Ok(match view.task.state {
+                        crate::tasks::TaskState::Completed => EXIT_COMPLETED,
+                        s if s.is_final() => EXIT_NOT_COMPLETED,
+                        _ => EXIT_STILL_RUNNING,
+                    });
+                }
+            }
+        }
+        TaskCommand::Result { id, json } => {
+            let (_, v) = client
+                .call(
+                    Method::GET,
+                    &format!("/api/v1/tasks/{id}/result"),
+                    None,
+                    "reading the result",
+                )
+                .await?;
+            if json {
+                print_json(&v);
+            } else {
+                print_result(&serde_json::from_value(v)?);
+            }
+        }
+        TaskCommand::Cancel { id, json } => {
+            let (_, v) = client
+                .call(
+                    Method::POST,
+                    &format!("/api/v1/tasks/{id}/cancel"),
+                    None,
+                    "cancelling the task",
+                )
+                .await?;
+            if json {
+                print_json(&v);
+            } else {
+                println!("{id}: {}", v["state"].as_str().unwrap_or("?"));
+            }
+        }
+        TaskCommand::Retry { id, json } => {
+            let (_, v) = client
+                .call(
+                    Method::POST,
+                    &format!("/api/v1/tasks/{id}/retry"),
+                    None,
+                    "retrying the task",
+                )
+                .await?;
+            if json {
+                print_json(&v);
+            } else {
+                let s: Submitted = serde_json::from_value(v)?;
+                println!("{}", s.task.id);
+            }
+        }
+        TaskCommand::Event { .. } | TaskCommand::Attach { .. } | TaskCommand::Peek { .. } => {
+            unreachable!("handled without the listener")
+        }
+    }
+    Ok(0)
+}
+
+fn print_task(v: &TaskView) {
+    let t = &v.task;
+    println!("{}  {}  {}", t.id, t.state, t.session);
+    if let Some(p) = v.position {
+        println!("  queued, position {p}");
+    }
+    if let Some(o) = t.outcome {
+        println!("  outcome: {}", o.as_str());
+    }
+    if let Some(r) = &t.reason {
+        println!("  {r}");
+    }
+}
+
+fn print_result(r: &TaskResult) {
+    println!("{}  {}  {}", r.task_id, r.state, r.outcome.as_str());
+    if !r.summary.objective.is_empty() {
+        println!("Objective: {}", r.summary.objective);
+    }
+    for a in &r.summary.accomplishments {
+        println!("  - {a}");
+    }
+    println!("Tests: {:?}", r.summary.tests.verdict);
+    println!("Artifacts:");
+    for a in &r.artifacts.artifacts {
+        println!("  {} ({} bytes)", a.path, a.bytes);
+    }
+    for l in &r.artifacts.left_out {
+        println!("  left out {}: {}", l.path, l.reason);
+    }
+}

@@ -1,0 +1,1269 @@
+//! The task runner: one tokio task that owns every session and task (pueue's way:
+//! state changed in one place), reached through [`TaskHandle`]. Per session it runs
+//! one task at a time, urgent before high before normal, then oldest: it writes the
+//! context files, pastes the task into the agent's pane and presses Enter, then
+//! waits for the task's summary (inotify on `summaries/`, never the screen) or for
+//! what the agent's hooks report (`events/`): the prompt taken, a stop without a
+//! summary, a wait for a person, the agent's exit. A task that outlives its timeout
+//! (not counting time waiting for a person) is interrupted, given seed 002's
+//! fallback summary, and only then is the next one typed in.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use super::artifacts::{self, DEFAULT_MAX_BYTES};
+use super::files::TaskFiles;
+use super::prompt;
+use super::record::{SessionStatus, Task, TaskResult, TaskSession, TaskState};
+use super::summary::{self, Outcome};
+use super::tmux::{NewSession, Tmux};
+use crate::protocol::Priority;
+use crate::spool::watch::{SpoolEvent, SpoolWatcher};
+
+/// The default time a task may work, in seconds (seed 002's).
+pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
+
+/// The pause between the paste and its Enter: an agent that reads both in one go
+/// takes the Enter as part of the paste.
+const ENTER_PAUSE: Duration = Duration::from_millis(300);
+
+/// How long the agent has to confirm a task reached it (its prompt hook) before
+/// Enter is pressed once more.
+const CONFIRM_WITHIN: Duration = Duration::from_secs(5);
+
+/// How long an interrupted agent has to stop before the runner goes on anyway.
+const STOP_WITHIN: Duration = Duration::from_secs(5);
+
+/// How long a Claude Code session may go on after its task's summary before the
+/// next task is typed in anyway: its Stop hook says when it is done.
+const SETTLE_WITHIN: Duration = Duration::from_secs(30);
+
+/// How often timeouts and readiness are looked at.
+const TICK: Duration = Duration::from_millis(100);
+
+/// What went wrong with a request to the runner, for people.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TaskError {
+    /// No such session or task.
+    #[error("{0}")]
+    NotFound(String),
+    /// The request cannot be done as asked.
+    #[error("{0}")]
+    Invalid(String),
+    /// It conflicts with what is there.
+    #[error("{0}")]
+    Conflict(String),
+    /// The runner has stopped.
+    #[error("the task runner has stopped")]
+    Stopped,
+    /// A file or tmux failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A new session, as asked for.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionSpec {
+    /// Its name: letters, digits, `.`, `_` and `-`.
+    pub name: String,
+    /// The folder the agent works in.
+    pub workspace: PathBuf,
+    /// The agent's command line (default `claude`).
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// The key that interrupts it (default `Escape`).
+    #[serde(default)]
+    pub interrupt_key: Option<String>,
+}
+
+/// A task, as submitted.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSpec {
+    /// The session to run it in.
+    pub session: String,
+    /// What to do.
+    pub instruction: String,
+    /// urgent, high or normal (default).
+    #[serde(default)]
+    pub priority: Option<Priority>,
+    /// CONTEXT.md's extra text.
+    #[serde(default)]
+    pub context: Option<String>,
+    /// SPECS.md's text.
+    #[serde(default)]
+    pub specs: Option<String>,
+    /// Seconds it may work, not counting time waiting for a person (default 300).
+    #[serde(default)]
+    pub timeout: Option<u64>,
+}
+
+/// A submitted task and its place in its session's queue.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Submitted {
+    /// The task.
+    pub task: Task,
+    /// Its place among the session's waiting tasks (1: next), 0 once it runs.
+    pub position: usize,
+}
+
+/// A task and, once it has ended, its result.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TaskView {
+    /// The task.
+    #[serde(flatten)]
+    pub task: Task,
+    /// Its place among the session's waiting tasks (1: next), while it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<usize>,
+}
+
+/// What a hook of a session's agent reported (`hitl task event`), as left in
+/// `events/`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AgentEvent {
+    /// The session (`$HITL_TASK_SESSION`).
+    pub session: String,
+    /// The hook event (`SessionStart`, `UserPromptSubmit`, `Stop`, …).
+    pub event: String,
+    /// The agent's own session id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_session_id: Option<String>,
+    /// The prompt taken (UserPromptSubmit), cut short.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// What a Notification says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Why the session ended (SessionEnd).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The agent's transcript.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_path: Option<String>,
+}
+
+enum Command {
+    CreateSession {
+        spec: SessionSpec,
+        done: oneshot::Sender<Result<SessionStatus, TaskError>>,
+    },
+    Sessions {
+        done: oneshot::Sender<Vec<SessionStatus>>,
+    },
+    Submit {
+        spec: TaskSpec,
+        done: oneshot::Sender<Result<Submitted, TaskError>>,
+    },
+    List {
+        done: oneshot::Sender<Vec<TaskView>>,
+    },
+    Get {
+        id: String,
+        done: oneshot::Sender<Option<TaskView>>,
+    },
+    Cancel {
+        id: String,
+        done: oneshot::Sender<Result<Task, TaskError>>,
+    },
+    Retry {
+        id: String,
+        done: oneshot::Sender<Result<Submitted, TaskError>>,
+    },
+    /// The send of a task finished (on a blocking thread).
+    Sent {
+        id: String,
+        result: Result<(), String>,
+    },
+}
+
+/// The runner's handle: cheap to clone, every call a message to its task.
+#[derive(Clone)]
+pub struct TaskHandle {
+    tx: mpsc::UnboundedSender<Command>,
+    changes: broadcast::Sender<Task>,
+    files: TaskFiles,
+}
+
+impl TaskHandle {
+    async fn call<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Option<T> {
+        let (done, rx) = oneshot::channel();
+        self.tx.send(make(done)).ok()?;
+        rx.await.ok()
+    }
+
+    /// Makes (or adopts) a session.
+    pub async fn create_session(&self, spec: SessionSpec) -> Result<SessionStatus, TaskError> {
+        self.call(|done| Command::CreateSession { spec, done })
+            .await
+            .unwrap_or(Err(TaskError::Stopped))
+    }
+
+    /// Every session with its queue.
+    pub async fn sessions(&self) -> Vec<SessionStatus> {
+        self.call(|done| Command::Sessions { done })
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Queues a task.
+    pub async fn submit(&self, spec: TaskSpec) -> Result<Submitted, TaskError> {
+        self.call(|done| Command::Submit { spec, done })
+            .await
+            .unwrap_or(Err(TaskError::Stopped))
+    }
+
+    /// Every task, in submission order.
+    pub async fn list(&self) -> Vec<TaskView> {
+        self.call(|done| Command::List { done })
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Task `id`.
+    pub async fn get(&self, id: &str) -> Option<TaskView> {
+        let id = id.to_string();
+        self.call(|done| Command::Get { id, done }).await.flatten()
+    }
+
+    /// Task `id`'s result, once it has ended with one.
+    pub fn result(&self, id: &str) -> Option<TaskResult> {
+        self.files.load_result(id)
+    }
+
+    /// Cancels task `id`: a waiting one is taken out, a running one interrupted.
+    pub async fn cancel(&self, id: &str) -> Result<Task, TaskError> {
+        let id = id.to_string();
+        self.call(|done| Command::Cancel { id, done })
+            .await
+            .unwrap_or(Err(TaskError::Stopped))
+    }
+
+    /// Submits ended task `id` again, as a new task.
+    pub async fn retry(&self, id: &str) -> Result<Submitted, TaskError> {
+        let id = id.to_string();
+        self.call(|done| Command::Retry { id, done })
+            .await
+            .unwrap_or(Err(TaskError::Stopped))
+    }
+
+    /// Every change to a task from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Task> {
+        self.changes.subscribe()
+    }
+}
+
+/// What the runner knows of a session beyond its record.
+#[derive(Debug, Default)]
+struct Live {
+    /// The task typed in, not ended.
+    current: Option<String>,
+    /// When it was typed in (this run of the runner), for the Enter retry.
+    sent_at: Option<Instant>,
+    /// Whether Enter was pressed again.
+    enter_again: bool,
+    /// Whether the stop reminder was typed.
+    reminded: bool,
+    /// Being interrupted since, and how the task ends once the agent stopped.
+    interrupting: Option<(Instant, Ending)>,
+    /// The agent stopped (its Stop hook) since the task was typed in.
+    stopped: bool,
+}
+
+/// How an interrupted task ends.
+#[derive(Debug, Clone)]
+enum Ending {
+    /// Its timeout: seed 002's fallback summary, completed and partial.
+    TimedOut,
+    /// A cancel.
+    Canceled,
+}
+
+/// The runner's state.
+struct Runner {
+    files: TaskFiles,
+    tmux: Tmux,
+    /// The hitl binary the agents' hooks run.
+    exe: PathBuf,
+    /// The programs a session may run (`[tasks] agents`).
+    agents: Vec<String>,
+    sessions: HashMap<String, TaskSession>,
+    live: HashMap<String, Live>,
+    /// Sessions whose agent is still finishing the turn that ended its last task
+    /// (typed in now, the next task would wait in its input box), since when.
+    settling: HashMap<String, Instant>,
+    tasks: Vec<Task>,
+    next_seq: u64,
+    watcher: Option<SpoolWatcher>,
+    changes: broadcast::Sender<Task>,
+    tx: mpsc::UnboundedSender<Command>,
+}
+
+/// Starts the runner over `files` (loading what it kept), watching with `watcher`'s
+/// events on `events`. Must be called inside a tokio runtime.
+pub fn spawn(
+    files: TaskFiles,
+    tmux: Tmux,
+    agents: Vec<String>,
+) -> Result<(TaskHandle, tokio::task::JoinHandle<()>)> {
+    files.ensure()?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (changes, _) = broadcast::channel(256);
+    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let watcher = match SpoolWatcher::new(events_tx) {
+        Ok(mut w) => match w.watch(&files.events_dir()) {
+            Ok(()) => Some(w),
+            Err(e) => {
+                tracing::warn!(
+                    "tasks: not watching {}: {e:#}",
+                    files.events_dir().display()
+                );
+                None
+            }
+        },
+        Err(e) => {
+            tracing::warn!("tasks: no file watcher ({e:#}); looking every tick");
+            None
+        }
+    };
+    let tasks = files.load_tasks();
+    let sessions: HashMap<String, TaskSession> = files
+        .load_sessions()
+        .into_iter()
+        .map(|s| (s.name.clone(), s))
+        .collect();
+    let mut runner = Runner {
+        next_seq: tasks.iter().map(|t| t.seq).max().unwrap_or(0) + 1,
+        exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("hitl")),
+        agents,
+        files: files.clone(),
+        tmux,
+        live: sessions
+            .keys()
+            .map(|n| (n.clone(), Live::default()))
+            .collect(),
+        settling: HashMap::new(),
+        sessions,
+        tasks,
+        watcher,
+        changes: changes.clone(),
+        tx: tx.clone(),
+    };
+    runner.resume_after_restart();
+    let task = tokio::spawn(runner.run(rx, events_rx));
+    Ok((TaskHandle { tx, changes, files }, task))
+}
+
+impl Runner {
+    async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<Command>,
+        mut events: mpsc::UnboundedReceiver<SpoolEvent>,
+    ) {
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                cmd = rx.recv() => match cmd {
+                    Some(cmd) => self.on_command(cmd),
+                    None => return,
+                },
+                Some(ev) = events.recv() => self.on_file_event(ev),
+                _ = tick.tick() => self.on_tick(),
+            }
+        }
+    }
+
+    fn on_command(&mut self, cmd: Command) {
+        match cmd {
+            Command::CreateSession { spec, done } => {
+                let _ = done.send(self.create_session(spec));
+            }
+            Command::Sessions { done } => {
+                let mut names: Vec<&String> = self.sessions.keys().collect();
+                names.sort();
+                let list = names.into_iter().map(|n| self.status_of(n)).collect();
+                let _ = done.send(list);
+            }
+            Command::Submit { spec, done } => {
+                let _ = done.send(self.submit(spec, 0));
+                self.start_next_everywhere();
+            }
+            Command::List { done } => {
+                let views = self.tasks.iter().map(|t| self.view(t)).collect();
+                let _ = done.send(views);
+            }
+            Command::Get { id, done } => {
+                let _ = done.send(self.find(&id).map(|t| self.view(t)));
+            }
+            Command::Cancel { id, done } => {
+                let _ = done.send(self.cancel(&id));
+                self.start_next_everywhere();
+            }
+            Command::Retry { id, done } => {
+                let result = match self.find(&id) {
+                    None => Err(TaskError::NotFound(format!("no task {id}"))),
+                    Some(t) if !t.state.is_final() => Err(TaskError::Conflict(format!(
+                        "task {id} is {}: only an ended task is retried",
+                        t.state
+                    ))),
+                    Some(t) => {
+                        let spec = TaskSpec {
+                            session: t.session.clone(),
+                            instruction: t.instruction.clone(),
+                            priority: Some(t.priority),
+                            context: t.context.clone(),
+                            specs: t.specs.clone(),
+                            timeout: Some(t.timeout_secs),
+                        };
+                        let attempt = t.attempt + 1;
+                        self.submit(spec, attempt)
+                    }
+                };
+                let _ = done.send(result);
+                self.start_next_everywhere();
+            }
+            Command::Sent { id, result } => self.sent(&id, result),
+        }
+    }
+
+    /// A session's status: the record and its queue.
+    fn status_of(&self, name: &str) -> SessionStatus {
+        let session = self.sessions[name].clone();
+        let current = self.live.get(name).and_then(|l| l.current.clone());
+        SessionStatus {
+            alive: self.tmux.has_session(name),
+            is_executing: current.is_some(),
+            current_task_id: current,
+            queued_tasks: self.queued(name).count(),
+            agent_name: name.to_string(),
+            session,
+        }
+    }
+
+    fn view(&self, t: &Task) -> TaskView {
+        let position = (t.state == TaskState::Submitted).then(|| {
+            self.queued(&t.session)
+                .position(|q| q.id == t.id)
+                .map_or(0, |p| p + 1)
+        });
+        TaskView {
+            task: t.clone(),
+            position,
+        }
+    }
+
+    fn find(&self, id: &str) -> Option<&Task> {
+        self.tasks.iter().find(|t| t.id == id)
+    }
+
+    fn find_mut(&mut self, id: &str) -> Option<&mut Task> {
+        self.tasks.iter_mut().find(|t| t.id == id)
+    }
+
+    /// Session `name`'s waiting tasks in the order they will run.
+    fn queued<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Task> + 'a {
+        let mut waiting: Vec<&Task> = self
+            .tasks
+            .iter()
+            .filter(|t| t.session == name && t.state == TaskState::Submitted)
+            .collect();
+        waiting.sort_by_key(|t| (std::cmp::Reverse(t.priority), t.seq));
+        waiting.into_iter()
+    }
+
+    /// Keeps task `id` as it now is and tells whoever follows.
+    fn save(&self, id: &str) {
+        if let Some(t) = self.find(id) {
+            if let Err(e) = self.files.save_task(t) {
+                tracing::error!("tasks: keeping {id}: {e:#}");
+            }
+            let _ = self.changes.send(t.clone());
+        }
+    }
+
+    fn create_session(&mut self, spec: SessionSpec) -> Result<SessionStatus, TaskError> {
+        crate::protocol::validate_id(&spec.name)
+            .map_err(|e| TaskError::Invalid(format!("session name {:?}: {e}", spec.name)))?;
+        let workspace = spec.workspace.canonicalize().map_err(|e| {
+            TaskError::Invalid(format!("workspace {}: {e}", spec.workspace.display()))
+        })?;
+        if !workspace.is_dir() || workspace.parent().is_none() {
+            return Err(TaskError::Invalid(format!(
+                "workspace {} is not a project folder",
+                workspace.display()
+            )));
+        }
+        if let Some(other) = self
+            .sessions
+            .values()
+            .find(|s| s.workspace == workspace && s.name != spec.name)
+        {
+            return Err(TaskError::Conflict(format!(
+                "session {} already works in {} (two agents there would overwrite each other's CONTEXT.md)",
+                other.name,
+                workspace.display()
+            )));
+        }
+        if let Some(existing) = self.sessions.get(&spec.name)
+            && existing.workspace != workspace
+        {
+            return Err(TaskError::Conflict(format!(
+                "session {} works in {}",
+                spec.name,
+                existing.workspace.display()
+            )));
+        }
+        let command = spec
+            .command
+            .clone()
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(|| vec!["claude".to_string()]);
+        let program = program_of(&command).unwrap_or_default();
+        let allowed = self.agents.iter().any(|a| {
+            a == program
+                || (!a.contains('/')
+                    && Path::new(program)
+                        .file_name()
+                        .is_some_and(|n| n == a.as_str()))
+        });
+        if !allowed {
+            return Err(TaskError::Invalid(format!(
+                "{program:?} is not an agent sessions may run; name it in [tasks] agents of config.toml (now {:?})",
+                self.agents
+            )));
+        }
+        let session = TaskSession {
+            name: spec.name.clone(),
+            workspace: workspace.clone(),
+            interrupt_key: spec
+                .interrupt_key
+                .clone()
+                .unwrap_or_else(|| "Escape".into()),
+            created_at: Timestamp::now(),
+            ready: false,
+            agent_session_id: None,
+            command,
+        };
+        prompt::exclude_from_git(&workspace).map_err(|e| TaskError::Failed(format!("{e:#}")))?;
+        std::fs::create_dir_all(workspace.join("summaries"))
+            .map_err(|e| TaskError::Failed(format!("creating summaries/: {e}")))?;
+        if !self.tmux.has_session(&session.name) {
+            self.start_agent(&session)?;
+        }
+        self.watch_summaries(&session);
+        self.files
+            .save_session(&session)
+            .map_err(|e| TaskError::Failed(format!("{e:#}")))?;
+        self.live.entry(session.name.clone()).or_default();
+        let name = session.name.clone();
+        self.sessions.insert(name.clone(), session);
+        Ok(self.status_of(&name))
+    }
+
+    fn watch_summaries(&mut self, session: &TaskSession) {
+        if let Some(w) = &mut self.watcher
+            && let Err(e) = w.watch(&session.workspace.join("summaries"))
+        {
+            tracing::warn!("tasks: {e:#}");
+        }
+    }
+
+    /// Starts the session's agent in tmux. Claude Code gets hitl's hooks through
+    /// `--settings`, which tell the runner what it does (the user's own settings are
+    /// left alone).
+    fn start_agent(&self, session: &TaskSession) -> Result<(), TaskError> {
+        let mut command = session.command.clone();
+        if is_claude(&command) {
+            self.write_agent_settings()
+                .map_err(|e| TaskError::Failed(format!("{e:#}")))?;
+            command.push("--settings".into());
+            command.push(self.files.agent_settings().to_string_lossy().into_owned());
+        }
+        let env = vec![
+            ("HITL_TASK_SESSION".to_string(), session.name.clone()),
+            (
+                "HITL_TASK_EVENTS".to_string(),
+                self.files.events_dir().to_string_lossy().into_owned(),
+            ),
+        ];
+        self.tmux
+            .new_session(&NewSession {
+                name: &session.name,
+                dir: &session.workspace,
+                command: &command,
+                env: &env,
+            })
+            .map_err(|e| TaskError::Failed(format!("{e:#}")))
+    }
+
+    /// The Claude Code settings with hitl's task hooks.
+    fn write_agent_settings(&self) -> Result<()> {
+        let exe = self.exe.to_string_lossy();
+        let mut hooks = serde_json::Map::new();
+        for event in AGENT_EVENTS {
+            hooks.insert(
+                event.to_string(),
+                serde_json::json!([{ "hooks": [{
+                    "type": "command",
+                    "command": format!("{} task event {event}", shell_quote(&exe)),
+                }]}]),
+            );
+        }
+        let settings = serde_json::json!({ "hooks": hooks });
+        std::fs::write(
+            self.files.agent_settings(),
+            serde_json::to_vec_pretty(&settings)?,
+        )?;
+        Ok(())
+    }
+
+    fn submit(&mut self, spec: TaskSpec, attempt: u32) -> Result<Submitted, TaskError> {
+        if spec.instruction.trim().is_empty() {
+            return Err(TaskError::Invalid("the instruction is empty".into()));
+        }
+        let timeout_secs = spec.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS);
+        if timeout_secs == 0 || timeout_secs > crate::protocol::MAX_TIMEOUT_SECS {
+            return Err(TaskError::Invalid(format!(
+                "timeout must be 1 to {} seconds",
+                crate::protocol::MAX_TIMEOUT_SECS
+            )));
+        }
+        let known = self.sessions.contains_key(&spec.session);
+        let task = Task {
+            id: format!("task-{}", uuid::Uuid::now_v7()),
+            session: spec.session.clone(),
+            instruction: spec.instruction,
+            priority: spec.priority.unwrap_or_default(),
+            context: spec.context,
+            specs: spec.specs,
+            timeout_secs,
+            state: if known {
+                TaskState::Submitted
+            } else {
+                TaskState::Rejected
+            },
+            outcome: None,
+            reason: (!known).then(|| format!("no session {}", spec.session)),
+            submitted_at: Timestamp::now(),
+            started_at: None,
+            ended_at: (!known).then(Timestamp::now),
+            waited_ms: 0,
+            waiting_since: None,
+            delivered: false,
+            fallback_summary: false,
+            seq: self.next_seq,
+            attempt,
+        };
+        self.next_seq += 1;
+        self.files
+            .save_task(&task)
+            .map_err(|e| TaskError::Failed(format!("{e:#}")))?;
+        let id = task.id.clone();
+        self.tasks.push(task);
+        let _ = self
+            .changes
+            .send(self.find(&id).cloned().expect("just added"));
+        let t = self.find(&id).expect("just added");
+        if !known {
+            return Err(TaskError::NotFound(format!(
+                "no session {} (task {id} is rejected); start one with `hitl task session {} --workspace DIR`",
+                spec.session, spec.session
+            )));
+        }
+        let position = self
+            .queued(&t.session)
+            .position(|q| q.id == id)
+            .map_or(0, |p| p + 1);
+        Ok(Submitted {
+            task: t.clone(),
+            position,
+        })
+    }
+
+    fn cancel(&mut self, id: &str) -> Result<Task, TaskError> {
+        let Some(t) = self.find(id) else {
+            return Err(TaskError::NotFound(format!("no task {id}")));
+        };
+        if t.state.is_final() {
+            return Err(TaskError::Conflict(format!(
+                "task {id} has ended ({})",
+                t.state
+            )));
+        }
+        let session = t.session.clone();
+        let running = self
+            .live
+            .get(&session)
+            .is_some_and(|l| l.current.as_deref() == Some(id));
+        if running {
+            self.interrupt(&session, Ending::Canceled);
+        } else {
+            self.end(id, TaskState::Canceled, None, Some("canceled".into()));
+        }
+        Ok(self.find(id).cloned().expect("known"))
+    }
+
+    /// Ends task `id` in `state`.
+    fn end(
+        &mut self,
+        id: &str,
+        state: TaskState,
+        outcome: Option<Outcome>,
+        reason: Option<String>,
+    ) {
+        let Some(t) = self.find_mut(id) else { return };
+        if let Some(since) = t.waiting_since.take() {
+            t.waited_ms += millis_since(since);
+        }
+        t.state = state;
+        t.outcome = outcome.or(t.outcome);
+        t.reason = reason.or(t.reason.take());
+        t.ended_at = Some(Timestamp::now());
+        let session = t.session.clone();
+        if let Some(l) = self.live.get_mut(&session)
+            && l.current.as_deref() == Some(id)
+        {
+            *l = Live::default();
+        }
+        self.save(id);
+    }
+
+    /// Types the next task into every idle, ready session.
+    fn start_next_everywhere(&mut self) {
+        let mut names: Vec<String> = self.sessions.keys().cloned().collect();
+        names.sort();
+        for name in names {
+            self.start_next(&name);
+        }
+    }
+
+    fn start_next(&mut self, name: &str) {
+        let idle = self.live.get(name).is_some_and(|l| l.current.is_none());
+        if !idle || !self.is_ready(name) {
+            return;
+        }
+        if let Some(since) = self.settling.get(name) {
+            if since.elapsed() < SETTLE_WITHIN {
+                return;
+            }
+            self.settling.remove(name);
+        }
+        let Some(next) = self.queued(name).next().map(|t| t.id.clone()) else {
+            return;
+        };
+        let session = self.sessions[name].clone();
+        let Some(t) = self.find_mut(&next) else {
+            return;
+        };
+        t.state = TaskState::Working;
+        t.started_at = Some(Timestamp::now());
+        let task = t.clone();
+        if let Err(e) = prompt::write_context_files(&session.workspace, &task) {
+            self.end(&next, TaskState::Failed, None, Some(format!("{e:#}")));
+            return;
+        }
+        let live = self.live.entry(name.to_string()).or_default();
+        *live = Live {
+            current: Some(next.clone()),
+            sent_at: Some(Instant::now()),
+            ..Live::default()
+        };
+        self.save(&next);
+        let text = prompt::typed(&task);
+        let tmux = self.tmux.clone();
+        let tx = self.tx.clone();
+        let name = name.to_string();
+        tokio::task::spawn_blocking(move || {
+            let result = tmux
+                .paste_and_enter(&name, &text, ENTER_PAUSE)
+                .map_err(|e| format!("{e:#}"));
+            let _ = tx.send(Command::Sent { id: next, result });
+        });
+    }
+
+    fn sent(&mut self, id: &str, result: Result<(), String>) {
+        if let Err(why) = result {
+            self.end(
+                id,
+                TaskState::Failed,
+                None,
+                Some(format!("the task could not be typed in: {why}")),
+            );
+            self.start_next_everywhere();
+        }
+    }
+
+    /// Whether session `name`'s agent takes input: its SessionStart hook fired, or
+    /// its prompt is on the screen.
+    fn is_ready(&mut self, name: &str) -> bool {
+        let Some(s) = self.sessions.get(name) else {
+            return false;
+        };
+        if s.ready {
+            return true;
+        }
+        if !self.tmux.has_session(name) || self.tmux.pane_dead(name) {
+            return false;
+        }
+        let screen = self.tmux.capture(name, 60).unwrap_or_default();
+        let up = if is_claude(&s.command) {
+            screen.lines().any(|l| l.trim_start().starts_with('❯'))
+        } else {
+            !screen.trim().is_empty()
+        };
+        if up && let Some(s) = self.sessions.get_mut(name) {
+            s.ready = true;
+            let s = s.clone();
+            let _ = self.files.save_session(&s);
+        }
+        up
+    }
+
+    /// After a restart: a task that was typed in goes on (its summary may be there
+    /// already); the queues go on.
+    fn resume_after_restart(&mut self) {
+        let sessions: Vec<TaskSession> = self.sessions.values().cloned().collect();
+        for s in &sessions {
+            self.watch_summaries(s);
+        }
+        let running: Vec<(String, String)> = self
+            .tasks
+            .iter()
+            .filter(|t| matches!(t.state, TaskState::Working | TaskState::InputRequired))
+            .map(|t| (t.session.clone(), t.id.clone()))
+            .collect();
+        for (session, id) in running {
+            if !self.sessions.contains_key(&session) {
+                self.end(
+                    &id,
+                    TaskState::Failed,
+                    None,
+                    Some(format!("session {session} is gone")),
+                );
+                continue;
+            }
+            let live = self.live.entry(session.clone()).or_default();
+            live.current = Some(id.clone());
+            self.check_summary(&session);
+        }
+        self.read_agent_events();
+    }
+
+    fn on_file_event(&mut self, ev: SpoolEvent) {
+        match ev {
+            SpoolEvent::Changed { path, .. } => {
+                if path.starts_with(self.files.events_dir()) {
+                    self.read_agent_events();
+                } else if let Some(name) = self.session_of_summary(&path) {
+                    self.check_summary(&name);
+                    self.start_next_everywhere();
+                }
+            }
+            SpoolEvent::Removed { .. } => {}
+            SpoolEvent::Rescan => {
+                self.read_agent_events();
+                let names: Vec<String> = self.sessions.keys().cloned().collect();
+                for n in names {
+                    self.check_summary(&n);
+                }
+            }
+        }
+    }
+
+    /// The session whose `summaries/` holds `path`.
+    fn session_of_summary(&self, path: &Path) -> Option<String> {
+        let dir = path.parent()?;
+        self.sessions
+            .values()
+            .find(|s| s.workspace.join("summaries") == dir)
+            .map(|s| s.name.clone())
+    }
+
+    /// Ends session `name`'s task if its summary is there, whole.
+    fn check_summary(&mut self, name: &str) {
+        let Some(id) = self.live.get(name).and_then(|l| l.current.clone()) else {
+            return;
+        };
+        if self.live[name].interrupting.is_some() {
+            // A cancel or a timeout is ending it; a summary now is a late one.
+            return;
+        }
+        let workspace = self.sessions[name].workspace.clone();
+        let Some(task) = self.find(&id).cloned() else {
+            return;
+        };
+        let path = workspace.join(task.summary_path());
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return;
+        };
+        if !summary::is_complete(&text) {
+            return;
+        }
+        self.finish(&task, &workspace, &path, &text, false);
+    }
+
+    /// Ends `task` with the summary at `path` (the agent's, or hitl's fallback).
+    fn finish(&mut self, task: &Task, workspace: &Path, path: &Path, text: &str, fallback: bool) {
+        let parsed = summary::parse(text);
+        let artifacts =
+            artifacts::collect(workspace, path, &parsed.deliverables, DEFAULT_MAX_BYTES);
+        let read = |name: &str| std::fs::read_to_string(workspace.join(name)).ok();
+        let outcome = if parsed.status == Outcome::Unknown && fallback {
+            Outcome::Partial
+        } else {
+            parsed.status
+        };
+        let duration_secs = task
+            .started_at
+            .map(|s| (Timestamp::now().as_millisecond() - s.as_millisecond()) as f64 / 1000.0);
+        let result = TaskResult {
+            task_id: task.id.clone(),
+            state: TaskState::Completed,
+            outcome,
+            summary: parsed,
+            artifacts,
+            status_txt: read("STATUS.txt"),
+            errors_md: read("ERRORS.md"),
+            duration_secs,
+        };
+        if let Err(e) = self.files.save_result(&result) {
+            tracing::error!("tasks: writing {}'s RESULTS.json: {e:#}", task.id);
+        }
+        if let Some(t) = self.find_mut(&task.id) {
+            t.fallback_summary = fallback;
+        }
+        // The summary is the agent's last act but one: its turn ends after it.
+        let stopped = self.live.get(&task.session).is_some_and(|l| l.stopped);
+        if !fallback
+            && !stopped
+            && self
+                .sessions
+                .get(&task.session)
+                .is_some_and(|s| is_claude(&s.command))
+        {
+            self.settling.insert(task.session.clone(), Instant::now());
+        }
+        let reason = fallback.then(|| {
+            format!(
+                "timed out after {} s without a summary; the summary is hitl's fallback",
+                task.timeout_secs
+            )
+        });
+        self.end(&task.id, TaskState::Completed, Some(outcome), reason);
+    }
+
+    /// Reads (and removes) what the agents' hooks left in `events/`.
+    fn read_agent_events(&mut self) {
+        let dir = self.files.events_dir();
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.extension().is_some_and(|e| e == "json")
+                    && !p
+                        .file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+            })
+            .collect();
+        // Named by time: in the order they happened.
+        paths.sort();
+        for path in paths {
+            let event = std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<AgentEvent>(&b).ok());
+            let _ = std::fs::remove_file(&path);
+            if let Some(ev) = event {
+                self.on_agent_event(ev);
+            }
+        }
+        self.start_next_everywhere();
+    }
+
+    fn on_agent_event(&mut self, ev: AgentEvent) {
+        let name = ev.session.clone();
+        let Some(session) = self.sessions.get_mut(&name) else {
+            return;
+        };
+        if ev.agent_session_id.is_some() && session.agent_session_id != ev.agent_session_id {
+            session.agent_session_id = ev.agent_session_id.clone();
+            let s = session.clone();
+            let _ = self.files.save_session(&s);
+        }
+        let current = self.live.get(&name).and_then(|l| l.current.clone());
+        match ev.event.as_str() {
+            "SessionStart" => {
+                if let Some(s) = self.sessions.get_mut(&name) {
+                    s.ready = true;
+                    let s = s.clone();
+                    let _ = self.files.save_session(&s);
+                }
+            }
+            "UserPromptSubmit" | "PreToolUse" | "PostToolUse" => {
+                let Some(id) = current else { return };
+                if let Some(l) = self.live.get_mut(&name) {
+                    // At work again.
+                    l.stopped = false;
+                }
+                let confirms = ev.event != "UserPromptSubmit"
+                    || ev
+                        .prompt
+                        .as_deref()
+                        .is_some_and(|p| p.contains(&format!("Task {id}")));
+                let Some(t) = self.find_mut(&id) else { return };
+                let mut changed = false;
+                if confirms && !t.delivered {
+                    t.delivered = true;
+                    changed = true;
+                }
+                if t.state == TaskState::InputRequired {
+                    t.state = TaskState::Working;
+                    if let Some(since) = t.waiting_since.take() {
+                        t.waited_ms += millis_since(since);
+                    }
+                    changed = true;
+                }
+                if changed {
+                    self.save(&id);
+                }
+            }
+            "Stop" => {
+                self.settling.remove(&name);
+                let Some(id) = current else { return };
+                if let Some(l) = self.live.get_mut(&name) {
+                    l.stopped = true;
+                }
+                self.check_summary(&name);
+                let interrupting = self.live.get(&name).and_then(|l| l.interrupting.clone());
+                if let Some((_, ending)) = interrupting {
+                    self.interrupted(&name, ending);
+                    return;
+                }
+                let still = self.live.get(&name).and_then(|l| l.current.clone());
+                if still.as_deref() != Some(id.as_str()) {
+                    return;
+                }
+                let reminded = self.live.get(&name).is_some_and(|l| l.reminded);
+                if !reminded {
+                    if let Some(l) = self.live.get_mut(&name) {
+                        l.reminded = true;
+                    }
+                    if let Some(t) = self.find(&id) {
+                        let text = prompt::reminder(t);
+                        let tmux = self.tmux.clone();
+                        let n = name.clone();
+                        tokio::task::spawn_blocking(move || {
+                            let _ = tmux.paste_and_enter(&n, &text, ENTER_PAUSE);
+                        });
+                    }
+                } else {
+                    self.wait_for_person(&id, "the agent stopped without its summary");
+                }
+            }
+            "Notification" => {
+                let Some(id) = current else { return };
+                let why = ev
+                    .message
+                    .unwrap_or_else(|| "the agent waits for input".into());
+                self.wait_for_person(&id, &why);
+            }
+            "SessionEnd" => {
+                if let Some(s) = self.sessions.get_mut(&name) {
+                    s.ready = false;
+                    let s = s.clone();
+                    let _ = self.files.save_session(&s);
+                }
+                let Some(id) = current else { return };
+                self.check_summary(&name);
+                if self.live.get(&name).and_then(|l| l.current.as_deref()) == Some(id.as_str()) {
+                    let why = ev.reason.unwrap_or_else(|| "exit".into());
+                    self.end(
+                        &id,
+                        TaskState::Failed,
+                        None,
+                        Some(format!(
+                            "the agent's session ended ({why}) before the summary"
+                        )),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Task `id` waits for a person: its clock stops.
+    fn wait_for_person(&mut self, id: &str, why: &str) {
+        let Some(t) = self.find_mut(id) else { return };
+        if t.state != TaskState::Working {
+            return;
+        }
+        t.state = TaskState::InputRequired;
+        t.waiting_since = Some(Timestamp::now());
+        t.reason = Some(why.to_string());
+        self.save(id);
+    }
+
+    /// Presses the session's interrupt key; the task ends once the agent stopped.
+    fn interrupt(&mut self, name: &str, ending: Ending) {
+        let key = self.sessions[name].interrupt_key.clone();
+        if let Err(e) = self.tmux.send_keys(name, &[&key]) {
+            tracing::warn!("tasks: interrupting {name}: {e:#}");
+        }
+        if let Some(l) = self.live.get_mut(name) {
+            l.interrupting = Some((Instant::now(), ending));
+        }
+    }
+
+    /// The interrupted agent stopped (or did not in time): the task ends as `ending`
+    /// says.
+    fn interrupted(&mut self, name: &str, ending: Ending) {
+        let Some(id) = self.live.get(name).and_then(|l| l.current.clone()) else {
+            return;
+        };
+        match ending {
+            Ending::Canceled => {
+                self.end(&id, TaskState::Canceled, None, Some("canceled".into()));
+            }
+            Ending::TimedOut => {
+                let Some(task) = self.find(&id).cloned() else {
+                    return;
+                };
+                let workspace = self.sessions[name].workspace.clone();
+                let pane = self.tmux.capture(name, 100).unwrap_or_default();
+                let since = task.started_at.unwrap_or(task.submitted_at);
+                let changed = changed_files(&workspace, since);
+                let text = summary::fallback(&id, &pane, &changed);
+                let path = self.files.root().join(&id).join("fallback-summary.md");
+                if let Err(e) = std::fs::write(&path, &text) {
+                    tracing::error!("tasks: writing {}: {e}", path.display());
+                }
+                self.finish(&task, &workspace, &path, &text, true);
+            }
+        }
+        self.start_next_everywhere();
+    }
+
+    fn on_tick(&mut self) {
+        let names: Vec<String> = self.sessions.keys().cloned().collect();
+        for name in names {
+            let Some(live) = self.live.get(&name) else {
+                continue;
+            };
+            if let Some((since, ending)) = live.interrupting.clone() {
+                if since.elapsed() >= STOP_WITHIN {
+                    self.interrupted(&name, ending);
+                }
+                continue;
+            }
+            let Some(id) = live.current.clone() else {
+                self.start_next(&name);
+                continue;
+            };
+            let Some(t) = self.find(&id).cloned() else {
+                continue;
+            };
+            // The Enter once more, when the agent did not confirm the task.
+            if is_claude(&self.sessions[&name].command)
+                && !t.delivered
+                && let Some(l) = self.live.get_mut(&name)
+                && !l.enter_again
+                && l.sent_at.is_some_and(|s| s.elapsed() >= CONFIRM_WITHIN)
+            {
+                l.enter_again = true;
+                let _ = self.tmux.send_keys(&name, &["Enter"]);
+            }
+            if t.state == TaskState::Working
+                && let Some(started) = t.started_at
+            {
+                let worked = millis_since(started).saturating_sub(t.waited_ms);
+                if worked >= t.timeout_secs * 1000 {
+                    self.check_summary(&name);
+                    if self.live.get(&name).and_then(|l| l.current.as_deref()) == Some(id.as_str())
+                    {
+                        self.interrupt(&name, Ending::TimedOut);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The hook events a session's Claude Code reports to the runner.
+pub const AGENT_EVENTS: [&str; 6] = [
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "Stop",
+    "Notification",
+    "SessionEnd",
+];
+
+/// The program `command` runs: its first word. (No `env VAR=value` before it: a
+/// `PATH` or `LD_PRELOAD` there would change what an allowed name runs.)
+fn program_of(command: &[String]) -> Option<&str> {
+    command.first().map(String::as_str)
+}
+
+/// Whether `command` runs Claude Code (which takes hitl's hooks and shows `❯`).
+fn is_claude(command: &[String]) -> bool {
+    program_of(command)
+        .and_then(|p| Path::new(p).file_name())
+        .is_some_and(|n| n == "claude")
+}
+
+/// `s` quoted for a POSIX shell (Claude Code runs hook commands through one).
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn millis_since(t: Timestamp) -> u64 {
+    (Timestamp::now().as_millisecond() - t.as_millisecond()).max(0) as u64
+}
+
+/// Files of the workspace changed since `since`, newest first, without the context
+/// files, summaries and build outputs (seed 002's fallback names up to four).
+fn changed_files(workspace: &Path, since: Timestamp) -> Vec<String> {
+    let mut found: Vec<(std::time::SystemTime, String)> = Vec::new();
+    let since = std::time::UNIX_EPOCH + Duration::from_millis(since.as_millisecond().max(0) as u64);
+    let mut stack = vec![workspace.to_path_buf()];
+    let mut seen = 0;
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            seen += 1;
+            if seen > 20_000 {
+                break;
+            }
+            let path = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                if !name.starts_with('.')
+                    && !["target", "node_modules", "dist", "build", "summaries"]
+                        .contains(&name.as_str())
+                {
+                    stack.push(path);
+                }
+                continue;
+            }
+            if artifacts::CONTEXT_FILES.contains(&name.as_str()) && dir == workspace {
+                continue;
+            }
+            if let Ok(m) = meta.modified()
+                && m >= since
+                && let Ok(rel) = path.strip_prefix(workspace)
+            {
+                found.push((m, rel.to_string_lossy().into_owned()));
+            }
+        }
+    }
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
+    found.into_iter().map(|(_, p)| p).collect()
+}
