@@ -48,7 +48,7 @@ fn blocks() -> Vec<Block> {
 }
 
 /// The shell block that contains `marker`.
-fn shell_block(marker: &str) -> String {
+pub(crate) fn shell_block(marker: &str) -> String {
     let found: Vec<Block> = blocks()
         .into_iter()
         .filter(|b| b.lang == "sh" && b.text.contains(marker))
@@ -71,7 +71,7 @@ fn change(text: &str, from: &str, to: &str) -> String {
 }
 
 /// A PATH with the hitl under test first, as `cargo install` would leave it.
-fn path() -> String {
+pub(crate) fn path() -> String {
     format!(
         "{}:{}",
         hitl_bin().parent().unwrap().display(),
@@ -401,6 +401,8 @@ fn every_shell_block_of_the_readme_is_run() {
         "hitl ask \"Use PostgreSQL or MySQL?\"",
         "hitl answer 01a2…",
         "curl -s localhost:4000/events",
+        // tests/it/tasks.rs, against the real Claude Code.
+        "hitl task session coder",
         // The README's test command: it runs all of this.
         "tools/test-all",
     ];

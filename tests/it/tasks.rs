@@ -188,6 +188,8 @@ fn claude_binary() -> Option<PathBuf> {
 /// Claude Code's first run, and a tmux server of the test's own.
 struct ClaudeRig {
     claude: PathBuf,
+    /// A folder on the agents' PATH holding `claude`, as a user has it.
+    bin: PathBuf,
     api: Child,
     base_url: String,
     home: PathBuf,
@@ -206,6 +208,9 @@ impl ClaudeRig {
         let tmux_dir = tmp.path().join("tmux");
         std::fs::create_dir_all(&home).unwrap();
         std::fs::create_dir_all(&tmux_dir).unwrap();
+        let bin = tmp.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink(&claude, bin.join("claude")).unwrap();
         let script = crate::support::checkout().join("tests/it/claude_api.py");
         let mut api = Command::new("python3")
             .arg(&script)
@@ -226,6 +231,7 @@ impl ClaudeRig {
             .unwrap();
         Some(ClaudeRig {
             claude,
+            bin,
             api,
             base_url: format!("http://127.0.0.1:{port}"),
             home,
@@ -264,7 +270,11 @@ impl ClaudeRig {
             .env("ANTHROPIC_BASE_URL", &self.base_url)
             .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
             .env("DISABLE_AUTOUPDATER", "1")
-            .env("TMUX_TMPDIR", &self.tmux_dir);
+            .env("TMUX_TMPDIR", &self.tmux_dir)
+            .env(
+                "PATH",
+                format!("{}:{}", self.bin.display(), crate::readme::path()),
+            );
     }
 
     /// `hitl listen` in `project`, its tasks' agents able to reach the stand-in.
@@ -550,4 +560,47 @@ fn sessions_run_only_named_agents_one_per_workspace() {
         .env("TMUX_TMPDIR", tmux_dir.path())
         .args(["-L", "hitl", "kill-server"])
         .output();
+}
+
+/// The README's task example, run as written but for the workspace and the
+/// instruction (which carries the stand-in's script).
+#[test]
+fn the_readmes_task_example_runs_against_claude_code() {
+    let Some(rig) = ClaudeRig::start() else {
+        return;
+    };
+    let project = Project::new();
+    let _listener = rig.listen(&project);
+    let ws = project.tmp.path().join("app");
+    std::fs::create_dir_all(&ws).unwrap();
+    let ws = ws.canonicalize().unwrap();
+    rig.trust(&ws);
+    let block = crate::readme::shell_block("hitl task session coder");
+    let script = block
+        .replace("~/src/app", &ws.to_string_lossy())
+        .replace(
+            "\"Add a --verbose flag\"",
+            r#"'Add a --verbose flag [script: {"write": {"flag.txt": "on"}, "deliverables": ["flag.txt"]}]'"#,
+        );
+    let mut cmd = Command::new("bash");
+    rig.env(&mut cmd);
+    let out = cmd
+        .args(["-e", "-c", &script])
+        .current_dir(&project.dir)
+        .env("HITL_HOME", &project.home)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        rig.peek(&project)
+    );
+    assert!(stdout.contains(r#""path": "flag.txt""#), "{stdout}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("queued"),
+        "{out:?}"
+    );
 }
