@@ -10,7 +10,7 @@ pub mod activity;
 pub mod form;
 mod id;
 mod kind;
-mod lenient;
+pub(crate) mod lenient;
 mod origin;
 mod request;
 mod status;

@@ -633,7 +633,7 @@ pub(crate) mod body_schema {
 
     /// The id rule ([`crate::protocol::validate_id`]): `[A-Za-z0-9_.-]{1,128}`, not
     /// `.` or `..`.
-    const ID: &str = r"^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,128}$";
+    pub const ID: &str = r"^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,128}$";
 
     /// Anything.
     pub fn any(_: &mut SchemaGenerator) -> Schema {

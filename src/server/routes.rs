@@ -210,7 +210,7 @@ pub fn table() -> Vec<Route> {
             post(tasks::create_session),
             Detail {
                 body: Some((of::<crate::tasks::SessionSpec>(), true)),
-                errors: &[400, 409, 413, 415, 503],
+                errors: &[400, 403, 404, 409, 413, 415, 503],
                 ..ok(201, Some(of::<crate::tasks::SessionStatus>()))
             },
         ),

@@ -34,6 +34,7 @@ impl From<TaskError> for ApiError {
             TaskError::NotFound(_) => StatusCode::NOT_FOUND,
             TaskError::Invalid(_) => StatusCode::BAD_REQUEST,
             TaskError::Conflict(_) => StatusCode::CONFLICT,
+            TaskError::Forbidden(_) => StatusCode::FORBIDDEN,
             TaskError::Stopped => StatusCode::SERVICE_UNAVAILABLE,
             TaskError::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };

@@ -59,6 +59,9 @@ pub enum TaskError {
     /// It conflicts with what is there.
     #[error("{0}")]
     Conflict(String),
+    /// Not allowed here (a program `[tasks] agents` does not name, the root folder).
+    #[error("{0}")]
+    Forbidden(String),
     /// The runner has stopped.
     #[error("the task runner has stopped")]
     Stopped,
@@ -72,8 +75,10 @@ pub enum TaskError {
 #[serde(deny_unknown_fields)]
 pub struct SessionSpec {
     /// Its name: letters, digits, `.`, `_` and `-`.
+    #[schemars(regex(pattern = crate::protocol::body_schema::ID))]
     pub name: String,
     /// The folder the agent works in.
+    #[schemars(schema_with = "spec_schema::not_empty")]
     pub workspace: PathBuf,
     /// The agent's command line (default `claude`).
     #[serde(default)]
@@ -88,8 +93,10 @@ pub struct SessionSpec {
 #[serde(deny_unknown_fields)]
 pub struct TaskSpec {
     /// The session to run it in.
+    #[schemars(regex(pattern = crate::protocol::body_schema::ID))]
     pub session: String,
     /// What to do.
+    #[schemars(regex(pattern = r"\S"))]
     pub instruction: String,
     /// urgent, high or normal (default).
     #[serde(default)]
@@ -100,9 +107,30 @@ pub struct TaskSpec {
     /// SPECS.md's text.
     #[serde(default)]
     pub specs: Option<String>,
-    /// Seconds it may work, not counting time waiting for a person (default 300).
-    #[serde(default)]
+    /// Seconds it may work, not counting time waiting for a person (default 300; a
+    /// fraction rounds up).
+    #[serde(default, deserialize_with = "crate::protocol::lenient::timeout")]
+    #[schemars(schema_with = "spec_schema::timeout")]
     pub timeout: Option<u64>,
+}
+
+/// The schemas of the specs' fields that their types alone do not say.
+mod spec_schema {
+    use schemars::{Schema, SchemaGenerator, json_schema};
+
+    /// Seconds, more than 0 and at most a week, or null.
+    pub fn timeout(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": ["number", "null"],
+            "exclusiveMinimum": 0,
+            "maximum": crate::protocol::MAX_TIMEOUT_SECS,
+        })
+    }
+
+    /// A path with something in it.
+    pub fn not_empty(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({ "type": "string", "minLength": 1 })
+    }
 }
 
 /// A submitted task and its place in its session's queue.
@@ -301,13 +329,19 @@ struct Runner {
     settling: HashMap<String, Instant>,
     tasks: Vec<Task>,
     next_seq: u64,
+    /// The watcher of `events/` and every session's `summaries/`, made with the first
+    /// session (a listener without tasks spends no inotify instance on them).
     watcher: Option<SpoolWatcher>,
+    /// Where the watcher sends what it sees.
+    watch_events: mpsc::UnboundedSender<SpoolEvent>,
+    /// inotify was refused: the tick looks instead.
+    unwatched: bool,
     changes: broadcast::Sender<Task>,
     tx: mpsc::UnboundedSender<Command>,
 }
 
-/// Starts the runner over `files` (loading what it kept), watching with `watcher`'s
-/// events on `events`. Must be called inside a tokio runtime.
+/// Starts the runner over `files` (loading what it kept). Must be called inside a
+/// tokio runtime.
 pub fn spawn(
     files: TaskFiles,
     tmux: Tmux,
@@ -317,22 +351,6 @@ pub fn spawn(
     let (tx, rx) = mpsc::unbounded_channel();
     let (changes, _) = broadcast::channel(256);
     let (events_tx, events_rx) = mpsc::unbounded_channel();
-    let watcher = match SpoolWatcher::new(events_tx) {
-        Ok(mut w) => match w.watch(&files.events_dir()) {
-            Ok(()) => Some(w),
-            Err(e) => {
-                tracing::warn!(
-                    "tasks: not watching {}: {e:#}",
-                    files.events_dir().display()
-                );
-                None
-            }
-        },
-        Err(e) => {
-            tracing::warn!("tasks: no file watcher ({e:#}); looking every tick");
-            None
-        }
-    };
     let tasks = files.load_tasks();
     let sessions: HashMap<String, TaskSession> = files
         .load_sessions()
@@ -352,7 +370,9 @@ pub fn spawn(
         settling: HashMap::new(),
         sessions,
         tasks,
-        watcher,
+        watcher: None,
+        watch_events: events_tx,
+        unwatched: false,
         changes: changes.clone(),
         tx: tx.clone(),
     };
@@ -493,10 +513,16 @@ impl Runner {
         crate::protocol::validate_id(&spec.name)
             .map_err(|e| TaskError::Invalid(format!("session name {:?}: {e}", spec.name)))?;
         let workspace = spec.workspace.canonicalize().map_err(|e| {
-            TaskError::Invalid(format!("workspace {}: {e}", spec.workspace.display()))
+            TaskError::NotFound(format!("workspace {}: {e}", spec.workspace.display()))
         })?;
-        if !workspace.is_dir() || workspace.parent().is_none() {
-            return Err(TaskError::Invalid(format!(
+        if !workspace.is_dir() {
+            return Err(TaskError::NotFound(format!(
+                "workspace {} is not a folder",
+                workspace.display()
+            )));
+        }
+        if workspace.parent().is_none() {
+            return Err(TaskError::Forbidden(format!(
                 "workspace {} is not a project folder",
                 workspace.display()
             )));
@@ -535,7 +561,7 @@ impl Runner {
                         .is_some_and(|n| n == a.as_str()))
         });
         if !allowed {
-            return Err(TaskError::Invalid(format!(
+            return Err(TaskError::Forbidden(format!(
                 "{program:?} is not an agent sessions may run; name it in [tasks] agents of config.toml (now {:?})",
                 self.agents
             )));
@@ -568,7 +594,21 @@ impl Runner {
         Ok(self.status_of(&name))
     }
 
+    /// Watches `session`'s `summaries/` (and, with the first, `events/`).
     fn watch_summaries(&mut self, session: &TaskSession) {
+        if self.watcher.is_none() && !self.unwatched {
+            let made = SpoolWatcher::new(self.watch_events.clone()).and_then(|mut w| {
+                w.watch(&self.files.events_dir())?;
+                Ok(w)
+            });
+            match made {
+                Ok(w) => self.watcher = Some(w),
+                Err(e) => {
+                    tracing::warn!("tasks: no file watcher ({e:#}); looking every tick");
+                    self.unwatched = true;
+                }
+            }
+        }
         if let Some(w) = &mut self.watcher
             && let Err(e) = w.watch(&session.workspace.join("summaries"))
         {
@@ -1153,6 +1193,12 @@ impl Runner {
 
     fn on_tick(&mut self) {
         let names: Vec<String> = self.sessions.keys().cloned().collect();
+        if self.unwatched && !names.is_empty() {
+            self.read_agent_events();
+            for name in &names {
+                self.check_summary(name);
+            }
+        }
         for name in names {
             let Some(live) = self.live.get(&name) else {
                 continue;
