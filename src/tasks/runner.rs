@@ -303,6 +303,15 @@ struct Live {
     interrupting: Option<(Instant, Ending)>,
     /// The agent stopped (its Stop hook) since the task was typed in.
     stopped: bool,
+    /// How often the agent was started again under the task.
+    restarts: u8,
+    /// The last start again was `claude --resume` (the agent has the task already).
+    resumed: bool,
+    /// The task is to be typed in again once the resumed agent is ready.
+    retype: bool,
+    /// Why the agent's session ended (its SessionEnd hook), while it has not been
+    /// seen to run again.
+    ended: Option<String>,
 }
 
 /// How an interrupted task ends.
@@ -329,6 +338,8 @@ struct Runner {
     settling: HashMap<String, Instant>,
     tasks: Vec<Task>,
     next_seq: u64,
+    /// Ticks so far (some looks are made every tenth).
+    ticks: u64,
     /// The watcher of `events/` and every session's `summaries/`, made with the first
     /// session (a listener without tasks spends no inotify instance on them).
     watcher: Option<SpoolWatcher>,
@@ -368,6 +379,7 @@ pub fn spawn(
             .map(|n| (n.clone(), Live::default()))
             .collect(),
         settling: HashMap::new(),
+        ticks: 0,
         sessions,
         tasks,
         watcher: None,
@@ -582,7 +594,7 @@ impl Runner {
         std::fs::create_dir_all(workspace.join("summaries"))
             .map_err(|e| TaskError::Failed(format!("creating summaries/: {e}")))?;
         if !self.tmux.has_session(&session.name) {
-            self.start_agent(&session)?;
+            self.start_agent(&session, None)?;
         }
         self.watch_summaries(&session);
         self.files
@@ -619,8 +631,12 @@ impl Runner {
     /// Starts the session's agent in tmux. Claude Code gets hitl's hooks through
     /// `--settings`, which tell the runner what it does (the user's own settings are
     /// left alone).
-    fn start_agent(&self, session: &TaskSession) -> Result<(), TaskError> {
+    fn start_agent(&self, session: &TaskSession, resume: Option<&str>) -> Result<(), TaskError> {
         let mut command = session.command.clone();
+        if let Some(id) = resume {
+            command.push("--resume".into());
+            command.push(id.to_string());
+        }
         if is_claude(&command) {
             self.write_agent_settings()
                 .map_err(|e| TaskError::Failed(format!("{e:#}")))?;
@@ -817,15 +833,30 @@ impl Runner {
             ..Live::default()
         };
         self.save(&next);
-        let text = prompt::typed(&task);
+        self.type_in(name, prompt::typed(&task), Some(next));
+    }
+
+    /// Types `text` into session `name`'s agent on a blocking thread, reporting how
+    /// it went for task `id` ([`Command::Sent`]). Claude Code's input box is emptied
+    /// first: an interrupted prompt comes back into it, and a paste would join it.
+    fn type_in(&self, name: &str, text: String, id: Option<String>) {
         let tmux = self.tmux.clone();
         let tx = self.tx.clone();
         let name = name.to_string();
+        let claude = self
+            .sessions
+            .get(&name)
+            .is_some_and(|s| is_claude(&s.command));
         tokio::task::spawn_blocking(move || {
+            if claude {
+                empty_claude_input(&tmux, &name);
+            }
             let result = tmux
                 .paste_and_enter(&name, &text, ENTER_PAUSE)
                 .map_err(|e| format!("{e:#}"));
-            let _ = tx.send(Command::Sent { id: next, result });
+            if let Some(id) = id {
+                let _ = tx.send(Command::Sent { id, result });
+            }
         });
     }
 
@@ -1098,11 +1129,7 @@ impl Runner {
                     }
                     if let Some(t) = self.find(&id) {
                         let text = prompt::reminder(t);
-                        let tmux = self.tmux.clone();
-                        let n = name.clone();
-                        tokio::task::spawn_blocking(move || {
-                            let _ = tmux.paste_and_enter(&n, &text, ENTER_PAUSE);
-                        });
+                        self.type_in(&name, text, None);
                     }
                 } else {
                     self.wait_for_person(&id, "the agent stopped without its summary");
@@ -1116,23 +1143,22 @@ impl Runner {
                 self.wait_for_person(&id, &why);
             }
             "SessionEnd" => {
+                // `/clear` goes on in the same process; any other end is the agent
+                // exiting, which the next look at its pane finds (and resumes or
+                // fails the task, [`Runner::agent_alive`]).
+                if ev.reason.as_deref() == Some("clear") {
+                    return;
+                }
                 if let Some(s) = self.sessions.get_mut(&name) {
                     s.ready = false;
                     let s = s.clone();
                     let _ = self.files.save_session(&s);
                 }
-                let Some(id) = current else { return };
-                self.check_summary(&name);
-                if self.live.get(&name).and_then(|l| l.current.as_deref()) == Some(id.as_str()) {
-                    let why = ev.reason.unwrap_or_else(|| "exit".into());
-                    self.end(
-                        &id,
-                        TaskState::Failed,
-                        None,
-                        Some(format!(
-                            "the agent's session ended ({why}) before the summary"
-                        )),
-                    );
+                if current.is_some() {
+                    self.check_summary(&name);
+                }
+                if let Some(l) = self.live.get_mut(&name) {
+                    l.ended = ev.reason.or(Some("exit".into()));
                 }
             }
             _ => {}
@@ -1192,6 +1218,7 @@ impl Runner {
     }
 
     fn on_tick(&mut self) {
+        self.ticks += 1;
         let names: Vec<String> = self.sessions.keys().cloned().collect();
         if self.unwatched && !names.is_empty() {
             self.read_agent_events();
@@ -1216,6 +1243,16 @@ impl Runner {
             let Some(t) = self.find(&id).cloned() else {
                 continue;
             };
+            // Once a second: is the agent still there?
+            if self.ticks.is_multiple_of(10) && !self.agent_alive(&name, &id) {
+                continue;
+            }
+            if self.live.get(&name).is_some_and(|l| l.retype) {
+                if self.is_ready(&name) {
+                    self.retype(&name, &t);
+                }
+                continue;
+            }
             // The Enter once more, when the agent did not confirm the task.
             if is_claude(&self.sessions[&name].command)
                 && !t.delivered
@@ -1239,6 +1276,110 @@ impl Runner {
                 }
             }
         }
+    }
+}
+
+impl Runner {
+    /// Whether session `name`'s agent still runs under task `id`. When its tmux
+    /// session (or the agent in it) is gone, the agent is started again: Claude Code
+    /// first on its own conversation (`--resume`, the id its hooks gave) and told to
+    /// carry on; when that cannot be (no conversation was saved yet), afresh with the
+    /// whole task typed in again. A third exit fails the task with the reason.
+    fn agent_alive(&mut self, name: &str, id: &str) -> bool {
+        if self.tmux.has_session(name) && !self.tmux.pane_dead(name) {
+            return true;
+        }
+        let why = self
+            .live
+            .get_mut(name)
+            .and_then(|l| l.ended.take())
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default();
+        let Some(mut session) = self.sessions.get(name).cloned() else {
+            return false;
+        };
+        let restarts = self.live.get(name).map_or(0, |l| l.restarts);
+        self.tmux.kill_session(name);
+        session.ready = false;
+        let _ = self.files.save_session(&session);
+        self.sessions.insert(name.to_string(), session.clone());
+        let resume = session
+            .agent_session_id
+            .clone()
+            .filter(|_| is_claude(&session.command) && restarts == 0);
+        if restarts >= 2 || (restarts == 1 && !is_claude(&session.command)) {
+            self.end(
+                id,
+                TaskState::Failed,
+                None,
+                Some(format!(
+                    "the agent exited{why} again after it was started again"
+                )),
+            );
+            return false;
+        }
+        match self.start_agent(&session, resume.as_deref()) {
+            Ok(()) => {
+                tracing::info!("tasks: session {name} started again for {id} (resume: {resume:?})");
+                if let Some(l) = self.live.get_mut(name) {
+                    l.restarts = restarts + 1 + u8::from(resume.is_none());
+                    l.retype = true;
+                    l.resumed = resume.is_some();
+                }
+                false
+            }
+            Err(e) => {
+                self.end(
+                    id,
+                    TaskState::Failed,
+                    None,
+                    Some(format!(
+                        "the agent exited{why}, and starting it again failed: {e}"
+                    )),
+                );
+                false
+            }
+        }
+    }
+
+    /// Types task `t` into the agent of session `name`, started again: told to carry
+    /// on when it was resumed on its conversation, else the whole task.
+    fn retype(&mut self, name: &str, t: &Task) {
+        let resumed = self.live.get(name).is_some_and(|l| l.resumed);
+        if let Some(l) = self.live.get_mut(name) {
+            l.retype = false;
+            l.sent_at = Some(Instant::now());
+            l.stopped = false;
+        }
+        if !resumed {
+            self.type_in(name, prompt::typed(t), Some(t.id.clone()));
+            return;
+        }
+        let text = format!(
+            "Task {id}: this session was restarted in the middle of the task. Carry on with it \
+             from where it stands (INSTRUCTIONS.md has it), then create summaries/{id}.md as \
+             described there.",
+            id = t.id
+        );
+        self.type_in(name, text, Some(t.id.clone()));
+    }
+}
+
+/// Empties Claude Code's input box when it holds text (Ctrl-C does, once; a second
+/// within a second would exit it, so only one, and only for text): the one look at
+/// the screen the runner makes, and only to type into a clean box.
+fn empty_claude_input(tmux: &Tmux, name: &str) {
+    let Ok(screen) = tmux.capture(name, usize::from(super::tmux::PANE_ROWS)) else {
+        return;
+    };
+    let holds_text = screen
+        .lines()
+        .rev()
+        .find_map(|l| l.trim_start().strip_prefix('❯'))
+        .is_some_and(|rest| !rest.trim().is_empty());
+    if holds_text {
+        let _ = tmux.send_keys(name, &["C-c"]);
+        std::thread::sleep(ENTER_PAUSE);
     }
 }
 

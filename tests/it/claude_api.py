@@ -9,7 +9,8 @@ in its instruction, `[script: {...}]`:
   deliverables [path]        what the summary lists under Key Deliverables
   summary      bool          whether to write summaries/<task_id>.md (default true)
   status       text          the summary's Status line (default "✅ COMPLETED")
-  sleep        seconds       hold the first reply this long (an agent at work)
+  sleep        seconds       hold the reply after the first step this long (an agent
+                             at work), or the only reply when there are no steps
   bash         command       run this with the Bash tool first (hitl's hook may ask)
 
 Every request is logged as one JSON line to the file named by argv[2], if given.
@@ -71,6 +72,9 @@ def workspace(body):
 
 def plan(body):
     """The reply's content blocks and stop reason."""
+    if "Primary working directory" not in json.dumps(body):
+        # A side request of Claude Code's (no system prompt of the agent's own).
+        return [{"type": "text", "text": "ok"}], "end_turn"
     task, results = turn(body)
     if task is None:
         return [{"type": "text", "text": "Ready."}], "end_turn"
@@ -96,17 +100,21 @@ def plan(body):
     # (re)made.
     with LOCK:
         emitted = EMITTED.setdefault(task, {})
+        napped = emitted.setdefault("napped", set())
+        done = [i for i, _ in enumerate(steps) if emitted.get(i) and emitted[i] <= results]
+        nap = 0.0
+        if script.get("sleep") and len(done) == min(1, len(steps)) and "nap" not in napped:
+            napped.add("nap")
+            nap = float(script["sleep"])
         for i, step in enumerate(steps):
-            ids = emitted.get(i)
-            if ids and ids <= results:
+            if i in done:
                 continue
-            nap = float(script.get("sleep", 0)) if i == 0 and not ids else 0
             emitted[i] = {b["id"] for b in step}
             break
         else:
             step = None
+    time.sleep(nap)
     if step is not None:
-        time.sleep(nap)
         return step, "tool_use"
     return [{"type": "text", "text": f"Finished {task}."}], "end_turn"
 
@@ -145,7 +153,10 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 shape = [(m.get("role"), [b.get("type") for b in m["content"]] if isinstance(m.get("content"), list) else "text")
                          for m in body.get("messages", [])]
+                said = [t for m in body.get("messages", []) if m.get("role") == "user"
+                        for t in texts(m.get("content"))]
                 LOG.write(json.dumps({"path": self.path, "stream": body.get("stream"), "turn": [turn(body)[0], len(turn(body)[1])],
+                                      "last_said": said[-1][:200] if said else "",
                                       "messages": shape, "reply": blocks, "stop": stop}) + "\n")
                 LOG.flush()
         message = {"id": "msg_standin", "type": "message", "role": "assistant",

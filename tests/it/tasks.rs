@@ -4,6 +4,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -603,4 +604,202 @@ fn the_readmes_task_example_runs_against_claude_code() {
         String::from_utf8_lossy(&out.stderr).contains("queued"),
         "{out:?}"
     );
+}
+
+/// A task whose agent never writes its summary (still at work when its time is up)
+/// is interrupted (Escape) and ends with seed 002's fallback summary, partial; only
+/// then is the next task typed in, and it completes.
+#[test]
+fn a_task_past_its_timeout_is_interrupted_into_the_partial_fallback() {
+    let Some(rig) = ClaudeRig::start() else {
+        return;
+    };
+    let project = Project::new();
+    let _listener = rig.listen(&project);
+    let ws = rig.session(&project, "slow");
+    let slow = scripted(
+        "Think for a long time",
+        json!({ "bash": "echo thinking > notes.txt", "sleep": 60, "summary": false }),
+    );
+    let first = rig.task_json(&project, &["submit", "slow", &slow, "--timeout", "4"]);
+    let first = first["task"]["id"].as_str().unwrap().to_string();
+    let next = scripted("Then this", json!({ "write": { "after.txt": "after" } }));
+    let next = rig.task_json(&project, &["submit", "slow", &next]);
+    let next = next["task"]["id"].as_str().unwrap().to_string();
+
+    let out = rig.task(&project, &["wait", &first, "--timeout", "60", "--json"]);
+    let ended: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            &ended["state"],
+            &ended["outcome"],
+            &ended["fallback_summary"]
+        ),
+        (&json!("completed"), &json!("partial"), &json!(true)),
+        "{ended:#}\n{}",
+        rig.peek(&project)
+    );
+    let result = rig.task_json(&project, &["result", &first]);
+    let sections: Vec<&str> = result["summary"]["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["title"].as_str().unwrap())
+        .collect();
+    assert!(sections.contains(&"Terminal Output"), "{result:#}");
+    assert_eq!(result["summary"]["tests"]["verdict"], "skipped");
+    assert!(
+        result["summary"]["sections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["body"]
+                .as_str()
+                .unwrap()
+                .contains("PARTIAL - Summary not created by Claude Code")),
+        "{result:#}"
+    );
+    // The file the agent changed before the timeout is named in the fallback.
+    assert!(
+        result["summary"]["deliverables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["path"] == "notes.txt"),
+        "{result:#}"
+    );
+    let out = rig.task(&project, &["wait", &next, "--timeout", "60", "--json"]);
+    let after: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        after["state"],
+        "completed",
+        "{after:#}\n{}",
+        rig.peek(&project)
+    );
+    let time = |v: &Value, f: &str| v[f].as_str().unwrap().parse::<jiff::Timestamp>().unwrap();
+    assert!(time(&ended, "ended_at") <= time(&after, "started_at"));
+    assert!(ws.join("after.txt").is_file());
+}
+
+/// Cancelling the running task interrupts it and the next one starts; cancelling a
+/// waiting one takes it out of the queue.
+#[test]
+fn cancel_stops_the_running_task_and_the_next_one_starts() {
+    let Some(rig) = ClaudeRig::start() else {
+        return;
+    };
+    let project = Project::new();
+    let _listener = rig.listen(&project);
+    rig.session(&project, "c");
+    let slow = scripted("Work for ever", json!({ "sleep": 120, "summary": false }));
+    let running = rig.task_json(&project, &["submit", "c", &slow]);
+    let running = running["task"]["id"].as_str().unwrap().to_string();
+    let waiting = rig.task_json(&project, &["submit", "c", "never [script: {}]"]);
+    let waiting = waiting["task"]["id"].as_str().unwrap().to_string();
+    let last = scripted("Last", json!({ "write": { "last.txt": "x" } }));
+    let last = rig.task_json(&project, &["submit", "c", &last]);
+    let last = last["task"]["id"].as_str().unwrap().to_string();
+    crate::support::eventually(
+        "the task to reach the agent",
+        Duration::from_secs(60),
+        || rig.task_json(&project, &["status", &running])["delivered"] == true,
+    );
+    let c = rig.task_json(&project, &["cancel", &waiting]);
+    assert_eq!(c["state"], "canceled", "{c:#}");
+    rig.task_json(&project, &["cancel", &running]);
+    let out = rig.task(&project, &["wait", &running, "--timeout", "30", "--json"]);
+    let ended: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{ended:#}");
+    assert_eq!(ended["state"], "canceled", "{ended:#}");
+    let out = rig.task(&project, &["wait", &last, "--timeout", "60"]);
+    assert_eq!(out.status.code(), Some(0), "{}", rig.peek(&project));
+    // A canceled task is retried as a new one.
+    let again = rig.task_json(&project, &["retry", &waiting]);
+    assert_ne!(again["task"]["id"], waiting.as_str());
+    assert_eq!(again["task"]["attempt"], 1);
+}
+
+/// `kill -9` of the listener in the middle of a queue loses no task: the running one
+/// is found again (its summary, written meanwhile or after, ends it) and the queued
+/// ones run after it.
+#[test]
+fn a_listener_killed_mid_queue_loses_no_task() {
+    let Some(rig) = ClaudeRig::start() else {
+        return;
+    };
+    let project = Project::new();
+    let listener = rig.listen(&project);
+    rig.session(&project, "r");
+    let slow = scripted(
+        "Slowly",
+        json!({ "sleep": 4, "write": { "slow.txt": "s" } }),
+    );
+    let mut ids = vec![rig.task_json(&project, &["submit", "r", &slow])];
+    for name in ["two", "three"] {
+        let t = scripted(name, json!({ "write": { format!("{name}.txt"): name } }));
+        ids.push(rig.task_json(&project, &["submit", "r", &t]));
+    }
+    let ids: Vec<String> = ids
+        .iter()
+        .map(|s| s["task"]["id"].as_str().unwrap().to_string())
+        .collect();
+    crate::support::eventually(
+        "the first task to reach the agent",
+        Duration::from_secs(60),
+        || rig.task_json(&project, &["status", &ids[0]])["delivered"] == true,
+    );
+    listener.signal(nix::sys::signal::Signal::SIGKILL);
+    let _listener = rig.listen(&project);
+    for id in &ids {
+        let out = rig.task(&project, &["wait", id, "--timeout", "90", "--json"]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{id}: {v:#}\n{}",
+            rig.peek(&project)
+        );
+    }
+}
+
+/// The tmux server killed under a running task: the session is started again (on its
+/// own conversation, `claude --resume`, when Claude Code saved it), the task is typed
+/// in once more, and it runs to its summary.
+#[test]
+fn a_killed_tmux_server_resumes_the_session_and_the_task_goes_on() {
+    let Some(rig) = ClaudeRig::start() else {
+        return;
+    };
+    let project = Project::new();
+    let listener = rig.listen(&project);
+    let ws = rig.session(&project, "k");
+    let slow = scripted("Slowly", json!({ "sleep": 5, "write": { "k.txt": "k" } }));
+    let id = rig.task_json(&project, &["submit", "k", &slow]);
+    let id = id["task"]["id"].as_str().unwrap().to_string();
+    crate::support::eventually(
+        "the task to reach the agent",
+        Duration::from_secs(60),
+        || rig.task_json(&project, &["status", &id])["delivered"] == true,
+    );
+    let killed = Command::new("tmux")
+        .env("TMUX_TMPDIR", &rig.tmux_dir)
+        .args(["-L", "hitl", "kill-server"])
+        .output()
+        .unwrap();
+    assert!(killed.status.success(), "{killed:?}");
+    let out = rig.task(&project, &["wait", &id, "--timeout", "90", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{v:#}\n{}\n{}",
+        rig.peek(&project),
+        listener.log()
+    );
+    // Resumed on its conversation and told to carry on, or (when Claude Code had not
+    // saved it yet, as here within seconds of its start) started afresh with the
+    // whole task: either way the work is done again.
+    assert!(ws.join("k.txt").is_file());
+    let sessions = rig.task_json(&project, &["sessions"]);
+    assert_eq!(sessions[0]["alive"], true, "{sessions:#}");
 }
