@@ -143,6 +143,7 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
             crate::tasks::files::TaskFiles::new(spool),
             crate::tasks::tmux::Tmux::default(),
             settings.tasks.agents.clone(),
+            Some(handle.clone()),
         ) {
             Ok((runner, task)) => {
                 tasks.push(task);

@@ -289,7 +289,31 @@ impl Request {
     /// process asks.
     pub fn tags_with_env(given: &[String]) -> Vec<String> {
         let env = std::env::var(Request::TAGS_ENV).unwrap_or_default();
-        Request::clean_tags(env.split(',').chain(given.iter().map(String::as_str)))
+        let task = Request::task_of_session();
+        Request::clean_tags(
+            env.split(',')
+                .chain(given.iter().map(String::as_str))
+                .chain(task.as_deref()),
+        )
+    }
+
+    /// The task this process's agent works on, when it runs in a task session: the
+    /// session (`HITL_TASK_SESSION`) names it in `sessions/<name>.task` beside the
+    /// runner's `events/` (`HITL_TASK_EVENTS`). A question it asks carries the task's
+    /// id as a tag, so every UI names the task and the runner knows it waits.
+    pub fn task_of_session() -> Option<String> {
+        let session = std::env::var("HITL_TASK_SESSION").ok()?;
+        let events = std::env::var_os("HITL_TASK_EVENTS")?;
+        if crate::protocol::validate_id(&session).is_err() {
+            return None;
+        }
+        let file = std::path::Path::new(&events)
+            .parent()?
+            .join("sessions")
+            .join(format!("{session}.task"));
+        let id = std::fs::read_to_string(file).ok()?;
+        let id = id.trim();
+        (id.starts_with("task-") && crate::protocol::is_valid_id(id)).then(|| id.to_string())
     }
 
     /// A `kind` question asking `content`, from the agent `agent_id` (shown as

@@ -126,6 +126,23 @@ impl TaskFiles {
         )
     }
 
+    /// Names the task session `name` works on (`sessions/<name>.task`), for its
+    /// agent's questions to carry ([`crate::protocol::Request::task_of_session`]);
+    /// `None` removes it.
+    pub fn set_current_task(&self, name: &str, task: Option<&str>) {
+        let path = self.sessions_dir().join(format!("{name}.task"));
+        let done = match task {
+            Some(id) => write_atomic(&self.tmp, &path, id.as_bytes(), false),
+            None => match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            },
+        };
+        if let Err(e) = done {
+            tracing::warn!("tasks: {}: {e}", path.display());
+        }
+    }
+
     /// Forgets session `name`.
     pub fn remove_session(&self, name: &str) -> Result<()> {
         let path = self.sessions_dir().join(format!("{name}.json"));

@@ -312,6 +312,8 @@ struct Live {
     /// Why the agent's session ended (its SessionEnd hook), while it has not been
     /// seen to run again.
     ended: Option<String>,
+    /// The questions to a human the agent asked for the task that still wait.
+    asking: std::collections::HashSet<String>,
 }
 
 /// How an interrupted task ends.
@@ -357,6 +359,7 @@ pub fn spawn(
     files: TaskFiles,
     tmux: Tmux,
     agents: Vec<String>,
+    broker: Option<crate::broker::BrokerHandle>,
 ) -> Result<(TaskHandle, tokio::task::JoinHandle<()>)> {
     files.ensure()?;
     let (tx, rx) = mpsc::unbounded_channel();
@@ -389,7 +392,8 @@ pub fn spawn(
         tx: tx.clone(),
     };
     runner.resume_after_restart();
-    let task = tokio::spawn(runner.run(rx, events_rx));
+    let asks = broker.map(|b| b.subscribe());
+    let task = tokio::spawn(runner.run(rx, events_rx, asks));
     Ok((TaskHandle { tx, changes, files }, task))
 }
 
@@ -398,6 +402,7 @@ impl Runner {
         mut self,
         mut rx: mpsc::UnboundedReceiver<Command>,
         mut events: mpsc::UnboundedReceiver<SpoolEvent>,
+        mut asks: Option<broadcast::Receiver<crate::broker::Change>>,
     ) {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -408,9 +413,63 @@ impl Runner {
                     None => return,
                 },
                 Some(ev) = events.recv() => self.on_file_event(ev),
+                change = async { asks.as_mut()?.recv().await.ok() }, if asks.is_some() => {
+                    if let Some(change) = change {
+                        self.on_broker_change(change);
+                    }
+                }
                 _ = tick.tick() => self.on_tick(),
             }
         }
+    }
+
+    /// A question to a human joined or left the broker's queue: one a task's agent
+    /// asked (it carries the task's id as a tag) puts the task in `input-required`
+    /// (its clock stopped) until the last of them is answered.
+    fn on_broker_change(&mut self, change: crate::broker::Change) {
+        use crate::broker::Change;
+        let (request, queued) = match &change {
+            Change::Queued(p) => (&p.request, true),
+            Change::Finished(f) => (&f.pending.request, false),
+            _ => return,
+        };
+        let Some((name, id)) = self.live.iter().find_map(|(name, l)| {
+            let id = l.current.as_ref()?;
+            request
+                .tags
+                .iter()
+                .any(|t| t == id)
+                .then(|| (name.clone(), id.clone()))
+        }) else {
+            return;
+        };
+        let Some(live) = self.live.get_mut(&name) else {
+            return;
+        };
+        if queued {
+            live.asking.insert(request.id.clone());
+            let why: String = request.content.chars().take(200).collect();
+            self.wait_for_person(&id, &format!("asked a human: {why}"));
+        } else {
+            live.asking.remove(&request.id);
+            if live.asking.is_empty() {
+                self.back_to_work(&id);
+            }
+        }
+    }
+
+    /// Task `id` no longer waits for a person: its clock goes on.
+    fn back_to_work(&mut self, id: &str) {
+        let Some(t) = self.find_mut(id) else { return };
+        if t.state != TaskState::InputRequired {
+            return;
+        }
+        t.state = TaskState::Working;
+        if let Some(since) = t.waiting_since.take() {
+            t.waited_ms += millis_since(since);
+        }
+        t.reason = None;
+        self.save(id);
     }
 
     fn on_command(&mut self, cmd: Command) {
@@ -788,6 +847,7 @@ impl Runner {
             && l.current.as_deref() == Some(id)
         {
             *l = Live::default();
+            self.files.set_current_task(&session, None);
         }
         self.save(id);
     }
@@ -833,6 +893,7 @@ impl Runner {
             ..Live::default()
         };
         self.save(&next);
+        self.files.set_current_task(name, Some(&next));
         self.type_in(name, prompt::typed(&task), Some(next));
     }
 
@@ -1095,15 +1156,12 @@ impl Runner {
                     t.delivered = true;
                     changed = true;
                 }
-                if t.state == TaskState::InputRequired {
-                    t.state = TaskState::Working;
-                    if let Some(since) = t.waiting_since.take() {
-                        t.waited_ms += millis_since(since);
-                    }
-                    changed = true;
-                }
                 if changed {
                     self.save(&id);
+                }
+                // At work again, unless a question it asked still waits.
+                if self.live.get(&name).is_some_and(|l| l.asking.is_empty()) {
+                    self.back_to_work(&id);
                 }
             }
             "Stop" => {

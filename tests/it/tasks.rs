@@ -247,20 +247,26 @@ impl ClaudeRig {
         let mut config: Value = std::fs::read(&path)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_else(|| {
-                json!({
-                    "hasCompletedOnboarding": true,
-                    "customApiKeyResponses": {
-                        "approved": [API_KEY[API_KEY.len() - 20..]],
-                        "rejected": [],
-                    },
-                    "projects": {},
-                })
-            });
-        config["projects"][workspace.to_string_lossy().as_ref()] = json!({
-            "hasTrustDialogAccepted": true,
-            "enabledMcpjsonServers": [],
+            .unwrap_or_else(|| json!({}));
+        // What Claude Code's first run leaves (kept beside what `hitl init --claude`
+        // wrote there).
+        config["hasCompletedOnboarding"] = json!(true);
+        config["customApiKeyResponses"] = json!({
+            "approved": [API_KEY[API_KEY.len() - 20..]],
+            "rejected": [],
         });
+        if !config["projects"].is_object() {
+            config["projects"] = json!({});
+        }
+        let mut project = config["projects"][workspace.to_string_lossy().as_ref()].take();
+        if !project.is_object() {
+            project = json!({});
+        }
+        project["hasTrustDialogAccepted"] = json!(true);
+        if project["enabledMcpjsonServers"].is_null() {
+            project["enabledMcpjsonServers"] = json!([]);
+        }
+        config["projects"][workspace.to_string_lossy().as_ref()] = project;
         std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
     }
 
@@ -280,9 +286,15 @@ impl ClaudeRig {
 
     /// `hitl listen` in `project`, its tasks' agents able to reach the stand-in.
     fn listen(&self, project: &Project) -> Listener {
+        self.listen_with(project, &[])
+    }
+
+    /// The same with more flags.
+    fn listen_with(&self, project: &Project, more: &[&str]) -> Listener {
         let mut cmd = project.hitl();
         self.env(&mut cmd);
         cmd.args(["listen", "--ui", "none", "--http", "127.0.0.1:0"])
+            .args(more)
             .stderr(Stdio::piped())
             .stdout(Stdio::piped());
         Listener::start(cmd)
@@ -802,4 +814,82 @@ fn a_killed_tmux_server_resumes_the_session_and_the_task_goes_on() {
     assert!(ws.join("k.txt").is_file());
     let sessions = rig.task_json(&project, &["sessions"]);
     assert_eq!(sessions[0]["alive"], true, "{sessions:#}");
+}
+
+/// An agent at work on a task asks a human (here its `rm -rf` goes through hitl's own
+/// PreToolUse hook, which asks): the question carries the task's id, the task shows
+/// `input-required` with its clock stopped until the answer, then runs to its end.
+#[test]
+fn a_task_whose_agent_asks_a_human_waits_in_input_required() {
+    let Some(rig) = ClaudeRig::start() else {
+        return;
+    };
+    let project = Project::new();
+    let _listener = rig.listen_with(&project, &["--attended"]);
+    // The project itself is the workspace, with hitl's hooks in Claude Code.
+    let mut init = project.hitl();
+    rig.env(&mut init);
+    let out = init.args(["init", "--claude"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let ws = project.dir.canonicalize().unwrap();
+    std::fs::create_dir_all(ws.join("build")).unwrap();
+    rig.trust(&ws);
+    let claude = rig.claude.to_string_lossy().into_owned();
+    let wss = ws.to_string_lossy().into_owned();
+    rig.task_json(
+        &project,
+        &[
+            "session",
+            "asker",
+            "--workspace",
+            &wss,
+            "--command",
+            &claude,
+        ],
+    );
+    let asks = scripted(
+        "Clean the build",
+        json!({ "bash": "rm -rf build", "write": { "done.txt": "ok" } }),
+    );
+    let id = rig.task_json(&project, &["submit", "asker", &asks, "--timeout", "20"]);
+    let id = id["task"]["id"].as_str().unwrap().to_string();
+    let start = std::time::Instant::now();
+    let question = loop {
+        let found = project.pending().into_iter().find(|q| {
+            q["labels"]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|t| t == &json!(format!("#{id}"))))
+        });
+        if let Some(q) = found {
+            break q;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no question: {:?}\n{:#}\n{}",
+            project.pending(),
+            rig.task_json(&project, &["status", &id]),
+            rig.peek(&project)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    crate::support::eventually("input-required", Duration::from_secs(10), || {
+        rig.task_json(&project, &["status", &id])["state"] == "input-required"
+    });
+    // Waiting longer than the task's whole timeout does not time it out.
+    std::thread::sleep(Duration::from_secs(21));
+    let waiting = rig.task_json(&project, &["status", &id]);
+    assert_eq!(waiting["state"], "input-required", "{waiting:#}");
+    let out = project.run(&["answer", question["id"].as_str().unwrap(), "--approve"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = rig.task(&project, &["wait", &id, "--timeout", "60", "--json"]);
+    let ended: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{ended:#}\n{}",
+        rig.peek(&project)
+    );
+    assert_eq!(ended["outcome"], "completed", "{ended:#}");
+    assert!(ended["waited_ms"].as_u64().unwrap() >= 20_000, "{ended:#}");
+    assert!(!ws.join("build").exists());
 }
