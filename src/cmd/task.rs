@@ -367,11 +367,7 @@ async fn call(client: &Client, command: TaskCommand) -> Result<u8> {
                     "looking the task up",
                 )
                 .await?;
-            if json {
-                print_json(&v);
-            } else {
-                print_task(&serde_json::from_value(v)?);
-            }
+            show(v, json, |x: TaskView| print_task(&x))?;
         }
         TaskCommand::Wait { id, timeout, json } => {
             let until =
@@ -412,11 +408,7 @@ async fn call(client: &Client, command: TaskCommand) -> Result<u8> {
                     "reading the result",
                 )
                 .await?;
-            if json {
-                print_json(&v);
-            } else {
-                print_result(&serde_json::from_value(v)?);
-            }
+            show(v, json, |x: TaskResult| print_result(&x))?;
         }
         TaskCommand::Cancel { id, json } => {
             let (_, v) = client
@@ -427,11 +419,9 @@ async fn call(client: &Client, command: TaskCommand) -> Result<u8> {
                     "cancelling the task",
                 )
                 .await?;
-            if json {
-                print_json(&v);
-            } else {
-                println!("{id}: {}", v["state"].as_str().unwrap_or("?"));
-            }
+            show(v, json, |t: crate::tasks::Task| {
+                println!("{id}: {}", t.state)
+            })?;
         }
         TaskCommand::Retry { id, json } => {
             let (_, v) = client
@@ -442,18 +432,23 @@ async fn call(client: &Client, command: TaskCommand) -> Result<u8> {
                     "retrying the task",
                 )
                 .await?;
-            if json {
-                print_json(&v);
-            } else {
-                let s: Submitted = serde_json::from_value(v)?;
-                println!("{}", s.task.id);
-            }
+            show(v, json, |s: Submitted| println!("{}", s.task.id))?;
         }
         TaskCommand::Event { .. } | TaskCommand::Attach { .. } | TaskCommand::Peek { .. } => {
             unreachable!("handled without the listener")
         }
     }
     Ok(0)
+}
+
+/// Prints `v` as JSON, or as `human` shows it to people.
+fn show<T: serde::de::DeserializeOwned>(v: Value, json: bool, human: impl FnOnce(T)) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        human(serde_json::from_value(v)?);
+    }
+    Ok(())
 }
 
 fn print_task(v: &TaskView) {
