@@ -240,12 +240,60 @@ fn agents_of(spool: &Spool, pending: &[Listed]) -> (Vec<agents::AgentRecord>, Ve
     (agents::list_agents(spool, &waiting), remote_agents(pending))
 }
 
-/// `hitl agents`: the agent registry with live status, and the agents asking the
-/// project's listener another way.
+/// The task sessions the project's listener runs (origin `task`): at work while a
+/// task runs, gone when their tmux session is; their queued tasks as their count.
+fn task_sessions(spool: &Spool) -> Vec<RemoteAgent> {
+    let Some(url) = ListenerInfo::running(spool).and_then(|l| l.http) else {
+        return Vec::new();
+    };
+    let listed = (|| {
+        let client = crate::api::client::Client::new(&url)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async {
+            let call = client.call(
+                reqwest::Method::GET,
+                "/api/v1/task-sessions",
+                None,
+                "listing the task sessions",
+            );
+            let (_, v) = tokio::time::timeout(LISTENER_WAIT, call)
+                .await
+                .map_err(|_| anyhow::anyhow!("no answer within {LISTENER_WAIT:?}"))??;
+            anyhow::Ok(serde_json::from_value::<Vec<crate::tasks::SessionStatus>>(
+                v,
+            )?)
+        })
+    })();
+    let sessions = listed.unwrap_or_else(|e| {
+        tracing::debug!("no task sessions from {url}: {e:#}");
+        Vec::new()
+    });
+    sessions
+        .into_iter()
+        .map(|s| RemoteAgent {
+            agent_id: s.session.name.clone(),
+            name: format!("{} ({})", s.session.name, s.session.command.join(" ")),
+            status: match (s.alive, s.is_executing) {
+                (false, _) => agents::AgentStatus::Gone,
+                (true, true) => agents::AgentStatus::Working,
+                (true, false) => agents::AgentStatus::Active,
+            },
+            origin: Origin::Task,
+            pending: s.queued_tasks + usize::from(s.is_executing),
+            last_seen: s.session.created_at,
+        })
+        .collect()
+}
+
+/// `hitl agents`: the agent registry with live status, the agents asking the
+/// project's listener another way, and its task sessions.
 pub fn agents(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
     let spool = Spool::locate(dir.map(PathBuf::as_path))?;
     let pending = everything_pending(&spool);
-    let (list, remote) = agents_of(&spool, &pending);
+    let (list, mut remote) = agents_of(&spool, &pending);
+    remote.extend(task_sessions(&spool));
     if as_json {
         let mut items: Vec<serde_json::Value> = list
             .iter()

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::runner::AgentEvent;
+use super::agent::AgentEvent;
 
 /// The most of the hook's input read.
 const MAX_INPUT: u64 = 1 << 20;

@@ -3,21 +3,28 @@
 //! is done when its summary `summaries/<task_id>.md` appears, and returns the summary
 //! read into its parts with the deliverables it names.
 //!
-//! `runner` owns the sessions and tasks and drives them; `record` is what it keeps,
+//! `runner` owns the sessions and tasks and drives them, `following` how it follows
+//! each agent (hook events, questions to a human, interrupts, restarts), `agent` the
+//! agent's side (its events, Claude Code's input box); `spec` is what callers send
+//! and get; `record` is what it keeps,
 //! `files` where (`.helpers/tasks/`); `prompt` what a task says to the agent (the
 //! context files and the typed text); `summary` reads a summary (and writes the
 //! fallback one); `artifacts` picks what a task returns, each path resolved inside
 //! the workspace; `tmux` drives hitl's tmux server; `event` is `hitl task event`, the
 //! agents' hooks' side.
 
+pub mod agent;
 pub mod artifacts;
 pub mod event;
 pub mod files;
+mod following;
 pub mod prompt;
 pub mod record;
 pub mod runner;
+pub mod spec;
 pub mod summary;
 pub mod tmux;
 
 pub use record::{SessionStatus, Task, TaskResult, TaskSession, TaskState};
-pub use runner::{SessionSpec, Submitted, TaskError, TaskHandle, TaskSpec, TaskView};
+pub use runner::TaskHandle;
+pub use spec::{SessionSpec, Submitted, TaskError, TaskSpec, TaskView};

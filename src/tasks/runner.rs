@@ -14,31 +14,29 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use jiff::Timestamp;
-use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+use super::agent::{
+    AGENT_EVENTS, AgentEvent, ENTER_PAUSE, empty_claude_input, is_claude, program_of, shell_quote,
+};
 use super::artifacts::{self, DEFAULT_MAX_BYTES};
 use super::files::TaskFiles;
 use super::prompt;
 use super::record::{SessionStatus, Task, TaskResult, TaskSession, TaskState};
+use super::spec::{SessionSpec, Submitted, TaskError, TaskSpec, TaskView};
 use super::summary::{self, Outcome};
 use super::tmux::{NewSession, Tmux};
-use crate::protocol::Priority;
 use crate::spool::watch::{SpoolEvent, SpoolWatcher};
 
 /// The default time a task may work, in seconds (seed 002's).
 pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
-
-/// The pause between the paste and its Enter: an agent that reads both in one go
-/// takes the Enter as part of the paste.
-const ENTER_PAUSE: Duration = Duration::from_millis(300);
 
 /// How long the agent has to confirm a task reached it (its prompt hook) before
 /// Enter is pressed once more.
 const CONFIRM_WITHIN: Duration = Duration::from_secs(5);
 
 /// How long an interrupted agent has to stop before the runner goes on anyway.
-const STOP_WITHIN: Duration = Duration::from_secs(5);
+pub(super) const STOP_WITHIN: Duration = Duration::from_secs(5);
 
 /// How long a Claude Code session may go on after its task's summary before the
 /// next task is typed in anyway: its Stop hook says when it is done.
@@ -47,138 +45,7 @@ const SETTLE_WITHIN: Duration = Duration::from_secs(30);
 /// How often timeouts and readiness are looked at.
 const TICK: Duration = Duration::from_millis(100);
 
-/// What went wrong with a request to the runner, for people.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TaskError {
-    /// No such session or task.
-    #[error("{0}")]
-    NotFound(String),
-    /// The request cannot be done as asked.
-    #[error("{0}")]
-    Invalid(String),
-    /// It conflicts with what is there.
-    #[error("{0}")]
-    Conflict(String),
-    /// Not allowed here (a program `[tasks] agents` does not name, the root folder).
-    #[error("{0}")]
-    Forbidden(String),
-    /// The runner has stopped.
-    #[error("the task runner has stopped")]
-    Stopped,
-    /// A file or tmux failed.
-    #[error("{0}")]
-    Failed(String),
-}
-
-/// A new session, as asked for.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SessionSpec {
-    /// Its name: letters, digits, `.`, `_` and `-`.
-    #[schemars(regex(pattern = crate::protocol::body_schema::ID))]
-    pub name: String,
-    /// The folder the agent works in.
-    #[schemars(schema_with = "spec_schema::not_empty")]
-    pub workspace: PathBuf,
-    /// The agent's command line (default `claude`).
-    #[serde(default)]
-    pub command: Option<Vec<String>>,
-    /// The key that interrupts it (default `Escape`).
-    #[serde(default)]
-    pub interrupt_key: Option<String>,
-}
-
-/// A task, as submitted.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TaskSpec {
-    /// The session to run it in.
-    #[schemars(regex(pattern = crate::protocol::body_schema::ID))]
-    pub session: String,
-    /// What to do.
-    #[schemars(regex(pattern = r"\S"))]
-    pub instruction: String,
-    /// urgent, high or normal (default).
-    #[serde(default)]
-    pub priority: Option<Priority>,
-    /// CONTEXT.md's extra text.
-    #[serde(default)]
-    pub context: Option<String>,
-    /// SPECS.md's text.
-    #[serde(default)]
-    pub specs: Option<String>,
-    /// Seconds it may work, not counting time waiting for a person (default 300; a
-    /// fraction rounds up).
-    #[serde(default, deserialize_with = "crate::protocol::lenient::timeout")]
-    #[schemars(schema_with = "spec_schema::timeout")]
-    pub timeout: Option<u64>,
-}
-
-/// The schemas of the specs' fields that their types alone do not say.
-mod spec_schema {
-    use schemars::{Schema, SchemaGenerator, json_schema};
-
-    /// Seconds, more than 0 and at most a week, or null.
-    pub fn timeout(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": ["number", "null"],
-            "exclusiveMinimum": 0,
-            "maximum": crate::protocol::MAX_TIMEOUT_SECS,
-        })
-    }
-
-    /// A path with something in it.
-    pub fn not_empty(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({ "type": "string", "minLength": 1 })
-    }
-}
-
-/// A submitted task and its place in its session's queue.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Submitted {
-    /// The task.
-    pub task: Task,
-    /// Its place among the session's waiting tasks (1: next), 0 once it runs.
-    pub position: usize,
-}
-
-/// A task and, once it has ended, its result.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct TaskView {
-    /// The task.
-    #[serde(flatten)]
-    pub task: Task,
-    /// Its place among the session's waiting tasks (1: next), while it waits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub position: Option<usize>,
-}
-
-/// What a hook of a session's agent reported (`hitl task event`), as left in
-/// `events/`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct AgentEvent {
-    /// The session (`$HITL_TASK_SESSION`).
-    pub session: String,
-    /// The hook event (`SessionStart`, `UserPromptSubmit`, `Stop`, …).
-    pub event: String,
-    /// The agent's own session id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_session_id: Option<String>,
-    /// The prompt taken (UserPromptSubmit), cut short.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompt: Option<String>,
-    /// What a Notification says.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// Why the session ended (SessionEnd).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// The agent's transcript.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transcript_path: Option<String>,
-}
-
-enum Command {
+pub(super) enum Command {
     CreateSession {
         spec: SessionSpec,
         done: oneshot::Sender<Result<SessionStatus, TaskError>>,
@@ -290,35 +157,35 @@ impl TaskHandle {
 
 /// What the runner knows of a session beyond its record.
 #[derive(Debug, Default)]
-struct Live {
+pub(super) struct Live {
     /// The task typed in, not ended.
-    current: Option<String>,
+    pub(super) current: Option<String>,
     /// When it was typed in (this run of the runner), for the Enter retry.
-    sent_at: Option<Instant>,
+    pub(super) sent_at: Option<Instant>,
     /// Whether Enter was pressed again.
-    enter_again: bool,
+    pub(super) enter_again: bool,
     /// Whether the stop reminder was typed.
-    reminded: bool,
+    pub(super) reminded: bool,
     /// Being interrupted since, and how the task ends once the agent stopped.
-    interrupting: Option<(Instant, Ending)>,
+    pub(super) interrupting: Option<(Instant, Ending)>,
     /// The agent stopped (its Stop hook) since the task was typed in.
-    stopped: bool,
+    pub(super) stopped: bool,
     /// How often the agent was started again under the task.
-    restarts: u8,
+    pub(super) restarts: u8,
     /// The last start again was `claude --resume` (the agent has the task already).
-    resumed: bool,
+    pub(super) resumed: bool,
     /// The task is to be typed in again once the resumed agent is ready.
-    retype: bool,
+    pub(super) retype: bool,
     /// Why the agent's session ended (its SessionEnd hook), while it has not been
     /// seen to run again.
-    ended: Option<String>,
+    pub(super) ended: Option<String>,
     /// The questions to a human the agent asked for the task that still wait.
-    asking: std::collections::HashSet<String>,
+    pub(super) asking: std::collections::HashSet<String>,
 }
 
 /// How an interrupted task ends.
 #[derive(Debug, Clone)]
-enum Ending {
+pub(super) enum Ending {
     /// Its timeout: seed 002's fallback summary, completed and partial.
     TimedOut,
     /// A cancel.
@@ -326,31 +193,31 @@ enum Ending {
 }
 
 /// The runner's state.
-struct Runner {
-    files: TaskFiles,
-    tmux: Tmux,
+pub(super) struct Runner {
+    pub(super) files: TaskFiles,
+    pub(super) tmux: Tmux,
     /// The hitl binary the agents' hooks run.
-    exe: PathBuf,
+    pub(super) exe: PathBuf,
     /// The programs a session may run (`[tasks] agents`).
-    agents: Vec<String>,
-    sessions: HashMap<String, TaskSession>,
-    live: HashMap<String, Live>,
+    pub(super) agents: Vec<String>,
+    pub(super) sessions: HashMap<String, TaskSession>,
+    pub(super) live: HashMap<String, Live>,
     /// Sessions whose agent is still finishing the turn that ended its last task
     /// (typed in now, the next task would wait in its input box), since when.
-    settling: HashMap<String, Instant>,
-    tasks: Vec<Task>,
-    next_seq: u64,
+    pub(super) settling: HashMap<String, Instant>,
+    pub(super) tasks: Vec<Task>,
+    pub(super) next_seq: u64,
     /// Ticks so far (some looks are made every tenth).
-    ticks: u64,
+    pub(super) ticks: u64,
     /// The watcher of `events/` and every session's `summaries/`, made with the first
     /// session (a listener without tasks spends no inotify instance on them).
-    watcher: Option<SpoolWatcher>,
+    pub(super) watcher: Option<SpoolWatcher>,
     /// Where the watcher sends what it sees.
-    watch_events: mpsc::UnboundedSender<SpoolEvent>,
+    pub(super) watch_events: mpsc::UnboundedSender<SpoolEvent>,
     /// inotify was refused: the tick looks instead.
-    unwatched: bool,
-    changes: broadcast::Sender<Task>,
-    tx: mpsc::UnboundedSender<Command>,
+    pub(super) unwatched: bool,
+    pub(super) changes: broadcast::Sender<Task>,
+    pub(super) tx: mpsc::UnboundedSender<Command>,
 }
 
 /// Starts the runner over `files` (loading what it kept). Must be called inside a
@@ -423,56 +290,7 @@ impl Runner {
         }
     }
 
-    /// A question to a human joined or left the broker's queue: one a task's agent
-    /// asked (it carries the task's id as a tag) puts the task in `input-required`
-    /// (its clock stopped) until the last of them is answered.
-    fn on_broker_change(&mut self, change: crate::broker::Change) {
-        use crate::broker::Change;
-        let (request, queued) = match &change {
-            Change::Queued(p) => (&p.request, true),
-            Change::Finished(f) => (&f.pending.request, false),
-            _ => return,
-        };
-        let Some((name, id)) = self.live.iter().find_map(|(name, l)| {
-            let id = l.current.as_ref()?;
-            request
-                .tags
-                .iter()
-                .any(|t| t == id)
-                .then(|| (name.clone(), id.clone()))
-        }) else {
-            return;
-        };
-        let Some(live) = self.live.get_mut(&name) else {
-            return;
-        };
-        if queued {
-            live.asking.insert(request.id.clone());
-            let why: String = request.content.chars().take(200).collect();
-            self.wait_for_person(&id, &format!("asked a human: {why}"));
-        } else {
-            live.asking.remove(&request.id);
-            if live.asking.is_empty() {
-                self.back_to_work(&id);
-            }
-        }
-    }
-
-    /// Task `id` no longer waits for a person: its clock goes on.
-    fn back_to_work(&mut self, id: &str) {
-        let Some(t) = self.find_mut(id) else { return };
-        if t.state != TaskState::InputRequired {
-            return;
-        }
-        t.state = TaskState::Working;
-        if let Some(since) = t.waiting_since.take() {
-            t.waited_ms += millis_since(since);
-        }
-        t.reason = None;
-        self.save(id);
-    }
-
-    fn on_command(&mut self, cmd: Command) {
+    pub(super) fn on_command(&mut self, cmd: Command) {
         match cmd {
             Command::CreateSession { spec, done } => {
                 let _ = done.send(self.create_session(spec));
@@ -526,7 +344,7 @@ impl Runner {
     }
 
     /// A session's status: the record and its queue.
-    fn status_of(&self, name: &str) -> SessionStatus {
+    pub(super) fn status_of(&self, name: &str) -> SessionStatus {
         let session = self.sessions[name].clone();
         let current = self.live.get(name).and_then(|l| l.current.clone());
         SessionStatus {
@@ -539,7 +357,7 @@ impl Runner {
         }
     }
 
-    fn view(&self, t: &Task) -> TaskView {
+    pub(super) fn view(&self, t: &Task) -> TaskView {
         let position = (t.state == TaskState::Submitted).then(|| {
             self.queued(&t.session)
                 .position(|q| q.id == t.id)
@@ -551,16 +369,16 @@ impl Runner {
         }
     }
 
-    fn find(&self, id: &str) -> Option<&Task> {
+    pub(super) fn find(&self, id: &str) -> Option<&Task> {
         self.tasks.iter().find(|t| t.id == id)
     }
 
-    fn find_mut(&mut self, id: &str) -> Option<&mut Task> {
+    pub(super) fn find_mut(&mut self, id: &str) -> Option<&mut Task> {
         self.tasks.iter_mut().find(|t| t.id == id)
     }
 
     /// Session `name`'s waiting tasks in the order they will run.
-    fn queued<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Task> + 'a {
+    pub(super) fn queued<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Task> + 'a {
         let mut waiting: Vec<&Task> = self
             .tasks
             .iter()
@@ -571,7 +389,7 @@ impl Runner {
     }
 
     /// Keeps task `id` as it now is and tells whoever follows.
-    fn save(&self, id: &str) {
+    pub(super) fn save(&self, id: &str) {
         if let Some(t) = self.find(id) {
             if let Err(e) = self.files.save_task(t) {
                 tracing::error!("tasks: keeping {id}: {e:#}");
@@ -580,7 +398,7 @@ impl Runner {
         }
     }
 
-    fn create_session(&mut self, spec: SessionSpec) -> Result<SessionStatus, TaskError> {
+    pub(super) fn create_session(&mut self, spec: SessionSpec) -> Result<SessionStatus, TaskError> {
         crate::protocol::validate_id(&spec.name)
             .map_err(|e| TaskError::Invalid(format!("session name {:?}: {e}", spec.name)))?;
         let workspace = spec.workspace.canonicalize().map_err(|e| {
@@ -666,7 +484,7 @@ impl Runner {
     }
 
     /// Watches `session`'s `summaries/` (and, with the first, `events/`).
-    fn watch_summaries(&mut self, session: &TaskSession) {
+    pub(super) fn watch_summaries(&mut self, session: &TaskSession) {
         if self.watcher.is_none() && !self.unwatched {
             let made = SpoolWatcher::new(self.watch_events.clone()).and_then(|mut w| {
                 w.watch(&self.files.events_dir())?;
@@ -690,7 +508,11 @@ impl Runner {
     /// Starts the session's agent in tmux. Claude Code gets hitl's hooks through
     /// `--settings`, which tell the runner what it does (the user's own settings are
     /// left alone).
-    fn start_agent(&self, session: &TaskSession, resume: Option<&str>) -> Result<(), TaskError> {
+    pub(super) fn start_agent(
+        &self,
+        session: &TaskSession,
+        resume: Option<&str>,
+    ) -> Result<(), TaskError> {
         let mut command = session.command.clone();
         if let Some(id) = resume {
             command.push("--resume".into());
@@ -720,7 +542,7 @@ impl Runner {
     }
 
     /// The Claude Code settings with hitl's task hooks.
-    fn write_agent_settings(&self) -> Result<()> {
+    pub(super) fn write_agent_settings(&self) -> Result<()> {
         let exe = self.exe.to_string_lossy();
         let mut hooks = serde_json::Map::new();
         for event in AGENT_EVENTS {
@@ -740,7 +562,7 @@ impl Runner {
         Ok(())
     }
 
-    fn submit(&mut self, spec: TaskSpec, attempt: u32) -> Result<Submitted, TaskError> {
+    pub(super) fn submit(&mut self, spec: TaskSpec, attempt: u32) -> Result<Submitted, TaskError> {
         if spec.instruction.trim().is_empty() {
             return Err(TaskError::Invalid("the instruction is empty".into()));
         }
@@ -803,7 +625,7 @@ impl Runner {
         })
     }
 
-    fn cancel(&mut self, id: &str) -> Result<Task, TaskError> {
+    pub(super) fn cancel(&mut self, id: &str) -> Result<Task, TaskError> {
         let Some(t) = self.find(id) else {
             return Err(TaskError::NotFound(format!("no task {id}")));
         };
@@ -827,7 +649,7 @@ impl Runner {
     }
 
     /// Ends task `id` in `state`.
-    fn end(
+    pub(super) fn end(
         &mut self,
         id: &str,
         state: TaskState,
@@ -853,7 +675,7 @@ impl Runner {
     }
 
     /// Types the next task into every idle, ready session.
-    fn start_next_everywhere(&mut self) {
+    pub(super) fn start_next_everywhere(&mut self) {
         let mut names: Vec<String> = self.sessions.keys().cloned().collect();
         names.sort();
         for name in names {
@@ -861,7 +683,7 @@ impl Runner {
         }
     }
 
-    fn start_next(&mut self, name: &str) {
+    pub(super) fn start_next(&mut self, name: &str) {
         let idle = self.live.get(name).is_some_and(|l| l.current.is_none());
         if !idle || !self.is_ready(name) {
             return;
@@ -900,7 +722,7 @@ impl Runner {
     /// Types `text` into session `name`'s agent on a blocking thread, reporting how
     /// it went for task `id` ([`Command::Sent`]). Claude Code's input box is emptied
     /// first: an interrupted prompt comes back into it, and a paste would join it.
-    fn type_in(&self, name: &str, text: String, id: Option<String>) {
+    pub(super) fn type_in(&self, name: &str, text: String, id: Option<String>) {
         let tmux = self.tmux.clone();
         let tx = self.tx.clone();
         let name = name.to_string();
@@ -921,7 +743,7 @@ impl Runner {
         });
     }
 
-    fn sent(&mut self, id: &str, result: Result<(), String>) {
+    pub(super) fn sent(&mut self, id: &str, result: Result<(), String>) {
         if let Err(why) = result {
             self.end(
                 id,
@@ -935,7 +757,7 @@ impl Runner {
 
     /// Whether session `name`'s agent takes input: its SessionStart hook fired, or
     /// its prompt is on the screen.
-    fn is_ready(&mut self, name: &str) -> bool {
+    pub(super) fn is_ready(&mut self, name: &str) -> bool {
         let Some(s) = self.sessions.get(name) else {
             return false;
         };
@@ -961,7 +783,7 @@ impl Runner {
 
     /// After a restart: a task that was typed in goes on (its summary may be there
     /// already); the queues go on.
-    fn resume_after_restart(&mut self) {
+    pub(super) fn resume_after_restart(&mut self) {
         let sessions: Vec<TaskSession> = self.sessions.values().cloned().collect();
         for s in &sessions {
             self.watch_summaries(s);
@@ -989,7 +811,7 @@ impl Runner {
         self.read_agent_events();
     }
 
-    fn on_file_event(&mut self, ev: SpoolEvent) {
+    pub(super) fn on_file_event(&mut self, ev: SpoolEvent) {
         match ev {
             SpoolEvent::Changed { path, .. } => {
                 if path.starts_with(self.files.events_dir()) {
@@ -1011,7 +833,7 @@ impl Runner {
     }
 
     /// The session whose `summaries/` holds `path`.
-    fn session_of_summary(&self, path: &Path) -> Option<String> {
+    pub(super) fn session_of_summary(&self, path: &Path) -> Option<String> {
         let dir = path.parent()?;
         self.sessions
             .values()
@@ -1020,7 +842,7 @@ impl Runner {
     }
 
     /// Ends session `name`'s task if its summary is there, whole.
-    fn check_summary(&mut self, name: &str) {
+    pub(super) fn check_summary(&mut self, name: &str) {
         let Some(id) = self.live.get(name).and_then(|l| l.current.clone()) else {
             return;
         };
@@ -1043,7 +865,14 @@ impl Runner {
     }
 
     /// Ends `task` with the summary at `path` (the agent's, or hitl's fallback).
-    fn finish(&mut self, task: &Task, workspace: &Path, path: &Path, text: &str, fallback: bool) {
+    pub(super) fn finish(
+        &mut self,
+        task: &Task,
+        workspace: &Path,
+        path: &Path,
+        text: &str,
+        fallback: bool,
+    ) {
         let parsed = summary::parse(text);
         let artifacts =
             artifacts::collect(workspace, path, &parsed.deliverables, DEFAULT_MAX_BYTES);
@@ -1093,7 +922,7 @@ impl Runner {
     }
 
     /// Reads (and removes) what the agents' hooks left in `events/`.
-    fn read_agent_events(&mut self) {
+    pub(super) fn read_agent_events(&mut self) {
         let dir = self.files.events_dir();
         let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
             .into_iter()
@@ -1120,162 +949,7 @@ impl Runner {
         self.start_next_everywhere();
     }
 
-    fn on_agent_event(&mut self, ev: AgentEvent) {
-        let name = ev.session.clone();
-        let Some(session) = self.sessions.get_mut(&name) else {
-            return;
-        };
-        if ev.agent_session_id.is_some() && session.agent_session_id != ev.agent_session_id {
-            session.agent_session_id = ev.agent_session_id.clone();
-            let s = session.clone();
-            let _ = self.files.save_session(&s);
-        }
-        let current = self.live.get(&name).and_then(|l| l.current.clone());
-        match ev.event.as_str() {
-            "SessionStart" => {
-                if let Some(s) = self.sessions.get_mut(&name) {
-                    s.ready = true;
-                    let s = s.clone();
-                    let _ = self.files.save_session(&s);
-                }
-            }
-            "UserPromptSubmit" | "PreToolUse" | "PostToolUse" => {
-                let Some(id) = current else { return };
-                if let Some(l) = self.live.get_mut(&name) {
-                    // At work again.
-                    l.stopped = false;
-                }
-                let confirms = ev.event != "UserPromptSubmit"
-                    || ev
-                        .prompt
-                        .as_deref()
-                        .is_some_and(|p| p.contains(&format!("Task {id}")));
-                let Some(t) = self.find_mut(&id) else { return };
-                let mut changed = false;
-                if confirms && !t.delivered {
-                    t.delivered = true;
-                    changed = true;
-                }
-                if changed {
-                    self.save(&id);
-                }
-                // At work again, unless a question it asked still waits.
-                if self.live.get(&name).is_some_and(|l| l.asking.is_empty()) {
-                    self.back_to_work(&id);
-                }
-            }
-            "Stop" => {
-                self.settling.remove(&name);
-                let Some(id) = current else { return };
-                if let Some(l) = self.live.get_mut(&name) {
-                    l.stopped = true;
-                }
-                self.check_summary(&name);
-                let interrupting = self.live.get(&name).and_then(|l| l.interrupting.clone());
-                if let Some((_, ending)) = interrupting {
-                    self.interrupted(&name, ending);
-                    return;
-                }
-                let still = self.live.get(&name).and_then(|l| l.current.clone());
-                if still.as_deref() != Some(id.as_str()) {
-                    return;
-                }
-                let reminded = self.live.get(&name).is_some_and(|l| l.reminded);
-                if !reminded {
-                    if let Some(l) = self.live.get_mut(&name) {
-                        l.reminded = true;
-                    }
-                    if let Some(t) = self.find(&id) {
-                        let text = prompt::reminder(t);
-                        self.type_in(&name, text, None);
-                    }
-                } else {
-                    self.wait_for_person(&id, "the agent stopped without its summary");
-                }
-            }
-            "Notification" => {
-                let Some(id) = current else { return };
-                let why = ev
-                    .message
-                    .unwrap_or_else(|| "the agent waits for input".into());
-                self.wait_for_person(&id, &why);
-            }
-            "SessionEnd" => {
-                // `/clear` goes on in the same process; any other end is the agent
-                // exiting, which the next look at its pane finds (and resumes or
-                // fails the task, [`Runner::agent_alive`]).
-                if ev.reason.as_deref() == Some("clear") {
-                    return;
-                }
-                if let Some(s) = self.sessions.get_mut(&name) {
-                    s.ready = false;
-                    let s = s.clone();
-                    let _ = self.files.save_session(&s);
-                }
-                if current.is_some() {
-                    self.check_summary(&name);
-                }
-                if let Some(l) = self.live.get_mut(&name) {
-                    l.ended = ev.reason.or(Some("exit".into()));
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// Task `id` waits for a person: its clock stops.
-    fn wait_for_person(&mut self, id: &str, why: &str) {
-        let Some(t) = self.find_mut(id) else { return };
-        if t.state != TaskState::Working {
-            return;
-        }
-        t.state = TaskState::InputRequired;
-        t.waiting_since = Some(Timestamp::now());
-        t.reason = Some(why.to_string());
-        self.save(id);
-    }
-
-    /// Presses the session's interrupt key; the task ends once the agent stopped.
-    fn interrupt(&mut self, name: &str, ending: Ending) {
-        let key = self.sessions[name].interrupt_key.clone();
-        if let Err(e) = self.tmux.send_keys(name, &[&key]) {
-            tracing::warn!("tasks: interrupting {name}: {e:#}");
-        }
-        if let Some(l) = self.live.get_mut(name) {
-            l.interrupting = Some((Instant::now(), ending));
-        }
-    }
-
-    /// The interrupted agent stopped (or did not in time): the task ends as `ending`
-    /// says.
-    fn interrupted(&mut self, name: &str, ending: Ending) {
-        let Some(id) = self.live.get(name).and_then(|l| l.current.clone()) else {
-            return;
-        };
-        match ending {
-            Ending::Canceled => {
-                self.end(&id, TaskState::Canceled, None, Some("canceled".into()));
-            }
-            Ending::TimedOut => {
-                let Some(task) = self.find(&id).cloned() else {
-                    return;
-                };
-                let workspace = self.sessions[name].workspace.clone();
-                let pane = self.tmux.capture(name, 100).unwrap_or_default();
-                let since = task.started_at.unwrap_or(task.submitted_at);
-                let changed = changed_files(&workspace, since);
-                let text = summary::fallback(&id, &pane, &changed);
-                let path = self.files.root().join(&id).join("fallback-summary.md");
-                if let Err(e) = std::fs::write(&path, &text) {
-                    tracing::error!("tasks: writing {}: {e}", path.display());
-                }
-                self.finish(&task, &workspace, &path, &text, true);
-            }
-        }
-        self.start_next_everywhere();
-    }
-
-    fn on_tick(&mut self) {
+    pub(super) fn on_tick(&mut self) {
         self.ticks += 1;
         let names: Vec<String> = self.sessions.keys().cloned().collect();
         if self.unwatched && !names.is_empty() {
@@ -1337,178 +1011,6 @@ impl Runner {
     }
 }
 
-impl Runner {
-    /// Whether session `name`'s agent still runs under task `id`. When its tmux
-    /// session (or the agent in it) is gone, the agent is started again: Claude Code
-    /// first on its own conversation (`--resume`, the id its hooks gave) and told to
-    /// carry on; when that cannot be (no conversation was saved yet), afresh with the
-    /// whole task typed in again. A third exit fails the task with the reason.
-    fn agent_alive(&mut self, name: &str, id: &str) -> bool {
-        if self.tmux.has_session(name) && !self.tmux.pane_dead(name) {
-            return true;
-        }
-        let why = self
-            .live
-            .get_mut(name)
-            .and_then(|l| l.ended.take())
-            .map(|r| format!(" ({r})"))
-            .unwrap_or_default();
-        let Some(mut session) = self.sessions.get(name).cloned() else {
-            return false;
-        };
-        let restarts = self.live.get(name).map_or(0, |l| l.restarts);
-        self.tmux.kill_session(name);
-        session.ready = false;
-        let _ = self.files.save_session(&session);
-        self.sessions.insert(name.to_string(), session.clone());
-        let resume = session
-            .agent_session_id
-            .clone()
-            .filter(|_| is_claude(&session.command) && restarts == 0);
-        if restarts >= 2 || (restarts == 1 && !is_claude(&session.command)) {
-            self.end(
-                id,
-                TaskState::Failed,
-                None,
-                Some(format!(
-                    "the agent exited{why} again after it was started again"
-                )),
-            );
-            return false;
-        }
-        match self.start_agent(&session, resume.as_deref()) {
-            Ok(()) => {
-                tracing::info!("tasks: session {name} started again for {id} (resume: {resume:?})");
-                if let Some(l) = self.live.get_mut(name) {
-                    l.restarts = restarts + 1 + u8::from(resume.is_none());
-                    l.retype = true;
-                    l.resumed = resume.is_some();
-                }
-                false
-            }
-            Err(e) => {
-                self.end(
-                    id,
-                    TaskState::Failed,
-                    None,
-                    Some(format!(
-                        "the agent exited{why}, and starting it again failed: {e}"
-                    )),
-                );
-                false
-            }
-        }
-    }
-
-    /// Types task `t` into the agent of session `name`, started again: told to carry
-    /// on when it was resumed on its conversation, else the whole task.
-    fn retype(&mut self, name: &str, t: &Task) {
-        let resumed = self.live.get(name).is_some_and(|l| l.resumed);
-        if let Some(l) = self.live.get_mut(name) {
-            l.retype = false;
-            l.sent_at = Some(Instant::now());
-            l.stopped = false;
-        }
-        if !resumed {
-            self.type_in(name, prompt::typed(t), Some(t.id.clone()));
-            return;
-        }
-        let text = format!(
-            "Task {id}: this session was restarted in the middle of the task. Carry on with it \
-             from where it stands (INSTRUCTIONS.md has it), then create summaries/{id}.md as \
-             described there.",
-            id = t.id
-        );
-        self.type_in(name, text, Some(t.id.clone()));
-    }
-}
-
-/// Empties Claude Code's input box when it holds text (Ctrl-C does, once; a second
-/// within a second would exit it, so only one, and only for text): the one look at
-/// the screen the runner makes, and only to type into a clean box.
-fn empty_claude_input(tmux: &Tmux, name: &str) {
-    let Ok(screen) = tmux.capture(name, usize::from(super::tmux::PANE_ROWS)) else {
-        return;
-    };
-    let holds_text = screen
-        .lines()
-        .rev()
-        .find_map(|l| l.trim_start().strip_prefix('❯'))
-        .is_some_and(|rest| !rest.trim().is_empty());
-    if holds_text {
-        let _ = tmux.send_keys(name, &["C-c"]);
-        std::thread::sleep(ENTER_PAUSE);
-    }
-}
-
-/// The hook events a session's Claude Code reports to the runner.
-pub const AGENT_EVENTS: [&str; 6] = [
-    "SessionStart",
-    "UserPromptSubmit",
-    "PreToolUse",
-    "Stop",
-    "Notification",
-    "SessionEnd",
-];
-
-/// The program `command` runs: its first word. (No `env VAR=value` before it: a
-/// `PATH` or `LD_PRELOAD` there would change what an allowed name runs.)
-fn program_of(command: &[String]) -> Option<&str> {
-    command.first().map(String::as_str)
-}
-
-/// Whether `command` runs Claude Code (which takes hitl's hooks and shows `❯`).
-fn is_claude(command: &[String]) -> bool {
-    program_of(command)
-        .and_then(|p| Path::new(p).file_name())
-        .is_some_and(|n| n == "claude")
-}
-
-/// `s` quoted for a POSIX shell (Claude Code runs hook commands through one).
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-fn millis_since(t: Timestamp) -> u64 {
+pub(super) fn millis_since(t: Timestamp) -> u64 {
     (Timestamp::now().as_millisecond() - t.as_millisecond()).max(0) as u64
-}
-
-/// Files of the workspace changed since `since`, newest first, without the context
-/// files, summaries and build outputs (seed 002's fallback names up to four).
-fn changed_files(workspace: &Path, since: Timestamp) -> Vec<String> {
-    let mut found: Vec<(std::time::SystemTime, String)> = Vec::new();
-    let since = std::time::UNIX_EPOCH + Duration::from_millis(since.as_millisecond().max(0) as u64);
-    let mut stack = vec![workspace.to_path_buf()];
-    let mut seen = 0;
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            seen += 1;
-            if seen > 20_000 {
-                break;
-            }
-            let path = e.path();
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Ok(meta) = e.metadata() else { continue };
-            if meta.is_dir() {
-                if !name.starts_with('.')
-                    && !["target", "node_modules", "dist", "build", "summaries"]
-                        .contains(&name.as_str())
-                {
-                    stack.push(path);
-                }
-                continue;
-            }
-            if artifacts::CONTEXT_FILES.contains(&name.as_str()) && dir == workspace {
-                continue;
-            }
-            if let Ok(m) = meta.modified()
-                && m >= since
-                && let Ok(rel) = path.strip_prefix(workspace)
-            {
-                found.push((m, rel.to_string_lossy().into_owned()));
-            }
-        }
-    }
-    found.sort_by_key(|f| std::cmp::Reverse(f.0));
-    found.into_iter().map(|(_, p)| p).collect()
 }

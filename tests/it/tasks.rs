@@ -556,6 +556,17 @@ fn sessions_run_only_named_agents_one_per_workspace() {
     assert!(err.contains("not a project folder"), "{err}");
     let (code, err) = task(&["session", "a", "--workspace", &ws, "--command", "sleep 600"]);
     assert_eq!(code, Some(0), "{err}");
+    // The session is an agent of the project, of origin task.
+    let agents = project.hitl().args(["agents", "--json"]).output().unwrap();
+    let agents: Value = serde_json::from_slice(&agents.stdout).unwrap();
+    assert!(
+        agents
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["agent_id"] == "a" && a["origin"] == "task"),
+        "{agents:#}"
+    );
     let (code, err) = task(&["session", "b", "--workspace", &ws, "--command", "sleep 600"]);
     assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("already works in"), "{err}");

@@ -1,0 +1,347 @@
+//! How the runner follows a session's agent: its hooks' events, the questions it asks
+//! a human (on the broker's changes), interrupts, and the agent exiting under a task
+//! (started again, resumed where Claude Code saved its conversation).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+
+use super::agent::{AgentEvent, is_claude};
+use super::artifacts;
+use super::prompt;
+use super::record::{Task, TaskState};
+use super::runner::{Ending, Runner, millis_since};
+use super::summary;
+
+impl Runner {
+    /// A question to a human joined or left the broker's queue: one a task's agent
+    /// asked (it carries the task's id as a tag) puts the task in `input-required`
+    /// (its clock stopped) until the last of them is answered.
+    pub(super) fn on_broker_change(&mut self, change: crate::broker::Change) {
+        use crate::broker::Change;
+        let (request, queued) = match &change {
+            Change::Queued(p) => (&p.request, true),
+            Change::Finished(f) => (&f.pending.request, false),
+            _ => return,
+        };
+        let Some((name, id)) = self.live.iter().find_map(|(name, l)| {
+            let id = l.current.as_ref()?;
+            request
+                .tags
+                .iter()
+                .any(|t| t == id)
+                .then(|| (name.clone(), id.clone()))
+        }) else {
+            return;
+        };
+        let Some(live) = self.live.get_mut(&name) else {
+            return;
+        };
+        if queued {
+            live.asking.insert(request.id.clone());
+            let why: String = request.content.chars().take(200).collect();
+            self.wait_for_person(&id, &format!("asked a human: {why}"));
+        } else {
+            live.asking.remove(&request.id);
+            if live.asking.is_empty() {
+                self.back_to_work(&id);
+            }
+        }
+    }
+
+    /// Task `id` no longer waits for a person: its clock goes on.
+    pub(super) fn back_to_work(&mut self, id: &str) {
+        let Some(t) = self.find_mut(id) else { return };
+        if t.state != TaskState::InputRequired {
+            return;
+        }
+        t.state = TaskState::Working;
+        if let Some(since) = t.waiting_since.take() {
+            t.waited_ms += millis_since(since);
+        }
+        t.reason = None;
+        self.save(id);
+    }
+
+    pub(super) fn on_agent_event(&mut self, ev: AgentEvent) {
+        let name = ev.session.clone();
+        let Some(session) = self.sessions.get_mut(&name) else {
+            return;
+        };
+        if ev.agent_session_id.is_some() && session.agent_session_id != ev.agent_session_id {
+            session.agent_session_id = ev.agent_session_id.clone();
+            let s = session.clone();
+            let _ = self.files.save_session(&s);
+        }
+        let current = self.live.get(&name).and_then(|l| l.current.clone());
+        match ev.event.as_str() {
+            "SessionStart" => {
+                if let Some(s) = self.sessions.get_mut(&name) {
+                    s.ready = true;
+                    let s = s.clone();
+                    let _ = self.files.save_session(&s);
+                }
+            }
+            "UserPromptSubmit" | "PreToolUse" | "PostToolUse" => {
+                let Some(id) = current else { return };
+                if let Some(l) = self.live.get_mut(&name) {
+                    // At work again.
+                    l.stopped = false;
+                }
+                let confirms = ev.event != "UserPromptSubmit"
+                    || ev
+                        .prompt
+                        .as_deref()
+                        .is_some_and(|p| p.contains(&format!("Task {id}")));
+                let Some(t) = self.find_mut(&id) else { return };
+                let mut changed = false;
+                if confirms && !t.delivered {
+                    t.delivered = true;
+                    changed = true;
+                }
+                if changed {
+                    self.save(&id);
+                }
+                // At work again, unless a question it asked still waits.
+                if self.live.get(&name).is_some_and(|l| l.asking.is_empty()) {
+                    self.back_to_work(&id);
+                }
+            }
+            "Stop" => {
+                self.settling.remove(&name);
+                let Some(id) = current else { return };
+                if let Some(l) = self.live.get_mut(&name) {
+                    l.stopped = true;
+                }
+                self.check_summary(&name);
+                let interrupting = self.live.get(&name).and_then(|l| l.interrupting.clone());
+                if let Some((_, ending)) = interrupting {
+                    self.interrupted(&name, ending);
+                    return;
+                }
+                let still = self.live.get(&name).and_then(|l| l.current.clone());
+                if still.as_deref() != Some(id.as_str()) {
+                    return;
+                }
+                let reminded = self.live.get(&name).is_some_and(|l| l.reminded);
+                if !reminded {
+                    if let Some(l) = self.live.get_mut(&name) {
+                        l.reminded = true;
+                    }
+                    if let Some(t) = self.find(&id) {
+                        let text = prompt::reminder(t);
+                        self.type_in(&name, text, None);
+                    }
+                } else {
+                    self.wait_for_person(&id, "the agent stopped without its summary");
+                }
+            }
+            "Notification" => {
+                let Some(id) = current else { return };
+                let why = ev
+                    .message
+                    .unwrap_or_else(|| "the agent waits for input".into());
+                self.wait_for_person(&id, &why);
+            }
+            "SessionEnd" => {
+                // `/clear` goes on in the same process; any other end is the agent
+                // exiting, which the next look at its pane finds (and resumes or
+                // fails the task, [`Runner::agent_alive`]).
+                if ev.reason.as_deref() == Some("clear") {
+                    return;
+                }
+                if let Some(s) = self.sessions.get_mut(&name) {
+                    s.ready = false;
+                    let s = s.clone();
+                    let _ = self.files.save_session(&s);
+                }
+                if current.is_some() {
+                    self.check_summary(&name);
+                }
+                if let Some(l) = self.live.get_mut(&name) {
+                    l.ended = ev.reason.or(Some("exit".into()));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Task `id` waits for a person: its clock stops.
+    pub(super) fn wait_for_person(&mut self, id: &str, why: &str) {
+        let Some(t) = self.find_mut(id) else { return };
+        if t.state != TaskState::Working {
+            return;
+        }
+        t.state = TaskState::InputRequired;
+        t.waiting_since = Some(Timestamp::now());
+        t.reason = Some(why.to_string());
+        self.save(id);
+    }
+
+    /// Presses the session's interrupt key; the task ends once the agent stopped.
+    pub(super) fn interrupt(&mut self, name: &str, ending: Ending) {
+        let key = self.sessions[name].interrupt_key.clone();
+        if let Err(e) = self.tmux.send_keys(name, &[&key]) {
+            tracing::warn!("tasks: interrupting {name}: {e:#}");
+        }
+        if let Some(l) = self.live.get_mut(name) {
+            l.interrupting = Some((Instant::now(), ending));
+        }
+    }
+
+    /// The interrupted agent stopped (or did not in time): the task ends as `ending`
+    /// says.
+    pub(super) fn interrupted(&mut self, name: &str, ending: Ending) {
+        let Some(id) = self.live.get(name).and_then(|l| l.current.clone()) else {
+            return;
+        };
+        match ending {
+            Ending::Canceled => {
+                self.end(&id, TaskState::Canceled, None, Some("canceled".into()));
+            }
+            Ending::TimedOut => {
+                let Some(task) = self.find(&id).cloned() else {
+                    return;
+                };
+                let workspace = self.sessions[name].workspace.clone();
+                let pane = self.tmux.capture(name, 100).unwrap_or_default();
+                let since = task.started_at.unwrap_or(task.submitted_at);
+                let changed = changed_files(&workspace, since);
+                let text = summary::fallback(&id, &pane, &changed);
+                let path = self.files.root().join(&id).join("fallback-summary.md");
+                if let Err(e) = std::fs::write(&path, &text) {
+                    tracing::error!("tasks: writing {}: {e}", path.display());
+                }
+                self.finish(&task, &workspace, &path, &text, true);
+            }
+        }
+        self.start_next_everywhere();
+    }
+}
+
+impl Runner {
+    /// Whether session `name`'s agent still runs under task `id`. When its tmux
+    /// session (or the agent in it) is gone, the agent is started again: Claude Code
+    /// first on its own conversation (`--resume`, the id its hooks gave) and told to
+    /// carry on; when that cannot be (no conversation was saved yet), afresh with the
+    /// whole task typed in again. A third exit fails the task with the reason.
+    pub(super) fn agent_alive(&mut self, name: &str, id: &str) -> bool {
+        if self.tmux.has_session(name) && !self.tmux.pane_dead(name) {
+            return true;
+        }
+        let why = self
+            .live
+            .get_mut(name)
+            .and_then(|l| l.ended.take())
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default();
+        let Some(mut session) = self.sessions.get(name).cloned() else {
+            return false;
+        };
+        let restarts = self.live.get(name).map_or(0, |l| l.restarts);
+        self.tmux.kill_session(name);
+        session.ready = false;
+        let _ = self.files.save_session(&session);
+        self.sessions.insert(name.to_string(), session.clone());
+        let resume = session
+            .agent_session_id
+            .clone()
+            .filter(|_| is_claude(&session.command) && restarts == 0);
+        if restarts >= 2 || (restarts == 1 && !is_claude(&session.command)) {
+            self.end(
+                id,
+                TaskState::Failed,
+                None,
+                Some(format!(
+                    "the agent exited{why} again after it was started again"
+                )),
+            );
+            return false;
+        }
+        match self.start_agent(&session, resume.as_deref()) {
+            Ok(()) => {
+                tracing::info!("tasks: session {name} started again for {id} (resume: {resume:?})");
+                if let Some(l) = self.live.get_mut(name) {
+                    l.restarts = restarts + 1 + u8::from(resume.is_none());
+                    l.retype = true;
+                    l.resumed = resume.is_some();
+                }
+                false
+            }
+            Err(e) => {
+                self.end(
+                    id,
+                    TaskState::Failed,
+                    None,
+                    Some(format!(
+                        "the agent exited{why}, and starting it again failed: {e}"
+                    )),
+                );
+                false
+            }
+        }
+    }
+
+    /// Types task `t` into the agent of session `name`, started again: told to carry
+    /// on when it was resumed on its conversation, else the whole task.
+    pub(super) fn retype(&mut self, name: &str, t: &Task) {
+        let resumed = self.live.get(name).is_some_and(|l| l.resumed);
+        if let Some(l) = self.live.get_mut(name) {
+            l.retype = false;
+            l.sent_at = Some(Instant::now());
+            l.stopped = false;
+        }
+        if !resumed {
+            self.type_in(name, prompt::typed(t), Some(t.id.clone()));
+            return;
+        }
+        let text = format!(
+            "Task {id}: this session was restarted in the middle of the task. Carry on with it \
+             from where it stands (INSTRUCTIONS.md has it), then create summaries/{id}.md as \
+             described there.",
+            id = t.id
+        );
+        self.type_in(name, text, Some(t.id.clone()));
+    }
+}
+
+/// Files of the workspace changed since `since`, newest first, without the context
+/// files, summaries and build outputs (seed 002's fallback names up to four).
+fn changed_files(workspace: &Path, since: Timestamp) -> Vec<String> {
+    let mut found: Vec<(std::time::SystemTime, String)> = Vec::new();
+    let since = std::time::UNIX_EPOCH + Duration::from_millis(since.as_millisecond().max(0) as u64);
+    let mut stack = vec![workspace.to_path_buf()];
+    let mut seen = 0;
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            seen += 1;
+            if seen > 20_000 {
+                break;
+            }
+            let path = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                if !name.starts_with('.')
+                    && !["target", "node_modules", "dist", "build", "summaries"]
+                        .contains(&name.as_str())
+                {
+                    stack.push(path);
+                }
+                continue;
+            }
+            if artifacts::CONTEXT_FILES.contains(&name.as_str()) && dir == workspace {
+                continue;
+            }
+            if let Ok(m) = meta.modified()
+                && m >= since
+                && let Ok(rel) = path.strip_prefix(workspace)
+            {
+                found.push((m, rel.to_string_lossy().into_owned()));
+            }
+        }
+    }
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
+    found.into_iter().map(|(_, p)| p).collect()
+}
