@@ -685,6 +685,10 @@ impl Runner {
 
     pub(super) fn start_next(&mut self, name: &str) {
         let idle = self.live.get(name).is_some_and(|l| l.current.is_none());
+        // A task waiting first: readiness costs a look at tmux, every tick.
+        let Some(next) = self.queued(name).next().map(|t| t.id.clone()) else {
+            return;
+        };
         if !idle || !self.is_ready(name) {
             return;
         }
@@ -694,9 +698,6 @@ impl Runner {
             }
             self.settling.remove(name);
         }
-        let Some(next) = self.queued(name).next().map(|t| t.id.clone()) else {
-            return;
-        };
         let session = self.sessions[name].clone();
         let Some(t) = self.find_mut(&next) else {
             return;
