@@ -102,12 +102,23 @@ fn askers(
 
 /// A free loopback address for a listener's HTTP, the same across its restarts.
 fn free_addr() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+    // Below the kernel's ephemeral range (32768-60999 by default): a port from there
+    // can be taken, while the listener is down between a kill and its restart, by
+    // any process's `bind(:0)` or by the source port of any outgoing connection
+    // (the task tests beside this one make many), and the restarted listener would
+    // then serve elsewhere.
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    format!("127.0.0.1:{port}")
+        .subsec_nanos() as u64
+        ^ u64::from(std::process::id()) << 16;
+    for i in 0..1000u64 {
+        let port = 20_000 + (seed.wrapping_add(i.wrapping_mul(7919)) % 12_000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return format!("127.0.0.1:{port}");
+        }
+    }
+    panic!("no free port in 20000-31999");
 }
 
 /// The soaks' askers: enough that trouble lands mid-question, few enough that the
