@@ -83,22 +83,34 @@ fn everything_pending(spool: &Spool) -> Vec<Listed> {
     list
 }
 
-/// The pending requests of the listener serving `spool`, over its HTTP API.
-fn held_by_listener(spool: &Spool) -> Vec<RequestView> {
-    let Some(url) = ListenerInfo::running(spool).and_then(|l| l.http) else {
-        return Vec::new();
-    };
-    let listed = (|| {
+/// Asks the listener serving `spool` over its HTTP API: `call` with a client,
+/// answered within [`LISTENER_WAIT`]. `None` when no listener serves HTTP; else its
+/// URL and what it said.
+fn ask_listener<T, F, Fut>(spool: &Spool, call: F) -> Option<(String, Result<T>)>
+where
+    F: FnOnce(crate::api::client::Client) -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let url = ListenerInfo::running(spool).and_then(|l| l.http)?;
+    let said = (|| {
         let client = crate::api::client::Client::new(&url)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
         runtime.block_on(async {
-            tokio::time::timeout(LISTENER_WAIT, client.pending())
+            tokio::time::timeout(LISTENER_WAIT, call(client))
                 .await
                 .map_err(|_| anyhow::anyhow!("no answer within {LISTENER_WAIT:?}"))?
         })
     })();
+    Some((url, said))
+}
+
+/// The pending requests of the listener serving `spool`, over its HTTP API.
+fn held_by_listener(spool: &Spool) -> Vec<RequestView> {
+    let Some((url, listed)) = ask_listener(spool, |c| async move { c.pending().await }) else {
+        return Vec::new();
+    };
     listed.unwrap_or_else(|e| {
         eprintln!(
             "hitl: warning: the listener at {url} did not list its requests ({e:#}); \
@@ -243,33 +255,27 @@ fn agents_of(spool: &Spool, pending: &[Listed]) -> (Vec<agents::AgentRecord>, Ve
 /// The task sessions the project's listener runs (origin `task`): at work while a
 /// task runs, gone when their tmux session is; their queued tasks as their count.
 fn task_sessions(spool: &Spool) -> Vec<RemoteAgent> {
-    let Some(url) = ListenerInfo::running(spool).and_then(|l| l.http) else {
-        return Vec::new();
-    };
-    let listed = (|| {
-        let client = crate::api::client::Client::new(&url)?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        runtime.block_on(async {
-            let call = client.call(
+    let listed = ask_listener(spool, |c| async move {
+        let (_, v) = c
+            .call(
                 reqwest::Method::GET,
                 "/api/v1/task-sessions",
                 None,
                 "listing the task sessions",
-            );
-            let (_, v) = tokio::time::timeout(LISTENER_WAIT, call)
-                .await
-                .map_err(|_| anyhow::anyhow!("no answer within {LISTENER_WAIT:?}"))??;
-            anyhow::Ok(serde_json::from_value::<Vec<crate::tasks::SessionStatus>>(
-                v,
-            )?)
-        })
-    })();
-    let sessions = listed.unwrap_or_else(|e| {
-        tracing::debug!("no task sessions from {url}: {e:#}");
-        Vec::new()
+            )
+            .await?;
+        anyhow::Ok(serde_json::from_value::<Vec<crate::tasks::SessionStatus>>(
+            v,
+        )?)
     });
+    let sessions = match listed {
+        Some((_, Ok(s))) => s,
+        Some((url, Err(e))) => {
+            tracing::debug!("no task sessions from {url}: {e:#}");
+            Vec::new()
+        }
+        None => Vec::new(),
+    };
     sessions
         .into_iter()
         .map(|s| RemoteAgent {
