@@ -12,6 +12,8 @@ use serde_json::{Value, json};
 
 use crate::api::client::Client;
 use crate::spool::{ListenerInfo, Spool};
+use crate::tasks::files::TaskFiles;
+use crate::tasks::headless::is_headless;
 use crate::tasks::{SessionStatus, Submitted, TaskResult, TaskView, tmux::Tmux};
 
 /// `hitl task wait`: the task completed.
@@ -28,6 +30,10 @@ pub const EXIT_CANNOT_ASK: u8 = 3;
 pub enum TaskCommand {
     /// Start (or adopt) a session: an agent (default `claude`) in a tmux session of
     /// hitl's, working in one folder, taking one task at a time.
+    ///
+    /// `--command "claude -p"` runs headless instead, for servers without a
+    /// terminal: Claude Code in print mode once per task, asking for permissions
+    /// through hitl (`--permission-prompt-tool mcp__hitl__permission_prompt`).
     Session {
         /// Its name (letters, digits, `.`, `_`, `-`).
         name: String,
@@ -155,6 +161,11 @@ pub fn run(dir: Option<PathBuf>, command: TaskCommand) -> Result<u8> {
         TaskCommand::Attach { name } => {
             let tmux = Tmux::default();
             if !tmux.has_session(&name) {
+                if headless_session(dir.as_deref(), &name).is_some() {
+                    bail!(
+                        "session {name} runs headless (claude -p): there is no screen to attach to; `hitl task peek {name}` shows its output"
+                    );
+                }
                 bail!("no task session {name} (hitl task sessions lists them)");
             }
             let status = tmux
@@ -166,7 +177,11 @@ pub fn run(dir: Option<PathBuf>, command: TaskCommand) -> Result<u8> {
         TaskCommand::Peek { name, lines } => {
             let tmux = Tmux::default();
             if !tmux.has_session(&name) {
-                bail!("no task session {name} (hitl task sessions lists them)");
+                let Some(files) = headless_session(dir.as_deref(), &name) else {
+                    bail!("no task session {name} (hitl task sessions lists them)");
+                };
+                println!("{}", crate::tasks::headless::screen(&files, &name, lines));
+                return Ok(0);
             }
             println!("{}", tmux.capture(&name, lines)?);
             return Ok(0);
@@ -178,6 +193,17 @@ pub fn run(dir: Option<PathBuf>, command: TaskCommand) -> Result<u8> {
         .enable_all()
         .build()?;
     runtime.block_on(call(&client, command))
+}
+
+/// The task files of the project, if session `name` there runs headless.
+fn headless_session(dir: Option<&std::path::Path>, name: &str) -> Option<TaskFiles> {
+    let spool = Spool::locate(dir).ok()?;
+    let files = TaskFiles::new(&spool);
+    files
+        .load_sessions()
+        .iter()
+        .any(|s| s.name == name && is_headless(&s.command))
+        .then_some(files)
 }
 
 /// A client of the project's listener, which runs the tasks.
@@ -225,8 +251,13 @@ async fn call(client: &Client, command: TaskCommand) -> Result<u8> {
                 print_json(&v);
             } else {
                 let s: SessionStatus = serde_json::from_value(v)?;
+                let watch = if is_headless(&s.session.command) {
+                    "headless, once per task: hitl task peek"
+                } else {
+                    "hitl task attach"
+                };
                 println!(
-                    "session {} runs `{}` in {} (hitl task attach {} to watch)",
+                    "session {} runs `{}` in {} ({watch} {} to watch)",
                     s.session.name,
                     s.session.command.join(" "),
                     s.session.workspace.display(),
@@ -463,6 +494,23 @@ fn print_task(v: &TaskView) {
     if let Some(r) = &t.reason {
         println!("  {r}");
     }
+    if let Some(u) = &t.usage {
+        println!("  {}", usage_line(u));
+    }
+}
+
+/// `3 turns, 30 in / 15 out tokens, $0.0004`.
+fn usage_line(u: &crate::tasks::usage::TaskUsage) -> String {
+    let mut line = format!(
+        "{} turns, {} in / {} out tokens",
+        u.turns,
+        u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens,
+        u.output_tokens
+    );
+    if let Some(cost) = u.cost_usd {
+        line += &format!(", ${cost:.4}");
+    }
+    line
 }
 
 fn print_result(r: &TaskResult) {
@@ -480,5 +528,11 @@ fn print_result(r: &TaskResult) {
     }
     for l in &r.artifacts.left_out {
         println!("  left out {}: {}", l.path, l.reason);
+    }
+    match (r.duration_secs, &r.usage) {
+        (Some(d), Some(u)) => println!("Took {d:.1} s: {}", usage_line(u)),
+        (Some(d), None) => println!("Took {d:.1} s"),
+        (None, Some(u)) => println!("{}", usage_line(u)),
+        (None, None) => {}
     }
 }

@@ -61,6 +61,29 @@ impl TaskFiles {
         self.root.join("claude-settings.json")
     }
 
+    /// The MCP configuration headless agents are started with (hitl's server).
+    pub fn mcp_config(&self) -> PathBuf {
+        self.root.join("mcp.json")
+    }
+
+    /// The project these tasks belong to (the folder holding `.helpers/`).
+    pub fn project(&self) -> PathBuf {
+        self.root
+            .parent()
+            .and_then(Path::parent)
+            .map_or_else(|| self.root.clone(), Path::to_path_buf)
+    }
+
+    /// Where a headless run of task `id` leaves its output and pid.
+    pub fn run_files(&self, id: &str) -> super::headless::RunFiles {
+        let dir = self.task_dir(id);
+        super::headless::RunFiles {
+            stream: dir.join("stream.jsonl"),
+            stderr: dir.join("stderr.log"),
+            pid: dir.join("agent.pid"),
+        }
+    }
+
     fn sessions_dir(&self) -> PathBuf {
         self.root.join("sessions")
     }

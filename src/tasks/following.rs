@@ -9,6 +9,7 @@ use jiff::Timestamp;
 
 use super::agent::{AgentEvent, is_claude};
 use super::artifacts;
+use super::headless::is_headless;
 use super::prompt;
 use super::record::{Task, TaskState};
 use super::runner::{Ending, Runner, millis_since};
@@ -73,6 +74,11 @@ impl Runner {
             session.agent_session_id = ev.agent_session_id.clone();
             let s = session.clone();
             let _ = self.files.save_session(&s);
+        }
+        if let Some(path) = &ev.transcript_path
+            && let Some(l) = self.live.get_mut(&name)
+        {
+            l.transcript = Some(path.into());
         }
         let current = self.live.get(&name).and_then(|l| l.current.clone());
         match ev.event.as_str() {
@@ -179,11 +185,16 @@ impl Runner {
         self.save(id);
     }
 
-    /// Presses the session's interrupt key; the task ends once the agent stopped.
+    /// Presses the session's interrupt key (a headless agent is sent SIGTERM); the
+    /// task ends once the agent stopped.
     pub(super) fn interrupt(&mut self, name: &str, ending: Ending) {
-        let key = self.sessions[name].interrupt_key.clone();
-        if let Err(e) = self.tmux.send_keys(name, &[&key]) {
-            tracing::warn!("tasks: interrupting {name}: {e:#}");
+        if is_headless(&self.sessions[name].command) {
+            self.interrupt_headless(name);
+        } else {
+            let key = self.sessions[name].interrupt_key.clone();
+            if let Err(e) = self.tmux.send_keys(name, &[&key]) {
+                tracing::warn!("tasks: interrupting {name}: {e:#}");
+            }
         }
         if let Some(l) = self.live.get_mut(name) {
             l.interrupting = Some((Instant::now(), ending));
@@ -196,16 +207,25 @@ impl Runner {
         let Some(id) = self.live.get(name).and_then(|l| l.current.clone()) else {
             return;
         };
+        let headless = is_headless(&self.sessions[name].command);
+        if let Some(agent) = self.live.get_mut(name).and_then(|l| l.agent.take()) {
+            // It did not stop in time.
+            super::headless::signal(agent, nix::sys::signal::Signal::SIGKILL);
+        }
         match ending {
             Ending::Canceled => {
                 self.end(&id, TaskState::Canceled, None, Some("canceled".into()));
             }
-            Ending::TimedOut => {
+            Ending::TimedOut | Ending::Ended => {
                 let Some(task) = self.find(&id).cloned() else {
                     return;
                 };
                 let workspace = self.sessions[name].workspace.clone();
-                let pane = self.tmux.capture(name, 100).unwrap_or_default();
+                let pane = if headless {
+                    super::headless::screen(&self.files, name, 100)
+                } else {
+                    self.tmux.capture(name, 100).unwrap_or_default()
+                };
                 let since = task.started_at.unwrap_or(task.submitted_at);
                 let changed = changed_files(&workspace, since);
                 let text = summary::fallback(&id, &pane, &changed);
@@ -213,7 +233,16 @@ impl Runner {
                 if let Err(e) = std::fs::write(&path, &text) {
                     tracing::error!("tasks: writing {}: {e}", path.display());
                 }
-                self.finish(&task, &workspace, &path, &text, true);
+                let why = match ending {
+                    Ending::TimedOut => format!(
+                        "timed out after {} s without a summary; the summary is hitl's fallback",
+                        task.timeout_secs
+                    ),
+                    _ => "the agent ended without a summary (reminded once); the summary is \
+                          hitl's fallback"
+                        .to_string(),
+                };
+                self.finish(&task, &workspace, &path, &text, Some(why));
             }
         }
         self.start_next_everywhere();

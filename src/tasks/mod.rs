@@ -10,20 +10,25 @@
 //! `files` where (`.helpers/tasks/`); `prompt` what a task says to the agent (the
 //! context files and the typed text); `summary` reads a summary (and writes the
 //! fallback one); `artifacts` picks what a task returns, each path resolved inside
-//! the workspace; `tmux` drives hitl's tmux server; `event` is `hitl task event`, the
-//! agents' hooks' side.
+//! the workspace; `tmux` drives hitl's tmux server, `headless` runs `claude -p` once
+//! per task instead; `usage` reads what a task cost; `nesting` keeps Claude Code's
+//! session markers from its agents; `event` is `hitl task event`, the agents' hooks'
+//! side.
 
 pub mod agent;
 pub mod artifacts;
 pub mod event;
 pub mod files;
 mod following;
+pub mod headless;
+mod nesting;
 pub mod prompt;
 pub mod record;
 pub mod runner;
 pub mod spec;
 pub mod summary;
 pub mod tmux;
+pub mod usage;
 
 pub use record::{SessionStatus, Task, TaskResult, TaskSession, TaskState};
 pub use runner::TaskHandle;

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::artifacts::Artifacts;
 use super::summary::{Outcome, Summary};
+use super::usage::TaskUsage;
 use crate::protocol::Priority;
 
 /// A task's state, as A2A names them.
@@ -133,6 +134,9 @@ pub struct Task {
     /// How many times it was retried.
     #[serde(default)]
     pub attempt: u32,
+    /// Its turns, tokens and cost, where the agent reports them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TaskUsage>,
 }
 
 impl Task {
@@ -165,6 +169,9 @@ pub struct TaskResult {
     /// Seconds from typed in to ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_secs: Option<f64>,
+    /// Its turns, tokens and cost, where the agent reports them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TaskUsage>,
 }
 
 /// A session: an agent in a tmux session of hitl's, working in one folder.

@@ -21,11 +21,14 @@ use super::agent::{
 };
 use super::artifacts::{self, DEFAULT_MAX_BYTES};
 use super::files::TaskFiles;
+use super::headless::{self, is_headless};
 use super::prompt;
 use super::record::{SessionStatus, Task, TaskResult, TaskSession, TaskState};
 use super::spec::{SessionSpec, Submitted, TaskError, TaskSpec, TaskView};
 use super::summary::{self, Outcome};
 use super::tmux::{NewSession, Tmux};
+use super::usage;
+use crate::runtime::process::is_alive;
 use crate::spool::watch::{SpoolEvent, SpoolWatcher};
 
 /// The default time a task may work, in seconds (seed 002's).
@@ -77,6 +80,8 @@ pub(super) enum Command {
         id: String,
         result: Result<(), String>,
     },
+    /// A headless agent working on task `id` exited.
+    Exited { id: String },
 }
 
 /// The runner's handle: cheap to clone, every call a message to its task.
@@ -181,6 +186,12 @@ pub(super) struct Live {
     pub(super) ended: Option<String>,
     /// The questions to a human the agent asked for the task that still wait.
     pub(super) asking: std::collections::HashSet<String>,
+    /// The transcript the agent's hooks named (its turns and tokens).
+    pub(super) transcript: Option<PathBuf>,
+    /// A headless agent's process, while it runs.
+    pub(super) agent: Option<crate::runtime::process::ProcessRef>,
+    /// That process was started by an earlier listener: its exit is seen by looking.
+    pub(super) adopted: bool,
 }
 
 /// How an interrupted task ends.
@@ -190,6 +201,9 @@ pub(super) enum Ending {
     TimedOut,
     /// A cancel.
     Canceled,
+    /// The agent ended its work (a headless run exited, reminded once) without a
+    /// summary: seed 002's fallback summary, completed and partial.
+    Ended,
 }
 
 /// The runner's state.
@@ -340,6 +354,7 @@ impl Runner {
                 self.start_next_everywhere();
             }
             Command::Sent { id, result } => self.sent(&id, result),
+            Command::Exited { id } => self.headless_exited(&id),
         }
     }
 
@@ -348,7 +363,7 @@ impl Runner {
         let session = self.sessions[name].clone();
         let current = self.live.get(name).and_then(|l| l.current.clone());
         SessionStatus {
-            alive: self.tmux.has_session(name),
+            alive: is_headless(&session.command) || self.tmux.has_session(name),
             is_executing: current.is_some(),
             current_task_id: current,
             queued_tasks: self.queued(name).count(),
@@ -455,6 +470,10 @@ impl Runner {
                 self.agents
             )));
         }
+        let headless = is_headless(&command);
+        if headless {
+            headless::check(&command).map_err(TaskError::Invalid)?;
+        }
         let session = TaskSession {
             name: spec.name.clone(),
             workspace: workspace.clone(),
@@ -463,14 +482,15 @@ impl Runner {
                 .clone()
                 .unwrap_or_else(|| "Escape".into()),
             created_at: Timestamp::now(),
-            ready: false,
+            // A headless agent is started for each task.
+            ready: headless,
             agent_session_id: None,
             command,
         };
         prompt::exclude_from_git(&workspace).map_err(|e| TaskError::Failed(format!("{e:#}")))?;
         std::fs::create_dir_all(workspace.join("summaries"))
             .map_err(|e| TaskError::Failed(format!("creating summaries/: {e}")))?;
-        if !self.tmux.has_session(&session.name) {
+        if !headless && !self.tmux.has_session(&session.name) {
             self.start_agent(&session, None)?;
         }
         self.watch_summaries(&session);
@@ -598,6 +618,7 @@ impl Runner {
             fallback_summary: false,
             seq: self.next_seq,
             attempt,
+            usage: None,
         };
         self.next_seq += 1;
         self.files
@@ -717,6 +738,17 @@ impl Runner {
         };
         self.save(&next);
         self.files.set_current_task(name, Some(&next));
+        if is_headless(&session.command) {
+            if let Err(e) = self.run_headless(name, &next, prompt::typed(&task), None) {
+                self.end(
+                    &next,
+                    TaskState::Failed,
+                    None,
+                    Some(format!("the agent could not be started: {e:#}")),
+                );
+            }
+            return;
+        }
         self.type_in(name, prompt::typed(&task), Some(next));
     }
 
@@ -762,7 +794,7 @@ impl Runner {
         let Some(s) = self.sessions.get(name) else {
             return false;
         };
-        if s.ready {
+        if s.ready || is_headless(&s.command) {
             return true;
         }
         if !self.tmux.has_session(name) || self.tmux.pane_dead(name) {
@@ -789,6 +821,7 @@ impl Runner {
         for s in &sessions {
             self.watch_summaries(s);
         }
+        let mut gone = Vec::new();
         let running: Vec<(String, String)> = self
             .tasks
             .iter()
@@ -807,9 +840,22 @@ impl Runner {
             }
             let live = self.live.entry(session.clone()).or_default();
             live.current = Some(id.clone());
+            if is_headless(&self.sessions[&session].command) {
+                // The agent may work on: followed by pid, its output by file.
+                match headless::running(&self.files.run_files(&id).pid) {
+                    Some(agent) => {
+                        live.agent = Some(agent);
+                        live.adopted = true;
+                    }
+                    None => gone.push(id.clone()),
+                }
+            }
             self.check_summary(&session);
         }
         self.read_agent_events();
+        for id in gone {
+            self.headless_exited(&id);
+        }
     }
 
     pub(super) fn on_file_event(&mut self, ev: SpoolEvent) {
@@ -862,18 +908,21 @@ impl Runner {
         if !summary::is_complete(&text) {
             return;
         }
-        self.finish(&task, &workspace, &path, &text, false);
+        self.finish(&task, &workspace, &path, &text, None);
     }
 
-    /// Ends `task` with the summary at `path` (the agent's, or hitl's fallback).
+    /// Ends `task` with the summary at `path`: the agent's, or hitl's fallback
+    /// (`fallback` says why there is one).
     pub(super) fn finish(
         &mut self,
         task: &Task,
         workspace: &Path,
         path: &Path,
         text: &str,
-        fallback: bool,
+        fallback: Option<String>,
     ) {
+        let reason = fallback;
+        let fallback = reason.is_some();
         let parsed = summary::parse(text);
         let artifacts =
             artifacts::collect(workspace, path, &parsed.deliverables, DEFAULT_MAX_BYTES);
@@ -886,6 +935,11 @@ impl Runner {
         let duration_secs = task
             .started_at
             .map(|s| (Timestamp::now().as_millisecond() - s.as_millisecond()) as f64 / 1000.0);
+        // A headless run reports its own; an interactive one's transcript has them.
+        let usage = task.usage.clone().or_else(|| {
+            let transcript = self.live.get(&task.session)?.transcript.clone()?;
+            usage::from_transcript(&transcript, task.started_at?)
+        });
         let result = TaskResult {
             task_id: task.id.clone(),
             state: TaskState::Completed,
@@ -895,30 +949,29 @@ impl Runner {
             status_txt: read("STATUS.txt"),
             errors_md: read("ERRORS.md"),
             duration_secs,
+            usage: usage.clone(),
         };
         if let Err(e) = self.files.save_result(&result) {
             tracing::error!("tasks: writing {}'s RESULTS.json: {e:#}", task.id);
         }
         if let Some(t) = self.find_mut(&task.id) {
             t.fallback_summary = fallback;
+            t.usage = usage;
         }
-        // The summary is the agent's last act but one: its turn ends after it.
+        // The summary is the agent's last act but one: its turn ends after it (a
+        // headless agent's process exits).
         let stopped = self.live.get(&task.session).is_some_and(|l| l.stopped);
-        if !fallback
-            && !stopped
-            && self
-                .sessions
-                .get(&task.session)
-                .is_some_and(|s| is_claude(&s.command))
-        {
+        let running = self
+            .live
+            .get(&task.session)
+            .is_some_and(|l| l.agent.is_some());
+        let claude = self
+            .sessions
+            .get(&task.session)
+            .is_some_and(|s| is_claude(&s.command));
+        if !fallback && claude && (!stopped || running) {
             self.settling.insert(task.session.clone(), Instant::now());
         }
-        let reason = fallback.then(|| {
-            format!(
-                "timed out after {} s without a summary; the summary is hitl's fallback",
-                task.timeout_secs
-            )
-        });
         self.end(&task.id, TaskState::Completed, Some(outcome), reason);
     }
 
@@ -976,8 +1029,19 @@ impl Runner {
             let Some(t) = self.find(&id).cloned() else {
                 continue;
             };
-            // Once a second: is the agent still there?
-            if self.ticks.is_multiple_of(10) && !self.agent_alive(&name, &id) {
+            if is_headless(&self.sessions[&name].command) {
+                // An agent an earlier listener started: is it still there?
+                if self.ticks.is_multiple_of(10)
+                    && let Some(l) = self.live.get(&name)
+                    && l.adopted
+                    && l.agent
+                        .is_some_and(|a| !is_alive(a.pid, Some(a.start_time)))
+                {
+                    self.headless_exited(&id);
+                    continue;
+                }
+            } else if self.ticks.is_multiple_of(10) && !self.agent_alive(&name, &id) {
+                // Once a second: is the agent still there?
                 continue;
             }
             if self.live.get(&name).is_some_and(|l| l.retype) {

@@ -61,10 +61,8 @@ impl Tmux {
     fn command(&self) -> Command {
         let mut c = Command::new("tmux");
         c.arg("-L").arg(&self.socket);
-        for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with("CLAUDE") {
-                c.env_remove(name);
-            }
+        for name in super::nesting::inherited() {
+            c.env_remove(name);
         }
         c.stdin(Stdio::null());
         c
@@ -104,7 +102,7 @@ impl Tmux {
     }
 
     /// Starts a detached session of [`PANE_COLUMNS`]×[`PANE_ROWS`] running
-    /// `s.command` in `s.dir`, with `s.env` set (`CLAUDE*` variables removed). The
+    /// `s.command` in `s.dir`, with `s.env` set (Claude Code's nesting variables removed). The
     /// session stays when the program exits, so its last screen can be read.
     pub fn new_session(&self, s: &NewSession) -> Result<()> {
         if s.command.is_empty() {
@@ -131,16 +129,13 @@ impl Tmux {
             args.push("-e".into());
             args.push(format!("{k}={v}"));
         }
-        // The program itself, through env(1): its CLAUDE* variables out even on a
+        // The program itself, through env(1): the nesting variables out even on a
         // server that was started with them.
         args.push("--".into());
         args.push("env".into());
-        for (name, _) in std::env::vars_os() {
-            let name = name.to_string_lossy().into_owned();
-            if name.starts_with("CLAUDE") {
-                args.push("-u".into());
-                args.push(name);
-            }
+        for name in super::nesting::inherited() {
+            args.push("-u".into());
+            args.push(name);
         }
         args.extend(s.command.iter().cloned());
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();

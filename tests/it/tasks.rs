@@ -411,6 +411,12 @@ fn a_task_reaches_claude_code_and_returns_its_summary_and_deliverables() {
     assert_eq!(result["summary"]["objective"], format!("Task {id}"));
     assert_eq!(result["summary"]["tests"]["verdict"], "passed");
     assert_eq!(result["summary"]["tests"]["passed"], 3);
+    // Turns and tokens from Claude Code's transcript (its hooks name it), up to the
+    // summary: the files written, then the summary. No cost: it does not write one.
+    let usage = &result["usage"];
+    assert!(usage["turns"].as_u64().unwrap() >= 2, "{result:#}");
+    assert!(usage["output_tokens"].as_u64().unwrap() > 0, "{result:#}");
+    assert!(usage.get("cost_usd").is_none(), "{result:#}");
     let paths: Vec<&str> = result["artifacts"]
         .as_array()
         .unwrap()
@@ -912,4 +918,169 @@ fn a_task_whose_agent_asks_a_human_waits_in_input_required() {
     assert_eq!(ended["outcome"], "completed", "{ended:#}");
     assert!(ended["waited_ms"].as_u64().unwrap() >= 20_000, "{ended:#}");
     assert!(!ws.join("build").exists());
+}
+
+/// The headless mode: `--command "claude -p"` runs the same task through Claude Code's
+/// print mode, once per task. Its writes need permission, which it asks through
+/// hitl's MCP tool (`--permission-prompt-tool mcp__hitl__permission_prompt`, added by
+/// hitl): each becomes a question naming the task, which waits in input-required
+/// until a person answers. The result has the summary, the deliverables, and the
+/// turns, tokens and cost `claude -p` reported; `peek` shows its output.
+#[test]
+fn the_headless_mode_runs_the_same_task_through_claude_print_mode() {
+    let Some(rig) = ClaudeRig::start() else {
+        return;
+    };
+    let project = Project::new();
+    let _listener = rig.listen_with(&project, &["--attended"]);
+    let workspace = project.tmp.path().join("ws-headless");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let ws = workspace.canonicalize().unwrap();
+    rig.trust(&ws);
+    let command = format!("{} -p", rig.claude.display());
+    let wss = ws.to_string_lossy().into_owned();
+    let s = rig.task_json(
+        &project,
+        &[
+            "session",
+            "printer",
+            "--workspace",
+            &wss,
+            "--command",
+            &command,
+        ],
+    );
+    assert_eq!(
+        (&s["alive"], &s["ready"]),
+        (&json!(true), &json!(true)),
+        "{s:#}"
+    );
+    let instruction = scripted(
+        "Write the report",
+        json!({ "write": { "report.txt": "all good\n" }, "deliverables": ["report.txt"] }),
+    );
+    let id = rig.task_json(&project, &["submit", "printer", &instruction]);
+    let id = id["task"]["id"].as_str().unwrap().to_string();
+    // Two writes (the report, then the summary), each asked of a person.
+    for file in ["report.txt", &format!("summaries/{id}.md")] {
+        let start = std::time::Instant::now();
+        let question = loop {
+            let found = project.pending().into_iter().find(|q| {
+                q["labels"]
+                    .as_array()
+                    .is_some_and(|l| l.iter().any(|t| t == &json!(format!("#{id}"))))
+            });
+            if let Some(q) = found {
+                break q;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no question for {file}: {:?}\n{:#}\n{}",
+                project.pending(),
+                rig.task_json(&project, &["status", &id]),
+                rig.peek(&project)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(question["type"], "permission", "{question:#}");
+        assert!(
+            question["content"].as_str().unwrap().contains(file),
+            "{question:#}"
+        );
+        crate::support::eventually("input-required", Duration::from_secs(10), || {
+            rig.task_json(&project, &["status", &id])["state"] == "input-required"
+        });
+        let out = project.run(&["answer", question["id"].as_str().unwrap(), "--approve"]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let out = rig.task(&project, &["wait", &id, "--timeout", "60", "--json"]);
+    let ended: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{ended:#}\n{}",
+        rig.peek(&project)
+    );
+    assert_eq!(
+        (
+            &ended["state"],
+            &ended["outcome"],
+            &ended["fallback_summary"]
+        ),
+        (&json!("completed"), &json!("completed"), &json!(false)),
+        "{ended:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("report.txt")).unwrap(),
+        "all good\n"
+    );
+    // What the run cost is known once Claude Code has exited, just after its summary.
+    crate::support::eventually("the usage", Duration::from_secs(20), || {
+        rig.task_json(&project, &["status", &id])["usage"].is_object()
+    });
+    let ended = rig.task_json(&project, &["status", &id]);
+    let result = rig.task_json(&project, &["result", &id]);
+    let paths: Vec<&str> = result["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, [format!("summaries/{id}.md").as_str(), "report.txt"]);
+    let usage = &result["usage"];
+    assert!(usage["turns"].as_u64().unwrap() >= 3, "{result:#}");
+    assert!(usage["output_tokens"].as_u64().unwrap() > 0, "{result:#}");
+    assert!(usage["cost_usd"].as_f64().unwrap() > 0.0, "{result:#}");
+    assert_eq!(ended["usage"], *usage);
+    // Its output, read, where a tmux session would show its screen.
+    let out = rig.task(&project, &["peek", "printer"]);
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        screen.contains("● Write(") && screen.contains(&format!("Finished {id}")),
+        "{screen}"
+    );
+    let out = rig.task(&project, &["attach", "printer"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("headless"),
+        "{out:?}"
+    );
+    // A run that ends without its summary is resumed once with the reminder, then
+    // given seed 002's fallback summary.
+    let lazy = scripted("Think only", json!({ "summary": false }));
+    let lazy = rig.task_json(&project, &["submit", "printer", &lazy]);
+    let lazy = lazy["task"]["id"].as_str().unwrap().to_string();
+    let out = rig.task(&project, &["wait", &lazy, "--timeout", "60", "--json"]);
+    let ended: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        (
+            &ended["state"],
+            &ended["outcome"],
+            &ended["fallback_summary"]
+        ),
+        (&json!("completed"), &json!("partial"), &json!(true)),
+        "{ended:#}\n{}",
+        rig.peek(&project)
+    );
+    assert!(
+        ended["reason"]
+            .as_str()
+            .unwrap()
+            .contains("without a summary"),
+        "{ended:#}"
+    );
+    let log = std::fs::read_to_string(rig._tmp.path().join("api.log")).unwrap();
+    assert!(
+        log.contains(&format!(
+            "Task {lazy}: you stopped, but summaries/{lazy}.md does not exist yet"
+        )),
+        "the reminder was not sent:\n{log}"
+    );
+    let result = rig.task_json(&project, &["result", &lazy]);
+    assert!(
+        result["summary"]["sections"]
+            .to_string()
+            .contains("Summary not created by Claude Code"),
+        "{result:#}"
+    );
 }

@@ -1,0 +1,343 @@
+//! What a task cost, as the agent reports it: `claude -p --output-format stream-json`
+//! ends with a `result` line (turns, tokens, `total_cost_usd`); an interactive Claude
+//! Code writes every model reply, with its token counts, to its transcript (the path
+//! its hooks give), but no cost.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Turns, tokens and cost of a task, where the agent reports them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TaskUsage {
+    /// Model replies (Claude Code's `num_turns`).
+    pub turns: u64,
+    /// Input tokens, not counting the cache.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Input tokens read from the prompt cache.
+    #[serde(default)]
+    pub cache_read_input_tokens: u64,
+    /// Input tokens written to the prompt cache.
+    #[serde(default)]
+    pub cache_creation_input_tokens: u64,
+    /// What it cost in US dollars, as the agent reckons it (headless sessions only:
+    /// an interactive Claude Code does not write it per turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Milliseconds spent waiting for the model, where reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_duration_ms: Option<u64>,
+}
+
+impl TaskUsage {
+    /// `self` and `more` together (a task run twice: its work, then a reminder).
+    pub fn add(&mut self, more: &TaskUsage) {
+        self.turns += more.turns;
+        self.input_tokens += more.input_tokens;
+        self.output_tokens += more.output_tokens;
+        self.cache_read_input_tokens += more.cache_read_input_tokens;
+        self.cache_creation_input_tokens += more.cache_creation_input_tokens;
+        self.cost_usd = match (self.cost_usd, more.cost_usd) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+        self.api_duration_ms = match (self.api_duration_ms, more.api_duration_ms) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+    }
+
+    /// Adds one reply's `usage` object.
+    fn add_tokens(&mut self, usage: &Value) {
+        let n = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+        self.input_tokens += n("input_tokens");
+        self.output_tokens += n("output_tokens");
+        self.cache_read_input_tokens += n("cache_read_input_tokens");
+        self.cache_creation_input_tokens += n("cache_creation_input_tokens");
+    }
+}
+
+/// How a `claude -p --output-format stream-json` run ended, read from its output.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StreamEnd {
+    /// Claude Code's session id (to `--resume` it).
+    pub session_id: Option<String>,
+    /// The `result` line's figures, when the run got that far.
+    pub usage: Option<TaskUsage>,
+    /// Whether the run ended in an error (`is_error`).
+    pub is_error: bool,
+    /// The result's text (the last reply, or what went wrong).
+    pub result: Option<String>,
+    /// The HTTP status of a failed model call (`api_error_status`), e.g. 401.
+    pub api_error_status: Option<u64>,
+}
+
+impl StreamEnd {
+    /// Whether the run failed because the agent is not logged in (or its key is
+    /// refused): the task needs a person to log in, not a retry.
+    pub fn needs_login(&self) -> bool {
+        if !self.is_error {
+            return false;
+        }
+        if matches!(self.api_error_status, Some(401 | 403)) {
+            return true;
+        }
+        let text = self.result.as_deref().unwrap_or("").to_ascii_lowercase();
+        [
+            "invalid api key",
+            "/login",
+            "not logged in",
+            "authentication_error",
+            "oauth token",
+        ]
+        .iter()
+        .any(|w| text.contains(w))
+    }
+}
+
+/// Reads a stream-json output file: its session id and its `result` line.
+pub fn read_stream(path: &Path) -> StreamEnd {
+    let mut end = StreamEnd::default();
+    let Ok(file) = std::fs::File::open(path) else {
+        return end;
+    };
+    for line in BufReader::new(file).lines().map_while(Result::ok) {
+        let Ok(v) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if let Some(id) = v.get("session_id").and_then(Value::as_str) {
+            end.session_id = Some(id.to_string());
+        }
+        if v.get("type").and_then(Value::as_str) != Some("result") {
+            continue;
+        }
+        let mut usage = TaskUsage {
+            turns: v.get("num_turns").and_then(Value::as_u64).unwrap_or(0),
+            cost_usd: v.get("total_cost_usd").and_then(Value::as_f64),
+            api_duration_ms: v.get("duration_api_ms").and_then(Value::as_u64),
+            ..TaskUsage::default()
+        };
+        if let Some(u) = v.get("usage") {
+            usage.add_tokens(u);
+        }
+        end.usage = Some(usage);
+        end.is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+        end.result = v.get("result").and_then(Value::as_str).map(str::to_string);
+        end.api_error_status = v.get("api_error_status").and_then(Value::as_u64);
+    }
+    end
+}
+
+/// The stream-json output as lines a person reads (the replies' text, the tools
+/// called), for `hitl task peek` and the fallback summary of a headless task.
+pub fn render_stream(path: &Path) -> String {
+    let Ok(file) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let mut out = String::new();
+    for line in BufReader::new(file).lines().map_while(Result::ok) {
+        let Ok(v) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        match v.get("type").and_then(Value::as_str) {
+            Some("assistant") => {
+                for block in content(&v) {
+                    match block.get("type").and_then(Value::as_str) {
+                        Some("text") => {
+                            let text = block.get("text").and_then(Value::as_str).unwrap_or("");
+                            out.push_str(&format!("● {}\n", text.trim_end()));
+                        }
+                        Some("tool_use") => {
+                            let name = block.get("name").and_then(Value::as_str).unwrap_or("?");
+                            let input = block.get("input").cloned().unwrap_or(Value::Null);
+                            let shown = ["file_path", "command", "pattern", "url"]
+                                .iter()
+                                .find_map(|k| input.get(*k).and_then(Value::as_str))
+                                .map(str::to_string)
+                                .unwrap_or_default();
+                            out.push_str(&format!("● {name}({shown})\n"));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Some("user") => {
+                for block in content(&v) {
+                    if block.get("type").and_then(Value::as_str) != Some("tool_result") {
+                        continue;
+                    }
+                    let text = match block.get("content") {
+                        Some(Value::String(s)) => s.clone(),
+                        Some(Value::Array(parts)) => parts
+                            .iter()
+                            .filter_map(|p| p.get("text").and_then(Value::as_str))
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                        _ => String::new(),
+                    };
+                    let first: String = text
+                        .lines()
+                        .next()
+                        .unwrap_or("")
+                        .chars()
+                        .take(200)
+                        .collect();
+                    out.push_str(&format!("  ⎿ {first}\n"));
+                }
+            }
+            Some("result") => {
+                let text = v.get("result").and_then(Value::as_str).unwrap_or("");
+                let kind = v.get("subtype").and_then(Value::as_str).unwrap_or("result");
+                out.push_str(&format!("[{kind}] {}\n", text.trim_end()));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn content(v: &Value) -> impl Iterator<Item = &Value> {
+    v.pointer("/message/content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
+/// The turns and tokens of the model replies an interactive Claude Code wrote to its
+/// transcript (JSONL) at or after `since`. A reply is written once per content block,
+/// each line with the same usage: counted once, by its request.
+pub fn from_transcript(path: &Path, since: Timestamp) -> Option<TaskUsage> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut usage = TaskUsage::default();
+    let mut seen = std::collections::HashSet::new();
+    for line in BufReader::new(file).lines().map_while(Result::ok) {
+        let Ok(v) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if v.get("type").and_then(Value::as_str) != Some("assistant")
+            || v.get("isSidechain").and_then(Value::as_bool) == Some(true)
+        {
+            continue;
+        }
+        let at = v
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .and_then(|t| t.parse::<Timestamp>().ok());
+        if at.is_none_or(|at| at < since) {
+            continue;
+        }
+        let key = v
+            .get("requestRef")
+            .or_else(|| v.get("requestId"))
+            .or_else(|| v.pointer("/message/id"))
+            .map(Value::to_string)
+            .unwrap_or_default();
+        if !seen.insert(key) {
+            continue;
+        }
+        usage.turns += 1;
+        if let Some(u) = v.pointer("/message/usage") {
+            usage.add_tokens(u);
+        }
+    }
+    (usage.turns > 0).then_some(usage)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_result_gives_turns_tokens_and_cost() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stream.jsonl");
+        std::fs::write(
+            &path,
+            concat!(
+                r#"{"type":"system","subtype":"init","session_id":"s-1"}"#,
+                "\n",
+                r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Hi"},{"type":"tool_use","name":"Write","input":{"file_path":"a.txt"}}]}}"#,
+                "\n",
+                r#"{"type":"user","message":{"content":[{"type":"tool_result","content":"done"}]}}"#,
+                "\nnot json\n",
+                r#"{"type":"result","subtype":"success","is_error":false,"num_turns":3,"total_cost_usd":0.5,"duration_api_ms":97,"session_id":"s-1","result":"Finished.","usage":{"input_tokens":30,"output_tokens":15,"cache_read_input_tokens":7}}"#,
+                "\n"
+            ),
+        )
+        .unwrap();
+        let end = read_stream(&path);
+        assert_eq!(end.session_id.as_deref(), Some("s-1"));
+        let usage = end.usage.clone().unwrap();
+        assert_eq!(
+            (
+                usage.turns,
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cache_read_input_tokens
+            ),
+            (3, 30, 15, 7)
+        );
+        assert_eq!(usage.cost_usd, Some(0.5));
+        assert!(!end.needs_login());
+        let shown = render_stream(&path);
+        assert_eq!(
+            shown,
+            "● Hi\n● Write(a.txt)\n  ⎿ done\n[success] Finished.\n"
+        );
+    }
+
+    #[test]
+    fn a_refused_key_is_a_login_to_do() {
+        let end = StreamEnd {
+            is_error: true,
+            api_error_status: Some(401),
+            ..StreamEnd::default()
+        };
+        assert!(end.needs_login());
+        let end = StreamEnd {
+            is_error: true,
+            result: Some("Invalid API key · Please run /login".into()),
+            ..StreamEnd::default()
+        };
+        assert!(end.needs_login());
+        let end = StreamEnd {
+            is_error: true,
+            result: Some("Overloaded".into()),
+            api_error_status: Some(529),
+            ..StreamEnd::default()
+        };
+        assert!(!end.needs_login());
+    }
+
+    #[test]
+    fn transcript_replies_are_counted_once_each_from_the_tasks_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let line = |at: &str, req: &str, out: u64| {
+            format!(
+                r#"{{"type":"assistant","timestamp":"{at}","requestRef":"{req}","message":{{"id":"msg","usage":{{"input_tokens":10,"output_tokens":{out}}}}}}}"#
+            )
+        };
+        let text = [
+            line("2026-01-01T00:00:00Z", "r0", 100),
+            line("2026-01-01T00:01:00Z", "r1", 5),
+            line("2026-01-01T00:01:00Z", "r1", 5),
+            r#"{"type":"user","timestamp":"2026-01-01T00:01:01Z"}"#.to_string(),
+            line("2026-01-01T00:02:00Z", "r2", 6),
+        ]
+        .join("\n");
+        std::fs::write(&path, text).unwrap();
+        let since: Timestamp = "2026-01-01T00:00:30Z".parse().unwrap();
+        let usage = from_transcript(&path, since).unwrap();
+        assert_eq!(
+            (usage.turns, usage.input_tokens, usage.output_tokens),
+            (2, 20, 11)
+        );
+        assert_eq!(usage.cost_usd, None);
+    }
+}
