@@ -294,6 +294,49 @@ impl Runner {
         self.interrupted(&name, Ending::Ended);
     }
 
+    /// Reads what task `id`'s headless run has written since the last look: an API
+    /// call refused for its credentials stops the run, and the task is
+    /// `auth-required` (Claude Code would retry it for minutes).
+    pub(super) fn follow_stream(&mut self, name: &str, id: &str) {
+        use std::io::{BufRead, Seek};
+        let Some(offset) = self.live.get(name).map(|l| l.stream_read) else {
+            return;
+        };
+        let path = self.files.run_files(id).stream;
+        let Ok(mut file) = std::fs::File::open(&path) else {
+            return;
+        };
+        if file.seek(std::io::SeekFrom::Start(offset)).is_err() {
+            return;
+        }
+        let mut read = offset;
+        let mut refused = None;
+        let mut lines = std::io::BufReader::new(file);
+        let mut line = String::new();
+        // Whole lines only: a line being written is read next time.
+        while lines.read_line(&mut line).is_ok_and(|n| n > 0) && line.ends_with('\n') {
+            read += line.len() as u64;
+            refused = refused.or_else(|| usage::refuses_login(&line));
+            line.clear();
+        }
+        if let Some(l) = self.live.get_mut(name) {
+            l.stream_read = read;
+        }
+        if let Some(why) = refused {
+            let agent = self.live.get_mut(name).and_then(|l| l.agent.take());
+            if let Some(agent) = agent {
+                signal(agent, nix::sys::signal::Signal::SIGTERM);
+            }
+            self.end(
+                id,
+                TaskState::AuthRequired,
+                None,
+                Some(format!("the agent needs a login: {why}")),
+            );
+            self.start_next_everywhere();
+        }
+    }
+
     /// Records the usage of task `id`, ended before its agent exited, in its record
     /// and its RESULTS.json, and lets its session go on.
     fn usage_after_the_end(&mut self, id: &str, usage: Option<usage::TaskUsage>) {

@@ -30,7 +30,8 @@ pub enum TaskState {
     Canceled,
     /// Refused: no such session.
     Rejected,
-    /// The agent needs a login before it can work.
+    /// The agent needs a login before it can work (its API calls were refused); it
+    /// was stopped, and the task is retried once someone has logged it in.
     AuthRequired,
 }
 
@@ -61,11 +62,17 @@ impl TaskState {
         }
     }
 
-    /// Whether it has ended (nothing will change it but a retry).
+    /// Whether it has ended (nothing will change it but a retry). `auth-required`
+    /// has: the agent was stopped, and once someone has logged it in, a retry runs
+    /// the task again.
     pub fn is_final(self) -> bool {
         matches!(
             self,
-            TaskState::Completed | TaskState::Failed | TaskState::Canceled | TaskState::Rejected
+            TaskState::Completed
+                | TaskState::Failed
+                | TaskState::Canceled
+                | TaskState::Rejected
+                | TaskState::AuthRequired
         )
     }
 }

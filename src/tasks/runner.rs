@@ -192,6 +192,8 @@ pub(super) struct Live {
     pub(super) agent: Option<crate::runtime::process::ProcessRef>,
     /// That process was started by an earlier listener: its exit is seen by looking.
     pub(super) adopted: bool,
+    /// How far its output (`stream.jsonl`) has been read.
+    pub(super) stream_read: u64,
 }
 
 /// How an interrupted task ends.
@@ -1030,6 +1032,12 @@ impl Runner {
                 continue;
             };
             if is_headless(&self.sessions[&name].command) {
+                if self.ticks.is_multiple_of(10) {
+                    self.follow_stream(&name, &id);
+                    if self.live.get(&name).and_then(|l| l.current.as_deref()) != Some(&id) {
+                        continue;
+                    }
+                }
                 // An agent an earlier listener started: is it still there?
                 if self.ticks.is_multiple_of(10)
                     && let Some(l) = self.live.get(&name)

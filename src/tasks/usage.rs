@@ -100,6 +100,25 @@ impl StreamEnd {
     }
 }
 
+/// Whether a stream-json line says the model API refused the agent's credentials
+/// (Claude Code retries a 401 ten times over minutes, saying so each time).
+pub fn refuses_login(line: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(line).ok()?;
+    if v.get("type").and_then(Value::as_str) != Some("system")
+        || v.get("subtype").and_then(Value::as_str) != Some("api_retry")
+    {
+        return None;
+    }
+    let status = v.get("error_status").and_then(Value::as_u64);
+    let error = v.get("error").and_then(Value::as_str).unwrap_or("");
+    (matches!(status, Some(401 | 403)) || error.contains("authentication")).then(|| {
+        format!(
+            "the model API refuses its credentials ({} {error}): log it in, then retry the task",
+            status.map_or_else(String::new, |s| s.to_string())
+        )
+    })
+}
+
 /// Reads a stream-json output file: its session id and its `result` line.
 pub fn read_stream(path: &Path) -> StreamEnd {
     let mut end = StreamEnd::default();
@@ -289,6 +308,20 @@ mod tests {
             shown,
             "● Hi\n● Write(a.txt)\n  ⎿ done\n[success] Finished.\n"
         );
+    }
+
+    #[test]
+    fn a_retried_401_is_a_login_to_do() {
+        let line = r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"error_status":401,"error":"authentication_failed"}"#;
+        assert!(
+            refuses_login(line)
+                .unwrap()
+                .contains("401 authentication_failed")
+        );
+        let busy =
+            r#"{"type":"system","subtype":"api_retry","error_status":529,"error":"overloaded"}"#;
+        assert_eq!(refuses_login(busy), None);
+        assert_eq!(refuses_login("{\"type\":\"assistant\"}"), None);
     }
 
     #[test]

@@ -12,6 +12,7 @@ in its instruction, `[script: {...}]`:
   sleep        seconds       hold the reply after the first step this long (an agent
                              at work), or the only reply when there are no steps
   bash         command       run this with the Bash tool first (hitl's hook may ask)
+  refuse_key   bool          answer 401 (authentication_error), as for a revoked key
 
 Every request is logged as one JSON line to the file named by argv[2], if given.
 Prints "listening PORT" once it serves.
@@ -148,6 +149,11 @@ class Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(n) or b"{}")
         if "count_tokens" in self.path:
             return self.reply(200, b'{"input_tokens": 10}')
+        task, _ = turn(body)
+        with LOCK:
+            refused = SCRIPTS.get(task, {}).get("refuse_key")
+        if refused and "Primary working directory" in json.dumps(body):
+            return self.reply(401, b'{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}')
         blocks, stop = plan(body)
         if LOG:
             with LOCK:

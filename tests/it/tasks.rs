@@ -1083,4 +1083,34 @@ fn the_headless_mode_runs_the_same_task_through_claude_print_mode() {
             .contains("Summary not created by Claude Code"),
         "{result:#}"
     );
+    // A key the API refuses: Claude Code would retry for minutes; the task is
+    // auth-required at once, and the agent stopped.
+    let refused = scripted("Anything", json!({ "refuse_key": true }));
+    let refused = rig.task_json(&project, &["submit", "printer", &refused]);
+    let refused = refused["task"]["id"].as_str().unwrap().to_string();
+    let out = rig.task(&project, &["wait", &refused, "--timeout", "30", "--json"]);
+    let ended: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{ended:#}\n{}",
+        rig.peek(&project)
+    );
+    assert_eq!(ended["state"], "auth-required", "{ended:#}");
+    assert!(
+        ended["reason"].as_str().unwrap().contains("401"),
+        "{ended:#}"
+    );
+    let pid = std::fs::read_to_string(
+        project
+            .dir
+            .join(format!(".helpers/tasks/{refused}/agent.pid")),
+    )
+    .unwrap();
+    let pid = pid.split_whitespace().next().unwrap().to_string();
+    crate::support::eventually("the agent stopped", Duration::from_secs(10), || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_err()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z "))
+    });
 }
