@@ -6,6 +6,7 @@
 
 import { $, el, firstLine, text } from "/ui/dom.js";
 import { showMetrics, metricsChanged } from "/ui/metrics.js";
+import { showTasks, tasksChanged } from "/ui/tasks.js";
 import { widget } from "/ui/answer.js";
 import { diff_of } from "/ui/diff.js";
 import { markdown } from "/ui/markdown.js";
@@ -62,13 +63,14 @@ let view = "inbox";
 
 function show(name) {
   view = name;
-  for (const v of ["inbox", "agents", "activity", "history", "metrics"]) $(v).hidden = v !== name;
+  for (const v of ["inbox", "agents", "tasks", "activity", "history", "metrics"]) $(v).hidden = v !== name;
   $("ended-section").hidden = name !== "inbox" || !$("ended").children.length;
   for (const t of document.querySelectorAll(".tab")) {
     t.setAttribute("aria-pressed", String(t.dataset.view === name));
   }
   if (name === "agents") loadAgents();
   showMetrics(name === "metrics");
+  showTasks(name === "tasks");
   if (name === "history" && !$("history-rows").children.length) loadHistory(false);
 }
 
@@ -167,6 +169,7 @@ async function loadEvents() {
 }
 
 function onActivity(e) {
+  if (e.hook_event_type?.startsWith("Task")) tasksChanged();
   events.unshift(e);
   events.length = Math.min(events.length, MAX_EVENTS);
   renderEvents();

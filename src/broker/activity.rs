@@ -88,6 +88,22 @@ impl Broker {
         self.record_activity(spool, note, true);
     }
 
+    /// A note from an adapter in this process, for the spool of `project`.
+    pub(super) fn note_from(&mut self, project: &Path, note: ActivityNote) {
+        let spool = self
+            .files
+            .spools
+            .iter()
+            .position(|s| s.project() == project);
+        match spool {
+            Some(spool) => self.record_activity(spool, note, false),
+            None => tracing::warn!(
+                "an activity note for {} has no spool here",
+                project.display()
+            ),
+        }
+    }
+
     /// Records `note`; `held`: with the spool's held-back history.
     fn record_activity(&mut self, spool: usize, note: ActivityNote, held: bool) {
         let project = self.files.spools[spool].project().to_path_buf();

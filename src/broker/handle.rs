@@ -53,6 +53,12 @@ pub(super) enum Command {
     StoredIds {
         done: oneshot::Sender<Vec<String>>,
     },
+    /// An event for the activity feed from an adapter in this process (the task
+    /// runner), as a hook's note would be.
+    Note {
+        project: std::path::PathBuf,
+        note: Box<crate::protocol::activity::ActivityNote>,
+    },
 }
 
 /// A request accepted by [`BrokerHandle::ask`].
@@ -249,6 +255,20 @@ impl BrokerHandle {
             existing,
             pending,
         })
+    }
+
+    /// Records `note` in the activity feed of the spool of `project` (and tells
+    /// every subscriber), as a hook's note in its `.helpers/activity/` would be.
+    /// Fire and forget: nobody waits on the feed.
+    pub fn note_activity(
+        &self,
+        project: std::path::PathBuf,
+        note: crate::protocol::activity::ActivityNote,
+    ) {
+        let _ = self.commands.send(Command::Note {
+            project,
+            note: Box::new(note),
+        });
     }
 
     /// Records an agent event without a request; returns its id (the first one's

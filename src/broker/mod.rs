@@ -548,6 +548,7 @@ impl Broker {
             Command::StoredIds { done } => {
                 let _ = done.send(self.stored_ids());
             }
+            Command::Note { project, note } => self.note_from(&project, *note),
             Command::Stats { done } => {
                 let mut stats = self.stats.clone();
                 stats.pending = self.requests.len() as u64;

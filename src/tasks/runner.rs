@@ -234,6 +234,10 @@ pub(super) struct Runner {
     pub(super) unwatched: bool,
     pub(super) changes: broadcast::Sender<Task>,
     pub(super) tx: mpsc::UnboundedSender<Command>,
+    /// The broker, whose activity feed hears of each task's changes of state.
+    pub(super) broker: Option<crate::broker::BrokerHandle>,
+    /// The state each task was last noted in the feed in.
+    pub(super) noted: HashMap<String, TaskState>,
 }
 
 /// Starts the runner over `files` (loading what it kept). Must be called inside a
@@ -273,7 +277,14 @@ pub fn spawn(
         unwatched: false,
         changes: changes.clone(),
         tx: tx.clone(),
+        noted: HashMap::new(),
+        broker: broker.clone(),
     };
+    runner.noted = runner
+        .tasks
+        .iter()
+        .map(|t| (t.id.clone(), t.state))
+        .collect();
     runner.resume_after_restart();
     let asks = broker.map(|b| b.subscribe());
     let task = tokio::spawn(runner.run(rx, events_rx, asks));
@@ -405,13 +416,62 @@ impl Runner {
         waiting.into_iter()
     }
 
-    /// Keeps task `id` as it now is and tells whoever follows.
-    pub(super) fn save(&self, id: &str) {
-        if let Some(t) = self.find(id) {
-            if let Err(e) = self.files.save_task(t) {
-                tracing::error!("tasks: keeping {id}: {e:#}");
+    /// Keeps task `id` as it now is and tells whoever follows (the activity feed
+    /// when its state changed).
+    pub(super) fn save(&mut self, id: &str) {
+        let Some(t) = self.find(id) else { return };
+        if let Err(e) = self.files.save_task(t) {
+            tracing::error!("tasks: keeping {id}: {e:#}");
+        }
+        self.tell(id);
+    }
+
+    /// Tells whoever follows of task `id`, as it now is.
+    fn tell(&mut self, id: &str) {
+        let Some(t) = self.find(id) else { return };
+        let _ = self.changes.send(t.clone());
+        if self.noted.get(id) != Some(&t.state) {
+            let note = self.activity_note(t);
+            self.noted.insert(id.to_string(), t.state);
+            if let Some(broker) = &self.broker {
+                broker.note_activity(self.files.project(), note);
             }
-            let _ = self.changes.send(t.clone());
+        }
+    }
+
+    /// Task `t`'s state, as an event of the activity feed: `TaskWorking`,
+    /// `TaskCompleted`…, from its session (the feed's session and agent) in its
+    /// workspace (the feed's app).
+    fn activity_note(&self, t: &Task) -> crate::protocol::activity::ActivityNote {
+        let app = self
+            .sessions
+            .get(&t.session)
+            .and_then(|s| s.workspace.file_name())
+            .map_or_else(|| "tasks".to_string(), |n| n.to_string_lossy().into_owned());
+        let event: String = t
+            .state
+            .as_str()
+            .split('-')
+            .map(|w| w[..1].to_uppercase() + &w[1..])
+            .collect();
+        let instruction: String = t.instruction.chars().take(200).collect();
+        crate::protocol::activity::ActivityNote {
+            source_app: app,
+            session_id: t.session.clone(),
+            hook_event_type: format!("Task{event}"),
+            payload: serde_json::json!({
+                "task_id": t.id,
+                "state": t.state,
+                "outcome": t.outcome,
+                "priority": t.priority,
+                "instruction": instruction,
+                "message": format!("{}: {}", t.id, t.reason.as_deref().unwrap_or(&instruction)),
+            }),
+            timestamp_ms: Timestamp::now().as_millisecond(),
+            agent_id: t.session.clone(),
+            agent_name: t.session.clone(),
+            decision: None,
+            reason: t.reason.clone(),
         }
     }
 
@@ -623,14 +683,13 @@ impl Runner {
             usage: None,
         };
         self.next_seq += 1;
-        self.files
-            .save_task(&task)
-            .map_err(|e| TaskError::Failed(format!("{e:#}")))?;
         let id = task.id.clone();
         self.tasks.push(task);
-        let _ = self
-            .changes
-            .send(self.find(&id).cloned().expect("just added"));
+        if let Err(e) = self.files.save_task(self.find(&id).expect("just added")) {
+            self.tasks.pop();
+            return Err(TaskError::Failed(format!("{e:#}")));
+        }
+        self.tell(&id);
         let t = self.find(&id).expect("just added");
         if !known {
             return Err(TaskError::NotFound(format!(

@@ -1246,7 +1246,7 @@ async fn every_view_passes_an_accessibility_audit_in_light_and_dark() {
         c.goto(&login_url(&p)).await.unwrap();
         find(&c, ".card:nth-of-type(6)").await;
         let theme = if dark { "dark" } else { "light" };
-        for view in ["inbox", "agents", "activity", "history", "metrics"] {
+        for view in ["inbox", "agents", "tasks", "activity", "history", "metrics"] {
             find(&c, &format!(".tab[data-view={view}]"))
                 .await
                 .click()
@@ -1412,4 +1412,194 @@ async fn a_number_request_is_answered_in_a_number_field_within_its_range() {
     click(&c, &q, "button.send").await;
     assert_eq!(answer_of(child), "3\n");
     gone(&c, &card(&q), Duration::from_secs(5)).await;
+}
+
+/// A stand-in agent for the Tasks view (the real Claude Code is driven in
+/// tests/it/tasks.rs): it writes `out.txt` and the summary for each task typed in,
+/// but works on a task saying "slow" until interrupted (C-c), and goes on after.
+const TASK_AGENT: &str = r###"
+import os, re, sys, time
+print("stand-in agent ready", flush=True)
+while True:
+    try:
+        line = sys.stdin.readline()
+        if not line:
+            break
+        m = re.search(r"Task (task-[0-9a-f-]+): (.*)", line)
+        if not m:
+            continue
+        task, what = m.groups()
+        if "slow" in what:
+            time.sleep(3600)
+            continue
+        with open("out.txt", "w") as f:
+            f.write("made\n")
+        text = ("# Task Completion Summary\n\n## Objective\n%s\n\n## Key Deliverables\n"
+                "- `out.txt` - made\n\n## Test Results\n✅ 2 tests passed\n\n## Status\n"
+                "✅ COMPLETED\n" % what)
+        with open("summaries/.tmp", "w") as f:
+            f.write(text)
+        os.rename("summaries/.tmp", "summaries/%s.md" % task)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+"###;
+
+/// hitl's tmux server of one test, killed when dropped.
+struct TmuxServer(std::path::PathBuf);
+
+impl Drop for TmuxServer {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .env("TMUX_TMPDIR", &self.0)
+            .args(["-L", "hitl", "kill-server"])
+            .output();
+    }
+}
+
+/// The Tasks view: each session with its queue, live as tasks change; a task's
+/// result with its artifacts; cancel and retry from the page; and the tasks'
+/// changes in the activity feed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tasks_view_shows_each_sessions_queue_and_cancels_and_retries() {
+    let Some(driver) = driver() else { return };
+    let p = Project::new();
+    p.user_config("[tasks]\nagents = [\"python3\"]\n");
+    let tmux = TmuxServer(p.tmp.path().join("tmux"));
+    std::fs::create_dir_all(&tmux.0).unwrap();
+    let mut cmd = p.hitl();
+    cmd.env("TMUX_TMPDIR", &tmux.0)
+        .args(["listen", "--ui", "none", "--http", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped());
+    let _listener = crate::support::Listener::start(cmd);
+    let ws = p.tmp.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let agent = p.tmp.path().join("agent.py");
+    std::fs::write(&agent, TASK_AGENT).unwrap();
+    let task = |args: &[&str]| -> Value {
+        let out = p
+            .hitl()
+            .arg("task")
+            .args(args)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "hitl task {args:?}: {out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let command = format!("python3 {}", agent.display());
+    task(&[
+        "session",
+        "builder",
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--command",
+        &command,
+        "--interrupt-key",
+        "C-c",
+    ]);
+    let id_of = |v: Value| v["task"]["id"].as_str().unwrap().to_string();
+    let done = id_of(task(&["submit", "builder", "Make the output"]));
+    let out = p
+        .hitl()
+        .args(["task", "wait", &done, "--timeout", "30"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let slow = id_of(task(&["submit", "builder", "A slow one"]));
+    crate::support::eventually("the slow task at work", Duration::from_secs(10), || {
+        task(&["status", &slow])["state"] == "working"
+    });
+    let queued = id_of(task(&["submit", "builder", "Waits its turn"]));
+
+    let c = browser(&driver, 1280, 900).await;
+    c.goto(&login_url(&p)).await.unwrap();
+    find(&c, "#inbox:not([hidden])").await;
+    find(&c, ".tab[data-view=tasks]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    let row = |id: &str, state: &str| format!("tr[data-task=\"{id}\"][data-state=\"{state}\"]");
+    let session = find(&c, "section[data-session=builder] h3").await;
+    let heading = session.text().await.unwrap();
+    assert!(
+        heading.contains("working") && heading.contains("1 queued"),
+        "{heading}"
+    );
+    let waiting = find(&c, &row(&queued, "submitted")).await;
+    assert!(waiting.text().await.unwrap().contains("submitted (1)"));
+    find(&c, &row(&slow, "working")).await;
+
+    // The finished task's result: its summary read and its artifacts.
+    find(&c, &format!("{} button.result", row(&done, "completed")))
+        .await
+        .click()
+        .await
+        .unwrap();
+    let result = find(&c, ".task-result .artifact:nth-of-type(2)").await;
+    assert!(result.text().await.unwrap().contains("out.txt"));
+    let detail = find(&c, ".task-result td").await.text().await.unwrap();
+    assert!(
+        detail.contains("Make the output") && detail.contains("passed, 2 passed"),
+        "{detail}"
+    );
+
+    // Cancel the waiting one, retry the finished one (queued behind the slow one),
+    // then cancel the slow one: the retried one runs.
+    find(&c, &format!("{} button.cancel", row(&queued, "submitted")))
+        .await
+        .click()
+        .await
+        .unwrap();
+    find(&c, &row(&queued, "canceled")).await;
+    assert_eq!(task(&["status", &queued])["state"], "canceled");
+    find(&c, &format!("{} button.retry", row(&done, "completed")))
+        .await
+        .click()
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let retried = loop {
+        let list = task(&["list"]);
+        let found = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["attempt"] == 1)
+            .cloned();
+        if let Some(t) = found {
+            break t["id"].as_str().unwrap().to_string();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no retry: {list:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    find(&c, &row(&retried, "submitted")).await;
+    find(&c, &format!("{} button.cancel", row(&slow, "working")))
+        .await
+        .click()
+        .await
+        .unwrap();
+    // The agent is given 5 s to stop; this one goes on without.
+    c.wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css(&row(&retried, "completed")))
+        .await
+        .expect("the retried task completed on the page");
+    find(&c, &row(&slow, "canceled")).await;
+
+    // Each change of state is in the activity feed.
+    find(&c, ".tab[data-view=activity]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    let completed = find(&c, "#events .event[data-type=TaskCompleted]").await;
+    let text = completed.text().await.unwrap();
+    assert!(text.contains("builder"), "{text}");
+    find(&c, "#events .event[data-type=TaskCanceled]").await;
+    c.close().await.unwrap();
 }
