@@ -23,7 +23,13 @@ impl Runner {
         use crate::broker::Change;
         let (request, queued) = match &change {
             Change::Queued(p) => (&p.request, true),
-            Change::Finished(f) => (&f.pending.request, false),
+            Change::Finished(f) => {
+                if f.pending.request.origin == crate::protocol::Origin::Task {
+                    self.first_run_answered(f);
+                    return;
+                }
+                (&f.pending.request, false)
+            }
             _ => return,
         };
         let Some((name, id)) = self.live.iter().find_map(|(name, l)| {
@@ -116,6 +122,16 @@ impl Runner {
             }
             "Stop" => {
                 self.settling.remove(&name);
+                if let Some(done) = self.finishing.remove(&name) {
+                    // The turn that wrote the last summary ended: its transcript is
+                    // whole.
+                    let transcript = self.live.get(&name).and_then(|l| l.transcript.clone());
+                    let usage = transcript.and_then(|path| {
+                        let since = self.find(&done)?.started_at?;
+                        super::usage::from_transcript(&path, since)
+                    });
+                    self.usage_after_the_end(&done, usage);
+                }
                 let Some(id) = current else { return };
                 if let Some(l) = self.live.get_mut(&name) {
                     l.stopped = true;

@@ -337,25 +337,6 @@ impl Runner {
         }
     }
 
-    /// Records the usage of task `id`, ended before its agent exited, in its record
-    /// and its RESULTS.json, and lets its session go on.
-    fn usage_after_the_end(&mut self, id: &str, usage: Option<usage::TaskUsage>) {
-        let Some(t) = self.find_mut(id) else { return };
-        let session = t.session.clone();
-        if usage.is_some() {
-            t.usage = usage.clone();
-            self.save(id);
-            if let Some(mut result) = self.files.load_result(id) {
-                result.usage = usage;
-                if let Err(e) = self.files.save_result(&result) {
-                    tracing::error!("tasks: writing {id}'s RESULTS.json: {e:#}");
-                }
-            }
-        }
-        self.settling.remove(&session);
-        self.start_next_everywhere();
-    }
-
     /// Interrupts a headless run: SIGTERM to its process group, SIGKILL once
     /// [`super::runner::STOP_WITHIN`] has passed ([`Runner::interrupted`]).
     pub(super) fn interrupt_headless(&mut self, name: &str) {

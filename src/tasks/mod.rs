@@ -10,7 +10,8 @@
 //! `files` where (`.helpers/tasks/`); `prompt` what a task says to the agent (the
 //! context files and the typed text); `summary` reads a summary (and writes the
 //! fallback one); `artifacts` picks what a task returns, each path resolved inside
-//! the workspace; `tmux` drives hitl's tmux server, `headless` runs `claude -p` once
+//! the workspace; `firstrun` answers Claude Code's first-run screens as a person chooses; `tmux`
+//! drives hitl's tmux server, `headless` runs `claude -p` once
 //! per task instead; `usage` reads what a task cost; `nesting` keeps Claude Code's
 //! session markers from its agents; `event` is `hitl task event`, the agents' hooks'
 //! side.
@@ -19,6 +20,7 @@ pub mod agent;
 pub mod artifacts;
 pub mod event;
 pub mod files;
+pub mod firstrun;
 mod following;
 pub mod headless;
 mod nesting;

@@ -82,6 +82,12 @@ pub(super) enum Command {
     },
     /// A headless agent working on task `id` exited.
     Exited { id: String },
+    /// The person's choice on a first-run screen was made in session `session`.
+    FirstRunChosen {
+        session: String,
+        screen: super::firstrun::Screen,
+        yes: bool,
+    },
 }
 
 /// The runner's handle: cheap to clone, every call a message to its task.
@@ -238,6 +244,12 @@ pub(super) struct Runner {
     pub(super) broker: Option<crate::broker::BrokerHandle>,
     /// The state each task was last noted in the feed in.
     pub(super) noted: HashMap<String, TaskState>,
+    /// The task each settling session's agent is finishing the turn of (its usage
+    /// is read again once the turn ends).
+    pub(super) finishing: HashMap<String, String>,
+    /// The first-run screen each session's agent shows that a person was asked
+    /// about, and when their choice was made (`None`: not yet).
+    pub(super) first_runs: HashMap<String, (super::firstrun::Screen, Option<Instant>)>,
 }
 
 /// Starts the runner over `files` (loading what it kept). Must be called inside a
@@ -278,6 +290,8 @@ pub fn spawn(
         changes: changes.clone(),
         tx: tx.clone(),
         noted: HashMap::new(),
+        finishing: HashMap::new(),
+        first_runs: HashMap::new(),
         broker: broker.clone(),
     };
     runner.noted = runner
@@ -368,6 +382,11 @@ impl Runner {
             }
             Command::Sent { id, result } => self.sent(&id, result),
             Command::Exited { id } => self.headless_exited(&id),
+            Command::FirstRunChosen {
+                session,
+                screen,
+                yes,
+            } => self.first_run_chosen(&session, screen, yes),
         }
     }
 
@@ -756,6 +775,26 @@ impl Runner {
         self.save(id);
     }
 
+    /// Records the usage of task `id`, ended by its summary before its agent's turn
+    /// did (a headless agent exited, Claude Code's Stop: its transcript is whole
+    /// now), in its record and its RESULTS.json, and lets its session go on.
+    pub(super) fn usage_after_the_end(&mut self, id: &str, usage: Option<usage::TaskUsage>) {
+        let Some(t) = self.find_mut(id) else { return };
+        let session = t.session.clone();
+        if usage.is_some() {
+            t.usage = usage.clone();
+            self.save(id);
+            if let Some(mut result) = self.files.load_result(id) {
+                result.usage = usage;
+                if let Err(e) = self.files.save_result(&result) {
+                    tracing::error!("tasks: writing {id}'s RESULTS.json: {e:#}");
+                }
+            }
+        }
+        self.settling.remove(&session);
+        self.start_next_everywhere();
+    }
+
     /// Types the next task into every idle, ready session.
     pub(super) fn start_next_everywhere(&mut self) {
         let mut names: Vec<String> = self.sessions.keys().cloned().collect();
@@ -771,7 +810,7 @@ impl Runner {
         let Some(next) = self.queued(name).next().map(|t| t.id.clone()) else {
             return;
         };
-        if !idle || !self.is_ready(name) {
+        if !idle {
             return;
         }
         if let Some(since) = self.settling.get(name) {
@@ -779,6 +818,9 @@ impl Runner {
                 return;
             }
             self.settling.remove(name);
+        }
+        if !self.is_ready(name) {
+            return;
         }
         let session = self.sessions[name].clone();
         let Some(t) = self.find_mut(&next) else {
@@ -850,18 +892,33 @@ impl Runner {
     }
 
     /// Whether session `name`'s agent takes input: its SessionStart hook fired, or
-    /// its prompt is on the screen.
+    /// its prompt is on the screen; and, for Claude Code, no first-run screen is up
+    /// (asked of a person instead, [`Runner::first_run`]).
     pub(super) fn is_ready(&mut self, name: &str) -> bool {
         let Some(s) = self.sessions.get(name) else {
             return false;
         };
-        if s.ready || is_headless(&s.command) {
+        if is_headless(&s.command) {
+            return true;
+        }
+        let claude = is_claude(&s.command);
+        if s.ready && !claude {
             return true;
         }
         if !self.tmux.has_session(name) || self.tmux.pane_dead(name) {
             return false;
         }
         let screen = self.tmux.capture(name, 60).unwrap_or_default();
+        if claude && let Some(first) = super::firstrun::Screen::recognise(&screen) {
+            self.first_run(name, first, &screen);
+            return false;
+        }
+        let Some(s) = self.sessions.get(name) else {
+            return false;
+        };
+        if s.ready {
+            return true;
+        }
         let up = if is_claude(&s.command) {
             screen.lines().any(|l| l.trim_start().starts_with('❯'))
         } else {
@@ -1032,6 +1089,7 @@ impl Runner {
             .is_some_and(|s| is_claude(&s.command));
         if !fallback && claude && (!stopped || running) {
             self.settling.insert(task.session.clone(), Instant::now());
+            self.finishing.insert(task.session.clone(), task.id.clone());
         }
         self.end(&task.id, TaskState::Completed, Some(outcome), reason);
     }

@@ -407,12 +407,26 @@ fn a_task_reaches_claude_code_and_returns_its_summary_and_deliverables() {
         (&json!("completed"), &json!("completed"), &json!(true)),
         "{ended:#}"
     );
+    // Turns and tokens from Claude Code's transcript (its hooks name it), read at the
+    // summary and again once that turn has ended: at least the files written and the
+    // summary (Claude Code writes a reply to it a moment later, sometimes after its
+    // Stop hook). No cost: it does not write one.
+    let start = std::time::Instant::now();
+    while !rig.task_json(&project, &["result", &id])["usage"]["turns"]
+        .as_u64()
+        .is_some_and(|t| t >= 2)
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the whole turn's usage: {:#}",
+            rig.task_json(&project, &["result", &id])["usage"]
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let result = rig.task_json(&project, &["result", &id]);
     assert_eq!(result["summary"]["objective"], format!("Task {id}"));
     assert_eq!(result["summary"]["tests"]["verdict"], "passed");
     assert_eq!(result["summary"]["tests"]["passed"], 3);
-    // Turns and tokens from Claude Code's transcript (its hooks name it), up to the
-    // summary: the files written, then the summary. No cost: it does not write one.
     let usage = &result["usage"];
     assert!(usage["turns"].as_u64().unwrap() >= 2, "{result:#}");
     assert!(usage["output_tokens"].as_u64().unwrap() > 0, "{result:#}");
@@ -1113,4 +1127,100 @@ fn the_headless_mode_runs_the_same_task_through_claude_print_mode() {
             || std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .is_ok_and(|s| s.contains(") Z "))
     });
+}
+
+/// Claude Code's first-run screens in a new folder (trust it? use its .mcp.json's new
+/// server?) show a `❯` cursor like its prompt, on "No, exit": typed into, a task
+/// would end the session. Each is asked of a person instead (an approval of origin
+/// `task`), their choice made on the screen, and only then is the task typed in.
+#[test]
+fn first_run_screens_are_asked_of_a_person_and_their_choice_made() {
+    let Some(rig) = ClaudeRig::start() else {
+        return;
+    };
+    let project = Project::new();
+    let _listener = rig.listen_with(&project, &["--attended"]);
+    // Claude Code has run before (onboarding, the key), but never in this folder.
+    rig.trust(&project.dir.canonicalize().unwrap());
+    let ws = project.tmp.path().join("ws-new");
+    std::fs::create_dir_all(&ws).unwrap();
+    let ws = ws.canonicalize().unwrap();
+    std::fs::write(
+        ws.join(".mcp.json"),
+        r#"{"mcpServers":{"extra":{"command":"true"}}}"#,
+    )
+    .unwrap();
+    let claude = rig.claude.to_string_lossy().into_owned();
+    let wss = ws.to_string_lossy().into_owned();
+    rig.task_json(
+        &project,
+        &[
+            "session",
+            "fresh",
+            "--workspace",
+            &wss,
+            "--command",
+            &claude,
+        ],
+    );
+    let instruction = scripted("Say hello", json!({ "write": { "hello.txt": "hi\n" } }));
+    let id = rig.task_json(&project, &["submit", "fresh", &instruction]);
+    let id = id["task"]["id"].as_str().unwrap().to_string();
+    for screen in ["trust", "mcp-server"] {
+        let start = std::time::Instant::now();
+        let question = loop {
+            let found = project
+                .pending()
+                .into_iter()
+                .find(|q| q["context"]["first_run"] == screen);
+            if let Some(q) = found {
+                break q;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no {screen} question: {:?}\n{}",
+                project.pending(),
+                rig.peek(&project)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(
+            (&question["origin"], &question["type"]),
+            (&json!("task"), &json!("approval")),
+            "{question:#}"
+        );
+        // Nothing was typed meanwhile.
+        assert_eq!(
+            rig.task_json(&project, &["status", &id])["state"],
+            "submitted"
+        );
+        let out = project.run(&["answer", question["id"].as_str().unwrap(), "--approve"]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let out = rig.task(&project, &["wait", &id, "--timeout", "90", "--json"]);
+    let ended: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{ended:#}\n{}",
+        rig.peek(&project)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("hello.txt")).unwrap(),
+        "hi\n"
+    );
+    let config: Value =
+        serde_json::from_slice(&std::fs::read(rig.home.join(".claude.json")).unwrap()).unwrap();
+    let here = &config["projects"][wss.as_str()];
+    assert_eq!(here["hasTrustDialogAccepted"], true, "{here:#}");
+    // "Use this MCP server" is kept in the project's local settings.
+    let local = std::fs::read_to_string(ws.join(".claude/settings.local.json")).unwrap_or_default();
+    assert!(
+        here["enabledMcpjsonServers"].to_string().contains("extra") || local.contains("extra"),
+        "{here:#}\n{local}\n{:?}",
+        std::fs::read_dir(&ws)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect::<Vec<_>>()
+    );
 }
