@@ -412,9 +412,9 @@ fn a_task_reaches_claude_code_and_returns_its_summary_and_deliverables() {
     // summary (Claude Code writes a reply to it a moment later, sometimes after its
     // Stop hook). No cost: it does not write one.
     let start = std::time::Instant::now();
-    while !rig.task_json(&project, &["result", &id])["usage"]["turns"]
+    while rig.task_json(&project, &["result", &id])["usage"]["turns"]
         .as_u64()
-        .is_some_and(|t| t >= 2)
+        .is_none_or(|t| t < 2)
     {
         assert!(
             start.elapsed() < Duration::from_secs(30),
