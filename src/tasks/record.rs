@@ -179,6 +179,10 @@ pub struct TaskResult {
     /// Its turns, tokens and cost, where the agent reports them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<TaskUsage>,
+    /// The agent's own summary, read, when it came after the task had ended with
+    /// hitl's fallback (the task's state and outcome stay as they were).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_summary: Option<Summary>,
 }
 
 /// A session: an agent in a tmux session of hitl's, working in one folder.

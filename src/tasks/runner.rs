@@ -983,6 +983,7 @@ impl Runner {
                     self.read_agent_events();
                 } else if let Some(name) = self.session_of_summary(&path) {
                     self.check_summary(&name);
+                    self.late_summary(&path);
                     self.start_next_everywhere();
                 }
             }
@@ -1029,6 +1030,40 @@ impl Runner {
         self.finish(&task, &workspace, &path, &text, None);
     }
 
+    /// The agent's own summary at `path` for a task that has ended with hitl's
+    /// fallback (it came after the timeout): kept in the task's RESULTS.json as
+    /// `late_summary`, read, without changing the task's state or outcome.
+    pub(super) fn late_summary(&mut self, path: &Path) {
+        let Some(id) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".md"))
+        else {
+            return;
+        };
+        let Some(t) = self.find(id) else { return };
+        if !t.state.is_final() || !t.fallback_summary {
+            return;
+        }
+        let Some(mut result) = self.files.load_result(id) else {
+            return;
+        };
+        if result.late_summary.is_some() {
+            return;
+        }
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return;
+        };
+        if !summary::is_complete(&text) {
+            return;
+        }
+        result.late_summary = Some(summary::parse(&text));
+        if let Err(e) = self.files.save_result(&result) {
+            tracing::error!("tasks: writing {id}'s RESULTS.json: {e:#}");
+        }
+        tracing::info!("tasks: {id}'s own summary came after its fallback; kept as late_summary");
+    }
+
     /// Ends `task` with the summary at `path`: the agent's, or hitl's fallback
     /// (`fallback` says why there is one).
     pub(super) fn finish(
@@ -1068,6 +1103,7 @@ impl Runner {
             errors_md: read("ERRORS.md"),
             duration_secs,
             usage: usage.clone(),
+            late_summary: None,
         };
         if let Err(e) = self.files.save_result(&result) {
             tracing::error!("tasks: writing {}'s RESULTS.json: {e:#}", task.id);

@@ -729,6 +729,28 @@ fn a_task_past_its_timeout_is_interrupted_into_the_partial_fallback() {
     let time = |v: &Value, f: &str| v[f].as_str().unwrap().parse::<jiff::Timestamp>().unwrap();
     assert!(time(&ended, "ended_at") <= time(&after, "started_at"));
     assert!(ws.join("after.txt").is_file());
+    // The agent's own summary, late: kept beside the fallback, the task unchanged.
+    let late = ws.join(format!("summaries/.{first}.tmp"));
+    std::fs::write(
+        &late,
+        "# Task Completion Summary\n\n## Objective\nThought it through\n\n## Status\n✅ COMPLETED\n",
+    )
+    .unwrap();
+    std::fs::rename(&late, ws.join(format!("summaries/{first}.md"))).unwrap();
+    crate::support::eventually("the late summary kept", Duration::from_secs(10), || {
+        rig.task_json(&project, &["result", &first])["late_summary"]["objective"]
+            == "Thought it through"
+    });
+    let still = rig.task_json(&project, &["status", &first]);
+    assert_eq!(
+        (
+            &still["state"],
+            &still["outcome"],
+            &still["fallback_summary"]
+        ),
+        (&json!("completed"), &json!("partial"), &json!(true)),
+        "{still:#}"
+    );
 }
 
 /// Cancelling the running task interrupts it and the next one starts; cancelling a
