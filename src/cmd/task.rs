@@ -135,6 +135,18 @@ pub enum TaskCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Move a waiting task to another place in its session's queue (1: next). It
+    /// takes the priority of the task it now goes before: moved ahead of an urgent
+    /// one, it is urgent.
+    Move {
+        /// The task.
+        id: String,
+        /// Its new place (1: next; beyond the end: last).
+        position: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Submit an ended task again, as a new task.
     Retry {
         /// The task.
@@ -452,6 +464,23 @@ async fn call(client: &Client, command: TaskCommand) -> Result<u8> {
                 .await?;
             show(v, json, |t: crate::tasks::Task| {
                 println!("{id}: {}", t.state)
+            })?;
+        }
+        TaskCommand::Move { id, position, json } => {
+            let (_, v) = client
+                .call(
+                    Method::POST,
+                    &format!("/api/v1/tasks/{id}/move"),
+                    Some(&json!({ "position": position })),
+                    "moving the task",
+                )
+                .await?;
+            show(v, json, |t: TaskView| {
+                println!(
+                    "{id}: position {}, priority {}",
+                    t.position.unwrap_or(0),
+                    t.task.priority.as_str()
+                )
             })?;
         }
         TaskCommand::Retry { id, json } => {

@@ -284,6 +284,18 @@ pub fn table() -> Vec<Route> {
         ),
         route(
             M::POST,
+            "/api/v1/tasks/{id}/move",
+            Token,
+            "Move a waiting task to another place in its session's queue (it takes the priority of the task it goes before).",
+            post(tasks::move_to),
+            Detail {
+                body: Some((of::<crate::tasks::MoveSpec>(), true)),
+                errors: &[400, 404, 409, 413, 415, 503],
+                ..ok(200, Some(of::<crate::tasks::TaskView>()))
+            },
+        ),
+        route(
+            M::POST,
             "/api/v1/tasks/{id}/retry",
             Token,
             "Submit an ended task again, as a new task.",

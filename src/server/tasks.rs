@@ -16,7 +16,7 @@ use super::{
     error::{ApiError, JsonBody, QueryParams},
     json::Json,
 };
-use crate::tasks::{SessionSpec, TaskError, TaskHandle, TaskSpec};
+use crate::tasks::{MoveSpec, SessionSpec, TaskError, TaskHandle, TaskSpec};
 
 /// The runner, or 503 where none runs (`hitl serve`, or `hitl listen` without a
 /// project).
@@ -114,6 +114,15 @@ pub async fn cancel(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     Ok(Json(runner(&state)?.cancel(&id).await?).into_response())
+}
+
+/// `POST /api/v1/tasks/{id}/move`: a waiting task to another place in its queue.
+pub async fn move_to(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    JsonBody(spec): JsonBody<MoveSpec>,
+) -> Result<Response, ApiError> {
+    Ok(Json(runner(&state)?.move_to(&id, spec.position).await?).into_response())
 }
 
 /// `POST /api/v1/tasks/{id}/retry`: the same task again, as a new one.

@@ -34,4 +34,4 @@ pub mod usage;
 
 pub use record::{SessionStatus, Task, TaskResult, TaskSession, TaskState};
 pub use runner::TaskHandle;
-pub use spec::{SessionSpec, Submitted, TaskError, TaskSpec, TaskView};
+pub use spec::{MoveSpec, SessionSpec, Submitted, TaskError, TaskSpec, TaskView};

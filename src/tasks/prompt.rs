@@ -175,6 +175,7 @@ mod tests {
             fallback_summary: false,
             seq: 1,
             attempt: 0,
+            queue_key: None,
             usage: None,
         };
         let text = typed(&task);

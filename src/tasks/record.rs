@@ -138,6 +138,10 @@ pub struct Task {
     pub fallback_summary: bool,
     /// Submission order, which breaks ties within a priority.
     pub seq: u64,
+    /// Its place within its priority once it was moved in the queue (instead of
+    /// `seq`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_key: Option<u64>,
     /// How many times it was retried.
     #[serde(default)]
     pub attempt: u32,

@@ -75,6 +75,11 @@ pub(super) enum Command {
         id: String,
         done: oneshot::Sender<Result<Submitted, TaskError>>,
     },
+    Move {
+        id: String,
+        position: usize,
+        done: oneshot::Sender<Result<TaskView, TaskError>>,
+    },
     /// The send of a task finished (on a blocking thread).
     Sent {
         id: String,
@@ -156,6 +161,14 @@ impl TaskHandle {
     pub async fn retry(&self, id: &str) -> Result<Submitted, TaskError> {
         let id = id.to_string();
         self.call(|done| Command::Retry { id, done })
+            .await
+            .unwrap_or(Err(TaskError::Stopped))
+    }
+
+    /// Moves waiting task `id` to `position` (1: next) in its session's queue.
+    pub async fn move_to(&self, id: &str, position: usize) -> Result<TaskView, TaskError> {
+        let id = id.to_string();
+        self.call(|done| Command::Move { id, position, done })
             .await
             .unwrap_or(Err(TaskError::Stopped))
     }
@@ -380,6 +393,9 @@ impl Runner {
                 let _ = done.send(result);
                 self.start_next_everywhere();
             }
+            Command::Move { id, position, done } => {
+                let _ = done.send(self.move_to(&id, position));
+            }
             Command::Sent { id, result } => self.sent(&id, result),
             Command::Exited { id } => self.headless_exited(&id),
             Command::FirstRunChosen {
@@ -431,7 +447,7 @@ impl Runner {
             .iter()
             .filter(|t| t.session == name && t.state == TaskState::Submitted)
             .collect();
-        waiting.sort_by_key(|t| (std::cmp::Reverse(t.priority), t.seq));
+        waiting.sort_by_key(|t| (std::cmp::Reverse(t.priority), t.queue_key.unwrap_or(t.seq)));
         waiting.into_iter()
     }
 
@@ -698,6 +714,7 @@ impl Runner {
             delivered: false,
             fallback_summary: false,
             seq: self.next_seq,
+            queue_key: None,
             attempt,
             usage: None,
         };
@@ -724,6 +741,64 @@ impl Runner {
             task: t.clone(),
             position,
         })
+    }
+
+    /// Moves waiting task `id` to `position` (1: next, beyond the end: last) in its
+    /// session's queue. The queue runs by priority first, so the task takes the
+    /// priority of the task it now goes before (or, last, after): moved ahead of an
+    /// urgent task, it is urgent.
+    pub(super) fn move_to(&mut self, id: &str, position: usize) -> Result<TaskView, TaskError> {
+        let Some(t) = self.find(id) else {
+            return Err(TaskError::NotFound(format!("no task {id}")));
+        };
+        if t.state != TaskState::Submitted {
+            return Err(TaskError::Conflict(format!(
+                "task {id} is {}: only a waiting task is moved",
+                t.state
+            )));
+        }
+        if position == 0 {
+            return Err(TaskError::Invalid("positions start at 1 (next)".into()));
+        }
+        let session = t.session.clone();
+        let mut order: Vec<String> = self
+            .queued(&session)
+            .filter(|q| q.id != id)
+            .map(|q| q.id.clone())
+            .collect();
+        // The keys the queue has, handed out again in the new order.
+        let mut keys: Vec<u64> = self
+            .queued(&session)
+            .map(|q| q.queue_key.unwrap_or(q.seq))
+            .collect();
+        keys.sort_unstable();
+        let at = (position - 1).min(order.len());
+        let neighbour = order
+            .get(at)
+            .or_else(|| at.checked_sub(1).and_then(|i| order.get(i)));
+        let priority = neighbour
+            .and_then(|n| self.find(n))
+            .map_or(self.find(id).expect("known").priority, |n| n.priority);
+        order.insert(at, id.to_string());
+        let mut changed = Vec::new();
+        for (qid, key) in order.iter().zip(keys) {
+            let Some(q) = self.find_mut(qid) else {
+                continue;
+            };
+            let before = (q.queue_key, q.priority);
+            q.queue_key = Some(key);
+            if qid == id {
+                q.priority = priority;
+            }
+            if (q.queue_key, q.priority) != before {
+                changed.push(qid.clone());
+            }
+        }
+        for qid in changed {
+            self.save(&qid);
+        }
+        let t = self.find(id).expect("known");
+        Ok(self.view(t))
     }
 
     pub(super) fn cancel(&mut self, id: &str) -> Result<Task, TaskError> {

@@ -75,6 +75,15 @@ pub struct TaskSpec {
     pub timeout: Option<u64>,
 }
 
+/// Where a waiting task is moved to.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveSpec {
+    /// Its new place in its session's queue: 1 is next; beyond the end, last.
+    #[schemars(range(min = 1))]
+    pub position: usize,
+}
+
 /// The schemas of the specs' fields that their types alone do not say.
 mod spec_schema {
     use schemars::{Schema, SchemaGenerator, json_schema};

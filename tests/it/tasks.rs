@@ -467,9 +467,10 @@ fn a_task_reaches_claude_code_and_returns_its_summary_and_deliverables() {
     );
 }
 
-/// Three tasks submitted while the agent works on another run one at a time after
-/// it: urgent first, then the two normal ones oldest first, each typed in only once
-/// the last ended.
+/// Tasks submitted while the agent works on another run one at a time after it:
+/// urgent first, then the normal ones oldest first, each typed in only once the last
+/// ended; a waiting task moved in the queue runs where it was put (moved ahead of an
+/// urgent one, it is urgent too).
 #[test]
 fn queued_tasks_run_one_at_a_time_in_priority_order() {
     let Some(rig) = ClaudeRig::start() else {
@@ -489,6 +490,7 @@ fn queued_tasks_run_one_at_a_time_in_priority_order() {
         ("first", "normal"),
         ("second", "normal"),
         ("third", "urgent"),
+        ("fourth", "normal"),
     ] {
         let instruction = scripted(name, json!({ "write": { format!("{name}.txt"): name } }));
         let s = rig.task_json(
@@ -497,6 +499,26 @@ fn queued_tasks_run_one_at_a_time_in_priority_order() {
         );
         ids.push(s["task"]["id"].as_str().unwrap().to_string());
     }
+    // Reordered while they wait: the fourth goes first (ahead of the urgent one, so
+    // it is urgent too), the first goes last.
+    let moved = rig.task_json(&project, &["move", &ids[3], "1"]);
+    assert_eq!(
+        (&moved["position"], &moved["priority"]),
+        (&json!(1), &json!("urgent")),
+        "{moved:#}"
+    );
+    let moved = rig.task_json(&project, &["move", &ids[0], "99"]);
+    assert_eq!(
+        (&moved["position"], &moved["priority"]),
+        (&json!(4), &json!("normal")),
+        "{moved:#}"
+    );
+    let out = rig.task(&project, &["move", &busy, "1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "a running task is not moved: {out:?}"
+    );
     for id in &ids {
         let out = rig.task(&project, &["wait", id, "--timeout", "120"]);
         assert_eq!(out.status.code(), Some(0), "{id}\n{}", rig.peek(&project));
@@ -517,7 +539,7 @@ fn queued_tasks_run_one_at_a_time_in_priority_order() {
             .parse::<jiff::Timestamp>()
             .unwrap()
     };
-    let order = [&busy, &ids[2], &ids[0], &ids[1]];
+    let order = [&busy, &ids[3], &ids[2], &ids[1], &ids[0]];
     for pair in order.windows(2) {
         let (a, b) = (task(pair[0]), task(pair[1]));
         assert!(
