@@ -46,6 +46,10 @@ pub enum TaskCommand {
         /// The tmux key that interrupts the agent (default: Escape, Claude Code's).
         #[arg(long)]
         interrupt_key: Option<String>,
+        /// Work in a git worktree of the workspace's repository on BRANCH (made from
+        /// the current commit if it does not exist): `<repository>/.worktrees/NAME`.
+        #[arg(long, value_name = "BRANCH")]
+        worktree: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -241,6 +245,7 @@ async fn call(client: &Client, command: TaskCommand) -> Result<u8> {
             workspace,
             command,
             interrupt_key,
+            worktree,
             json,
         } => {
             let workspace = std::path::absolute(&workspace)
@@ -250,6 +255,7 @@ async fn call(client: &Client, command: TaskCommand) -> Result<u8> {
                 "workspace": workspace,
                 "command": command.map(|c| c.split_whitespace().map(str::to_string).collect::<Vec<_>>()),
                 "interrupt_key": interrupt_key,
+                "worktree": worktree,
             });
             let (_, v) = client
                 .call(

@@ -31,6 +31,7 @@ pub mod spec;
 pub mod summary;
 pub mod tmux;
 pub mod usage;
+pub mod worktree;
 
 pub use record::{SessionStatus, Task, TaskResult, TaskSession, TaskState};
 pub use runner::TaskHandle;

@@ -121,17 +121,25 @@ pub fn write_context_files(workspace: &Path, task: &Task) -> Result<()> {
 /// Adds the context files and `summaries/` to `.git/info/exclude` in a git
 /// workspace, once: they are hitl's, never the project's.
 pub fn exclude_from_git(workspace: &Path) -> Result<()> {
-    let git = workspace.join(".git");
-    if !git.is_dir() {
-        return Ok(());
-    }
-    let exclude = git.join("info").join("exclude");
-    let have = std::fs::read_to_string(&exclude).unwrap_or_default();
     let wanted: Vec<String> = CONTEXT_FILES
         .iter()
         .map(|f| format!("/{f}"))
         .chain(["/summaries/".to_string()])
-        .filter(|line| !have.lines().any(|l| l.trim() == line))
+        .collect();
+    exclude_in_git(workspace, &wanted)
+}
+
+/// Adds `patterns` to the `info/exclude` of the git repository whose working tree
+/// is `workspace` (a linked worktree's is its main repository's), if it is one.
+pub fn exclude_in_git(workspace: &Path, patterns: &[String]) -> Result<()> {
+    let Some(git) = git_dir(workspace) else {
+        return Ok(());
+    };
+    let exclude = git.join("info").join("exclude");
+    let have = std::fs::read_to_string(&exclude).unwrap_or_default();
+    let wanted: Vec<&String> = patterns
+        .iter()
+        .filter(|line| !have.lines().any(|l| l.trim() == line.as_str()))
         .collect();
     if wanted.is_empty() {
         return Ok(());
@@ -143,10 +151,27 @@ pub fn exclude_from_git(workspace: &Path) -> Result<()> {
     }
     text.push_str("# hitl tasks\n");
     for line in wanted {
-        text.push_str(&line);
+        text.push_str(line);
         text.push('\n');
     }
     std::fs::write(&exclude, text).with_context(|| format!("writing {}", exclude.display()))
+}
+
+/// The git directory whose `info/` serves the working tree `workspace`: `.git` in
+/// it, or for a linked worktree (`.git` a file, `gitdir: …`) its repository's
+/// common one.
+fn git_dir(workspace: &Path) -> Option<std::path::PathBuf> {
+    let git = workspace.join(".git");
+    if git.is_dir() {
+        return Some(git);
+    }
+    let pointer = std::fs::read_to_string(&git).ok()?;
+    let own = workspace.join(pointer.trim().strip_prefix("gitdir:")?.trim());
+    let common = std::fs::read_to_string(own.join("commondir")).ok();
+    Some(match common {
+        Some(c) => own.join(c.trim()),
+        None => own,
+    })
 }
 
 #[cfg(test)]

@@ -211,6 +211,9 @@ pub struct TaskSession {
     /// The agent's own session id (Claude Code's, from its hooks), to resume it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_session_id: Option<String>,
+    /// The branch of the git worktree it works in (`workspace`), if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<String>,
 }
 
 /// A session as listed: the record and its queue (seed 002's queue status).

@@ -513,9 +513,16 @@ impl Runner {
     pub(super) fn create_session(&mut self, spec: SessionSpec) -> Result<SessionStatus, TaskError> {
         crate::protocol::validate_id(&spec.name)
             .map_err(|e| TaskError::Invalid(format!("session name {:?}: {e}", spec.name)))?;
-        let workspace = spec.workspace.canonicalize().map_err(|e| {
+        let mut workspace = spec.workspace.canonicalize().map_err(|e| {
             TaskError::NotFound(format!("workspace {}: {e}", spec.workspace.display()))
         })?;
+        if let Some(branch) = &spec.worktree {
+            let tree = super::worktree::ensure(&workspace, &spec.name, branch)
+                .map_err(TaskError::Invalid)?;
+            workspace = tree
+                .canonicalize()
+                .map_err(|e| TaskError::Failed(format!("worktree {}: {e}", tree.display())))?;
+        }
         if !workspace.is_dir() {
             return Err(TaskError::NotFound(format!(
                 "workspace {} is not a folder",
@@ -582,6 +589,7 @@ impl Runner {
             // A headless agent is started for each task.
             ready: headless,
             agent_session_id: None,
+            worktree: spec.worktree.clone(),
             command,
         };
         prompt::exclude_from_git(&workspace).map_err(|e| TaskError::Failed(format!("{e:#}")))?;

@@ -47,6 +47,10 @@ pub struct SessionSpec {
     /// The key that interrupts it (default `Escape`).
     #[serde(default)]
     pub interrupt_key: Option<String>,
+    /// Work in a git worktree of the workspace's repository on this branch (made
+    /// from the current commit if it does not exist): `<repository>/.worktrees/<name>`.
+    #[serde(default)]
+    pub worktree: Option<String>,
 }
 
 /// A task, as submitted.

@@ -1268,3 +1268,86 @@ fn first_run_screens_are_asked_of_a_person_and_their_choice_made() {
             .collect::<Vec<_>>()
     );
 }
+
+/// `--worktree BRANCH`: the session works in a git worktree of its own on BRANCH
+/// (`<repository>/.worktrees/NAME`); what the task changes is there, the main
+/// checkout untouched, and hitl's own files stay out of both one's status.
+#[test]
+fn a_worktree_session_works_on_its_own_branch() {
+    let Some(rig) = ClaudeRig::start() else {
+        return;
+    };
+    let project = Project::new();
+    let _listener = rig.listen(&project);
+    let repo = project.tmp.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let repo = repo.canonicalize().unwrap();
+    let git = |dir: &Path, args: &[&str]| -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README"), "hello\n").unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    let tree = repo.join(".worktrees/feat");
+    rig.trust(&tree);
+    let claude = rig.claude.to_string_lossy().into_owned();
+    let s = rig.task_json(
+        &project,
+        &[
+            "session",
+            "feat",
+            "--workspace",
+            repo.to_str().unwrap(),
+            "--worktree",
+            "feature/tasks",
+            "--command",
+            &claude,
+        ],
+    );
+    assert_eq!(
+        (&s["workspace"], &s["worktree"]),
+        (&json!(tree), &json!("feature/tasks")),
+        "{s:#}"
+    );
+    let instruction = scripted(
+        "Add the feature",
+        json!({ "write": { "feature.txt": "new\n" } }),
+    );
+    let id = rig.task_json(&project, &["submit", "feat", &instruction]);
+    let id = id["task"]["id"].as_str().unwrap().to_string();
+    let out = rig.task(&project, &["wait", &id, "--timeout", "90"]);
+    assert_eq!(out.status.code(), Some(0), "{}", rig.peek(&project));
+    assert_eq!(
+        std::fs::read_to_string(tree.join("feature.txt")).unwrap(),
+        "new\n"
+    );
+    assert!(!repo.join("feature.txt").exists());
+    assert_eq!(
+        git(&tree, &["branch", "--show-current"]).trim(),
+        "feature/tasks"
+    );
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    assert_eq!(git(&tree, &["status", "--porcelain"]), "?? feature.txt\n");
+    // A second session may not take the same worktree's folder.
+    let out = rig.task(
+        &project,
+        &[
+            "session",
+            "other",
+            "--workspace",
+            tree.to_str().unwrap(),
+            "--command",
+            &claude,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+}
