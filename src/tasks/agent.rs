@@ -34,17 +34,34 @@ pub struct AgentEvent {
     /// The agent's transcript.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript_path: Option<String>,
+    /// Why its turn failed (StopFailure: `authentication_failed`, `rate_limit`…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The hook events a session's Claude Code reports to the runner.
-pub const AGENT_EVENTS: [&str; 6] = [
+pub const AGENT_EVENTS: [&str; 7] = [
     "SessionStart",
     "UserPromptSubmit",
     "PreToolUse",
     "Stop",
+    "StopFailure",
     "Notification",
     "SessionEnd",
 ];
+
+/// Whether a StopFailure's `error` means the agent cannot reach its model until
+/// someone logs it in (or fixes its credentials): the task is `auth-required`.
+pub fn needs_login(error: &str) -> bool {
+    [
+        "authentication_failed",
+        "oauth_org_not_allowed",
+        "cloud_credential_error",
+        "verification_required",
+        "account_on_hold",
+    ]
+    .contains(&error)
+}
 
 /// The program `command` runs: its first word. (No `env VAR=value` before it: a
 /// `PATH` or `LD_PRELOAD` there would change what an allowed name runs.)

@@ -38,7 +38,8 @@ pub fn record(event: &str) {
         event: event.to_string(),
         agent_session_id: text("session_id"),
         prompt: text("prompt"),
-        message: text("message"),
+        message: text("message").or_else(|| text("last_assistant_message")),
+        error: text("error"),
         reason: text("reason"),
         transcript_path: v
             .get("transcript_path")

@@ -75,9 +75,9 @@ impl TaskFiles {
     }
 
     /// Where a headless run of task `id` leaves its output and pid.
-    pub fn run_files(&self, id: &str) -> super::headless::RunFiles {
+    pub fn run_files(&self, id: &str) -> RunFiles {
         let dir = self.task_dir(id);
-        super::headless::RunFiles {
+        RunFiles {
             stream: dir.join("stream.jsonl"),
             stderr: dir.join("stderr.log"),
             pid: dir.join("agent.pid"),
@@ -191,6 +191,16 @@ impl TaskFiles {
         sessions.sort_by(|a, b| a.name.cmp(&b.name));
         sessions
     }
+}
+
+/// Where one headless run of a task leaves its output.
+pub struct RunFiles {
+    /// stream-json output (appended to by each run of the task).
+    pub stream: PathBuf,
+    /// Its stderr.
+    pub stderr: PathBuf,
+    /// `PID START_TIME` of the running agent.
+    pub pid: PathBuf,
 }
 
 /// The entries of `dir` (none when it cannot be read).

@@ -1,6 +1,8 @@
-//! How the runner follows a session's agent: its hooks' events, the questions it asks
-//! a human (on the broker's changes), interrupts, and the agent exiting under a task
-//! (started again, resumed where Claude Code saved its conversation).
+//! How the runner follows a session's agent: its hooks' events (a failed login:
+//! `auth-required`), the questions it asks a human (on the broker's changes), its
+//! first-run screens (asked of a person, their choice made), interrupts, and the
+//! agent exiting under a task (started again, resumed where Claude Code saved its
+//! conversation).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -87,7 +89,31 @@ impl Runner {
             l.transcript = Some(path.into());
         }
         let current = self.live.get(&name).and_then(|l| l.current.clone());
-        match ev.event.as_str() {
+        if ev.event == "StopFailure" {
+            let error = ev.error.clone().unwrap_or_default();
+            if super::agent::needs_login(&error)
+                && let Some(id) = &current
+            {
+                // Claude Code has given up on its model (after its retries): nothing
+                // goes on until someone logs it in, then retries the task.
+                let said = ev.message.clone().unwrap_or_default();
+                self.end(
+                    id,
+                    TaskState::AuthRequired,
+                    None,
+                    Some(format!("the agent needs a login ({error}): {said}")),
+                );
+                self.start_next_everywhere();
+                return;
+            }
+        }
+        let event = if ev.event == "StopFailure" {
+            // Any other failed turn ends as a stop does.
+            "Stop"
+        } else {
+            ev.event.as_str()
+        };
+        match event {
             "SessionStart" => {
                 if let Some(s) = self.sessions.get_mut(&name) {
                     s.ready = true;
@@ -348,6 +374,172 @@ impl Runner {
             id = t.id
         );
         self.type_in(name, text, Some(t.id.clone()));
+    }
+}
+
+/// How long after a choice the same screen may still show (being redrawn) before it
+/// is taken for a new one.
+const REDRAW_WITHIN: std::time::Duration = std::time::Duration::from_secs(3);
+
+impl Runner {
+    /// Session `name`'s agent shows first-run `screen` (`text`): the person is asked,
+    /// once (an approval of origin `task`, waiting for ever: nobody else decides).
+    pub(super) fn first_run(&mut self, name: &str, screen: super::firstrun::Screen, text: &str) {
+        if let Some((asked, chosen)) = self.first_runs.get(name)
+            && *asked == screen
+            && chosen.is_none_or(|t| t.elapsed() < REDRAW_WITHIN)
+        {
+            return;
+        }
+        let Some(broker) = self.broker.clone() else {
+            tracing::warn!(
+                "tasks: session {name} shows Claude Code's {} screen; attach to it to answer (hitl task attach {name})",
+                screen.name()
+            );
+            return;
+        };
+        self.first_runs.insert(name.to_string(), (screen, None));
+        let workspace = self.sessions[name].workspace.clone();
+        let question = screen.question(name, &workspace, text);
+        let current = self.live.get(name).and_then(|l| l.current.clone());
+        let request = crate::protocol::Request {
+            origin: crate::protocol::Origin::Task,
+            working_dir: Some(workspace.display().to_string()),
+            tags: current.into_iter().collect(),
+            context: serde_json::json!({
+                "task_session": name,
+                "first_run": screen.name(),
+                "screen": text.lines().filter(|l| !l.trim().is_empty()).collect::<Vec<_>>().join("\n"),
+            }),
+            ..crate::protocol::Request::new(
+                name,
+                format!("task session {name}"),
+                crate::protocol::Kind::Approval,
+                question.clone(),
+            )
+        };
+        let event = crate::store::NewEvent {
+            source_app: format!("task session {name}"),
+            session_id: name.to_string(),
+            hook_event_type: "HumanInTheLoop".into(),
+            payload: serde_json::json!({}),
+            extra: serde_json::Map::new(),
+            timestamp_ms: request.timestamp.as_millisecond(),
+            hitl: Some(serde_json::json!({
+                "type": request.kind.seed004_name(),
+                "question": question,
+                "choices": [],
+                "timeout": null,
+            })),
+            idempotency_key: None,
+        };
+        let name = name.to_string();
+        tokio::spawn(async move {
+            if let Err(e) = broker.ask(request, event).await {
+                tracing::error!("tasks: asking about session {name}'s first-run screen: {e}");
+            }
+        });
+    }
+
+    /// A question about a first-run screen ended: the person's choice is made on
+    /// the screen (anything but an approval refuses).
+    pub(super) fn first_run_answered(&mut self, finished: &crate::broker::Finished) {
+        let context = &finished.pending.request.context;
+        let (Some(name), Some(which)) = (
+            context
+                .get("task_session")
+                .and_then(serde_json::Value::as_str),
+            context.get("first_run").and_then(serde_json::Value::as_str),
+        ) else {
+            return;
+        };
+        let Some(screen) = [
+            super::firstrun::Screen::Trust,
+            super::firstrun::Screen::McpServer,
+        ]
+        .into_iter()
+        .find(|s| s.name() == which) else {
+            return;
+        };
+        if !self.sessions.contains_key(name) {
+            return;
+        }
+        let yes = finished.answer.as_ref().and_then(|a| a.approved) == Some(true);
+        let tmux = self.tmux.clone();
+        let tx = self.tx.clone();
+        let session = name.to_string();
+        tokio::task::spawn_blocking(move || {
+            // Moved, looked at again, and Enter only once the cursor is on the choice.
+            for _ in 0..4 {
+                let Ok(text) = tmux.capture(&session, usize::from(super::tmux::PANE_ROWS)) else {
+                    break;
+                };
+                if super::firstrun::Screen::recognise(&text) != Some(screen) {
+                    break;
+                }
+                match screen.moves(&text, yes) {
+                    Some(keys) if keys.is_empty() => {
+                        let _ = tmux.send_keys(&session, &["Enter"]);
+                        break;
+                    }
+                    Some(keys) => {
+                        let _ = tmux.send_keys(&session, &keys);
+                        std::thread::sleep(super::agent::ENTER_PAUSE);
+                    }
+                    None => break,
+                }
+            }
+            let _ = tx.send(super::runner::Command::FirstRunChosen {
+                session,
+                screen,
+                yes,
+            });
+        });
+    }
+
+    /// The choice on session `name`'s first-run `screen` was made. A refused trust
+    /// ends the session (Claude Code exits): its tasks fail, saying why.
+    pub(super) fn first_run_chosen(
+        &mut self,
+        name: &str,
+        screen: super::firstrun::Screen,
+        yes: bool,
+    ) {
+        self.first_runs
+            .insert(name.to_string(), (screen, Some(std::time::Instant::now())));
+        if yes || screen != super::firstrun::Screen::Trust {
+            self.start_next_everywhere();
+            return;
+        }
+        let Some(workspace) = self.sessions.get(name).map(|s| s.workspace.clone()) else {
+            return;
+        };
+        let why = format!(
+            "Claude Code was not allowed to trust {}, and exited",
+            workspace.display()
+        );
+        let ids: Vec<String> = self
+            .tasks
+            .iter()
+            .filter(|t| {
+                t.session == name
+                    && matches!(
+                        t.state,
+                        super::record::TaskState::Submitted
+                            | super::record::TaskState::Working
+                            | super::record::TaskState::InputRequired
+                    )
+            })
+            .map(|t| t.id.clone())
+            .collect();
+        for id in ids {
+            self.end(
+                &id,
+                super::record::TaskState::Failed,
+                None,
+                Some(why.clone()),
+            );
+        }
     }
 }
 

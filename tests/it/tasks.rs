@@ -277,6 +277,8 @@ impl ClaudeRig {
             .env("ANTHROPIC_BASE_URL", &self.base_url)
             .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
             .env("DISABLE_AUTOUPDATER", "1")
+            // A refused key fails at once, not after ten retries over minutes.
+            .env("CLAUDE_CODE_MAX_RETRIES", "0")
             .env("TMUX_TMPDIR", &self.tmux_dir)
             .env(
                 "PATH",
@@ -990,7 +992,23 @@ fn the_headless_mode_runs_the_same_task_through_claude_print_mode() {
         return;
     };
     let project = Project::new();
-    let _listener = rig.listen_with(&project, &["--attended"]);
+    // Claude Code's own retries, as users have them: a refused key is seen in its
+    // output as it retries, not after.
+    let mut listen = project.hitl();
+    rig.env(&mut listen);
+    listen
+        .env_remove("CLAUDE_CODE_MAX_RETRIES")
+        .args([
+            "listen",
+            "--ui",
+            "none",
+            "--http",
+            "127.0.0.1:0",
+            "--attended",
+        ])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped());
+    let _listener = Listener::start(listen);
     let workspace = project.tmp.path().join("ws-headless");
     std::fs::create_dir_all(&workspace).unwrap();
     let ws = workspace.canonicalize().unwrap();
@@ -1350,4 +1368,40 @@ fn a_worktree_session_works_on_its_own_branch() {
         ],
     );
     assert_eq!(out.status.code(), Some(3), "{out:?}");
+}
+
+/// An agent whose model refuses its key: Claude Code gives up (its StopFailure hook,
+/// `authentication_failed`) and the task is `auth-required`, saying so; the session
+/// takes the next task, and the refused one can be retried once someone has logged
+/// the agent in.
+#[test]
+fn a_refused_login_makes_the_task_auth_required() {
+    let Some(rig) = ClaudeRig::start() else {
+        return;
+    };
+    let project = Project::new();
+    let _listener = rig.listen(&project);
+    let ws = rig.session(&project, "keyless");
+    let refused = scripted("Anything", json!({ "refuse_key": true }));
+    let refused = rig.task_json(&project, &["submit", "keyless", &refused]);
+    let refused = refused["task"]["id"].as_str().unwrap().to_string();
+    let after = scripted("Then this", json!({ "write": { "after.txt": "ok" } }));
+    let after = rig.task_json(&project, &["submit", "keyless", &after]);
+    let after = after["task"]["id"].as_str().unwrap().to_string();
+    let out = rig.task(&project, &["wait", &refused, "--timeout", "60", "--json"]);
+    let ended: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{ended:#}\n{}",
+        rig.peek(&project)
+    );
+    assert_eq!(ended["state"], "auth-required", "{ended:#}");
+    let reason = ended["reason"].as_str().unwrap();
+    assert!(reason.contains("authentication_failed"), "{reason}");
+    let out = rig.task(&project, &["wait", &after, "--timeout", "60"]);
+    assert_eq!(out.status.code(), Some(0), "{}", rig.peek(&project));
+    assert!(ws.join("after.txt").is_file());
+    let again = rig.task_json(&project, &["retry", &refused]);
+    assert_eq!(again["task"]["attempt"], 1, "{again:#}");
 }
