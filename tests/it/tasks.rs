@@ -817,7 +817,8 @@ fn cancel_stops_the_running_task_and_the_next_one_starts() {
 
 /// `kill -9` of the listener in the middle of a queue loses no task: the running one
 /// is found again (its summary, written meanwhile or after, ends it) and the queued
-/// ones run after it.
+/// ones run after it; a headless agent at work goes on, and the next listener
+/// follows it by its pid.
 #[test]
 fn a_listener_killed_mid_queue_loses_no_task() {
     let Some(rig) = ClaudeRig::start() else {
@@ -835,15 +836,36 @@ fn a_listener_killed_mid_queue_loses_no_task() {
         let t = scripted(name, json!({ "write": { format!("{name}.txt"): name } }));
         ids.push(rig.task_json(&project, &["submit", "r", &t]));
     }
+    // And a headless session (its writes allowed without asking), at work too.
+    let ws = project.tmp.path().join("ws-h");
+    std::fs::create_dir_all(&ws).unwrap();
+    let ws = ws.canonicalize().unwrap();
+    rig.trust(&ws);
+    let command = format!("{} -p --permission-mode acceptEdits", rig.claude.display());
+    rig.task_json(
+        &project,
+        &[
+            "session",
+            "h",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--command",
+            &command,
+        ],
+    );
+    let headless = scripted("Slowly", json!({ "sleep": 4, "write": { "h.txt": "h" } }));
+    ids.push(rig.task_json(&project, &["submit", "h", &headless]));
     let ids: Vec<String> = ids
         .iter()
         .map(|s| s["task"]["id"].as_str().unwrap().to_string())
         .collect();
-    crate::support::eventually(
-        "the first task to reach the agent",
-        Duration::from_secs(60),
-        || rig.task_json(&project, &["status", &ids[0]])["delivered"] == true,
-    );
+    for first in [&ids[0], &ids[3]] {
+        crate::support::eventually(
+            "the first tasks to reach their agents",
+            Duration::from_secs(60),
+            || rig.task_json(&project, &["status", first])["delivered"] == true,
+        );
+    }
     listener.signal(nix::sys::signal::Signal::SIGKILL);
     let _listener = rig.listen(&project);
     for id in &ids {
@@ -856,6 +878,17 @@ fn a_listener_killed_mid_queue_loses_no_task() {
             rig.peek(&project)
         );
     }
+    // The headless agent worked on through the kill, followed by the next listener:
+    // started once, its output whole.
+    assert_eq!(std::fs::read_to_string(ws.join("h.txt")).unwrap(), "h");
+    let stream = std::fs::read_to_string(
+        project
+            .dir
+            .join(format!(".helpers/tasks/{}/stream.jsonl", ids[3])),
+    )
+    .unwrap();
+    assert_eq!(stream.matches(r#""subtype":"init""#).count(), 1, "{stream}");
+    assert_eq!(stream.matches(r#""type":"result""#).count(), 1, "{stream}");
 }
 
 /// The tmux server killed under a running task: the session is started again (on its
