@@ -97,13 +97,7 @@ impl Runner {
                 // Claude Code has given up on its model (after its retries): nothing
                 // goes on until someone logs it in, then retries the task.
                 let said = ev.message.clone().unwrap_or_default();
-                self.end(
-                    id,
-                    TaskState::AuthRequired,
-                    None,
-                    Some(format!("the agent needs a login ({error}): {said}")),
-                );
-                self.start_next_everywhere();
+                self.login_needed(id, &format!("{error}: {said}"));
                 return;
             }
         }

@@ -12,7 +12,6 @@ use tokio::io::AsyncWriteExt;
 
 use super::agent::shell_quote;
 use super::headless::{command_line, mcp_config, signal};
-use super::record::TaskState;
 use super::runner::{Command, Ending, Runner};
 use super::usage;
 use crate::runtime::process::{ProcessRef, start_time};
@@ -140,14 +139,8 @@ impl Runner {
             return;
         }
         if end.needs_login() {
-            let why = end.result.clone().unwrap_or_else(|| "a login".into());
-            self.end(
-                id,
-                TaskState::AuthRequired,
-                None,
-                Some(format!("the agent needs a login: {why}")),
-            );
-            self.start_next_everywhere();
+            let why = end.result.clone().unwrap_or_else(|| "refused".into());
+            self.login_needed(id, &why);
             return;
         }
         let reminded = self.live.get(&name).is_some_and(|l| l.reminded);
@@ -202,13 +195,7 @@ impl Runner {
             if let Some(agent) = agent {
                 signal(agent, nix::sys::signal::Signal::SIGTERM);
             }
-            self.end(
-                id,
-                TaskState::AuthRequired,
-                None,
-                Some(format!("the agent needs a login: {why}")),
-            );
-            self.start_next_everywhere();
+            self.login_needed(id, &why);
         }
     }
 

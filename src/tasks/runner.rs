@@ -878,6 +878,18 @@ impl Runner {
         self.start_next_everywhere();
     }
 
+    /// Task `id`'s agent cannot reach its model until someone logs it in: the task
+    /// ends `auth-required` (retried once that is done), and the session goes on.
+    pub(super) fn login_needed(&mut self, id: &str, why: &str) {
+        self.end(
+            id,
+            TaskState::AuthRequired,
+            None,
+            Some(format!("the agent needs a login: {why}")),
+        );
+        self.start_next_everywhere();
+    }
+
     /// Types the next task into every idle, ready session.
     pub(super) fn start_next_everywhere(&mut self) {
         let mut names: Vec<String> = self.sessions.keys().cloned().collect();

@@ -339,6 +339,31 @@ impl ClaudeRig {
         shown + "--- the stand-in's log\n" + &log
     }
 
+    /// Waits for the pending question `pick` takes (`what` in the failure message,
+    /// with task `task`'s status and every screen).
+    fn question(
+        &self,
+        project: &Project,
+        task: &str,
+        what: &str,
+        pick: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(q) = project.pending().into_iter().find(&pick) {
+                return q;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no {what}: {:?}\n{:#}\n{}",
+                project.pending(),
+                self.task_json(project, &["status", task]),
+                self.peek(project)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// A session named `name` running the real Claude Code in a new workspace.
     fn session(&self, project: &Project, name: &str) -> PathBuf {
         let workspace = project.tmp.path().join(format!("ws-{name}"));
@@ -365,6 +390,13 @@ impl Drop for ClaudeRig {
         let _ = self.api.kill();
         let _ = self.api.wait();
     }
+}
+
+/// Whether pending question `q` names task `id` (its `#task-…` label).
+fn labelled(q: &Value, id: &str) -> bool {
+    q["labels"]
+        .as_array()
+        .is_some_and(|l| l.iter().any(|t| t == &json!(format!("#{id}"))))
 }
 
 /// `[script: …]`: what the stand-in model does for a task.
@@ -972,25 +1004,7 @@ fn a_task_whose_agent_asks_a_human_waits_in_input_required() {
     );
     let id = rig.task_json(&project, &["submit", "asker", &asks, "--timeout", "20"]);
     let id = id["task"]["id"].as_str().unwrap().to_string();
-    let start = std::time::Instant::now();
-    let question = loop {
-        let found = project.pending().into_iter().find(|q| {
-            q["labels"]
-                .as_array()
-                .is_some_and(|l| l.iter().any(|t| t == &json!(format!("#{id}"))))
-        });
-        if let Some(q) = found {
-            break q;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no question: {:?}\n{:#}\n{}",
-            project.pending(),
-            rig.task_json(&project, &["status", &id]),
-            rig.peek(&project)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let question = rig.question(&project, &id, "question", |q| labelled(q, &id));
     crate::support::eventually("input-required", Duration::from_secs(10), || {
         rig.task_json(&project, &["status", &id])["state"] == "input-required"
     });
@@ -1072,25 +1086,7 @@ fn the_headless_mode_runs_the_same_task_through_claude_print_mode() {
     let id = id["task"]["id"].as_str().unwrap().to_string();
     // Two writes (the report, then the summary), each asked of a person.
     for file in ["report.txt", &format!("summaries/{id}.md")] {
-        let start = std::time::Instant::now();
-        let question = loop {
-            let found = project.pending().into_iter().find(|q| {
-                q["labels"]
-                    .as_array()
-                    .is_some_and(|l| l.iter().any(|t| t == &json!(format!("#{id}"))))
-            });
-            if let Some(q) = found {
-                break q;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "no question for {file}: {:?}\n{:#}\n{}",
-                project.pending(),
-                rig.task_json(&project, &["status", &id]),
-                rig.peek(&project)
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        };
+        let question = rig.question(&project, &id, file, |q| labelled(q, &id));
         assert_eq!(question["type"], "permission", "{question:#}");
         assert!(
             question["content"].as_str().unwrap().contains(file),
@@ -1262,23 +1258,9 @@ fn first_run_screens_are_asked_of_a_person_and_their_choice_made() {
     let id = rig.task_json(&project, &["submit", "fresh", &instruction]);
     let id = id["task"]["id"].as_str().unwrap().to_string();
     for screen in ["trust", "mcp-server"] {
-        let start = std::time::Instant::now();
-        let question = loop {
-            let found = project
-                .pending()
-                .into_iter()
-                .find(|q| q["context"]["first_run"] == screen);
-            if let Some(q) = found {
-                break q;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "no {screen} question: {:?}\n{}",
-                project.pending(),
-                rig.peek(&project)
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        };
+        let question = rig.question(&project, &id, screen, |q| {
+            q["context"]["first_run"] == screen
+        });
         assert_eq!(
             (&question["origin"], &question["type"]),
             (&json!("task"), &json!("approval")),
