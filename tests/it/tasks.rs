@@ -339,6 +339,22 @@ impl ClaudeRig {
         shown + "--- the stand-in's log\n" + &log
     }
 
+    /// Submits a task (`hitl task submit ARGS`); its id.
+    fn submit(&self, project: &Project, args: &[&str]) -> String {
+        let mut all = vec!["submit"];
+        all.extend_from_slice(args);
+        let s = self.task_json(project, &all);
+        s["task"]["id"].as_str().unwrap().to_string()
+    }
+
+    /// `hitl task wait ID --timeout SECS --json`: how it exited, and the task.
+    fn wait(&self, project: &Project, id: &str, secs: u32) -> (std::process::Output, Value) {
+        let secs = secs.to_string();
+        let out = self.task(project, &["wait", id, "--timeout", &secs, "--json"]);
+        let task = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (out, task)
+    }
+
     /// Waits for the pending question `pick` takes (`what` in the failure message,
     /// with task `task`'s status and every screen).
     fn question(
@@ -428,8 +444,7 @@ fn a_task_reaches_claude_code_and_returns_its_summary_and_deliverables() {
     let submitted = rig.task_json(&project, &["submit", "coder", &instruction]);
     let id = submitted["task"]["id"].as_str().unwrap().to_string();
     assert!(id.starts_with("task-"), "{submitted}");
-    let out = rig.task(&project, &["wait", &id, "--timeout", "90", "--json"]);
-    let ended: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (out, ended) = rig.wait(&project, &id, 90);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -514,8 +529,7 @@ fn queued_tasks_run_one_at_a_time_in_priority_order() {
     let _listener = rig.listen(&project);
     rig.session(&project, "q");
     let busy = scripted("Busy", json!({ "write": { "busy.txt": "b" }, "sleep": 6 }));
-    let busy = rig.task_json(&project, &["submit", "q", &busy]);
-    let busy = busy["task"]["id"].as_str().unwrap().to_string();
+    let busy = rig.submit(&project, &["q", &busy]);
     crate::support::eventually("the agent at work", Duration::from_secs(60), || {
         rig.task_json(&project, &["status", &busy])["delivered"] == true
     });
@@ -727,14 +741,11 @@ fn a_task_past_its_timeout_is_interrupted_into_the_partial_fallback() {
         "Think for a long time",
         json!({ "bash": "echo thinking > notes.txt", "sleep": 60, "summary": false }),
     );
-    let first = rig.task_json(&project, &["submit", "slow", &slow, "--timeout", "4"]);
-    let first = first["task"]["id"].as_str().unwrap().to_string();
+    let first = rig.submit(&project, &["slow", &slow, "--timeout", "4"]);
     let next = scripted("Then this", json!({ "write": { "after.txt": "after" } }));
-    let next = rig.task_json(&project, &["submit", "slow", &next]);
-    let next = next["task"]["id"].as_str().unwrap().to_string();
+    let next = rig.submit(&project, &["slow", &next]);
 
-    let out = rig.task(&project, &["wait", &first, "--timeout", "60", "--json"]);
-    let ended: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (_, ended) = rig.wait(&project, &first, 60);
     assert_eq!(
         (
             &ended["state"],
@@ -774,8 +785,7 @@ fn a_task_past_its_timeout_is_interrupted_into_the_partial_fallback() {
             .any(|d| d["path"] == "notes.txt"),
         "{result:#}"
     );
-    let out = rig.task(&project, &["wait", &next, "--timeout", "60", "--json"]);
-    let after: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (_, after) = rig.wait(&project, &next, 60);
     assert_eq!(
         after["state"],
         "completed",
@@ -820,13 +830,11 @@ fn cancel_stops_the_running_task_and_the_next_one_starts() {
     let _listener = rig.listen(&project);
     rig.session(&project, "c");
     let slow = scripted("Work for ever", json!({ "sleep": 120, "summary": false }));
-    let running = rig.task_json(&project, &["submit", "c", &slow]);
-    let running = running["task"]["id"].as_str().unwrap().to_string();
+    let running = rig.submit(&project, &["c", &slow]);
     let waiting = rig.task_json(&project, &["submit", "c", "never [script: {}]"]);
     let waiting = waiting["task"]["id"].as_str().unwrap().to_string();
     let last = scripted("Last", json!({ "write": { "last.txt": "x" } }));
-    let last = rig.task_json(&project, &["submit", "c", &last]);
-    let last = last["task"]["id"].as_str().unwrap().to_string();
+    let last = rig.submit(&project, &["c", &last]);
     crate::support::eventually(
         "the task to reach the agent",
         Duration::from_secs(60),
@@ -835,8 +843,7 @@ fn cancel_stops_the_running_task_and_the_next_one_starts() {
     let c = rig.task_json(&project, &["cancel", &waiting]);
     assert_eq!(c["state"], "canceled", "{c:#}");
     rig.task_json(&project, &["cancel", &running]);
-    let out = rig.task(&project, &["wait", &running, "--timeout", "30", "--json"]);
-    let ended: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (out, ended) = rig.wait(&project, &running, 30);
     assert_eq!(out.status.code(), Some(1), "{ended:#}");
     assert_eq!(ended["state"], "canceled", "{ended:#}");
     let out = rig.task(&project, &["wait", &last, "--timeout", "60"]);
@@ -901,8 +908,7 @@ fn a_listener_killed_mid_queue_loses_no_task() {
     listener.signal(nix::sys::signal::Signal::SIGKILL);
     let _listener = rig.listen(&project);
     for id in &ids {
-        let out = rig.task(&project, &["wait", id, "--timeout", "90", "--json"]);
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let (out, v) = rig.wait(&project, id, 90);
         assert_eq!(
             out.status.code(),
             Some(0),
@@ -935,8 +941,7 @@ fn a_killed_tmux_server_resumes_the_session_and_the_task_goes_on() {
     let listener = rig.listen(&project);
     let ws = rig.session(&project, "k");
     let slow = scripted("Slowly", json!({ "sleep": 5, "write": { "k.txt": "k" } }));
-    let id = rig.task_json(&project, &["submit", "k", &slow]);
-    let id = id["task"]["id"].as_str().unwrap().to_string();
+    let id = rig.submit(&project, &["k", &slow]);
     crate::support::eventually(
         "the task to reach the agent",
         Duration::from_secs(60),
@@ -948,8 +953,7 @@ fn a_killed_tmux_server_resumes_the_session_and_the_task_goes_on() {
         .output()
         .unwrap();
     assert!(killed.status.success(), "{killed:?}");
-    let out = rig.task(&project, &["wait", &id, "--timeout", "90", "--json"]);
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let (out, v) = rig.wait(&project, &id, 90);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -1002,8 +1006,7 @@ fn a_task_whose_agent_asks_a_human_waits_in_input_required() {
         "Clean the build",
         json!({ "bash": "rm -rf build", "write": { "done.txt": "ok" } }),
     );
-    let id = rig.task_json(&project, &["submit", "asker", &asks, "--timeout", "20"]);
-    let id = id["task"]["id"].as_str().unwrap().to_string();
+    let id = rig.submit(&project, &["asker", &asks, "--timeout", "20"]);
     let question = rig.question(&project, &id, "question", |q| labelled(q, &id));
     crate::support::eventually("input-required", Duration::from_secs(10), || {
         rig.task_json(&project, &["status", &id])["state"] == "input-required"
@@ -1014,8 +1017,7 @@ fn a_task_whose_agent_asks_a_human_waits_in_input_required() {
     assert_eq!(waiting["state"], "input-required", "{waiting:#}");
     let out = project.run(&["answer", question["id"].as_str().unwrap(), "--approve"]);
     assert!(out.status.success(), "{out:?}");
-    let out = rig.task(&project, &["wait", &id, "--timeout", "60", "--json"]);
-    let ended: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let (out, ended) = rig.wait(&project, &id, 60);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -1082,8 +1084,7 @@ fn the_headless_mode_runs_the_same_task_through_claude_print_mode() {
         "Write the report",
         json!({ "write": { "report.txt": "all good\n" }, "deliverables": ["report.txt"] }),
     );
-    let id = rig.task_json(&project, &["submit", "printer", &instruction]);
-    let id = id["task"]["id"].as_str().unwrap().to_string();
+    let id = rig.submit(&project, &["printer", &instruction]);
     // Two writes (the report, then the summary), each asked of a person.
     for file in ["report.txt", &format!("summaries/{id}.md")] {
         let question = rig.question(&project, &id, file, |q| labelled(q, &id));
@@ -1098,8 +1099,7 @@ fn the_headless_mode_runs_the_same_task_through_claude_print_mode() {
         let out = project.run(&["answer", question["id"].as_str().unwrap(), "--approve"]);
         assert!(out.status.success(), "{out:?}");
     }
-    let out = rig.task(&project, &["wait", &id, "--timeout", "60", "--json"]);
-    let ended: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let (out, ended) = rig.wait(&project, &id, 60);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -1153,10 +1153,8 @@ fn the_headless_mode_runs_the_same_task_through_claude_print_mode() {
     // A run that ends without its summary is resumed once with the reminder, then
     // given seed 002's fallback summary.
     let lazy = scripted("Think only", json!({ "summary": false }));
-    let lazy = rig.task_json(&project, &["submit", "printer", &lazy]);
-    let lazy = lazy["task"]["id"].as_str().unwrap().to_string();
-    let out = rig.task(&project, &["wait", &lazy, "--timeout", "60", "--json"]);
-    let ended: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let lazy = rig.submit(&project, &["printer", &lazy]);
+    let (_, ended) = rig.wait(&project, &lazy, 60);
     assert_eq!(
         (
             &ended["state"],
@@ -1191,10 +1189,8 @@ fn the_headless_mode_runs_the_same_task_through_claude_print_mode() {
     // A key the API refuses: Claude Code would retry for minutes; the task is
     // auth-required at once, and the agent stopped.
     let refused = scripted("Anything", json!({ "refuse_key": true }));
-    let refused = rig.task_json(&project, &["submit", "printer", &refused]);
-    let refused = refused["task"]["id"].as_str().unwrap().to_string();
-    let out = rig.task(&project, &["wait", &refused, "--timeout", "30", "--json"]);
-    let ended: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let refused = rig.submit(&project, &["printer", &refused]);
+    let (out, ended) = rig.wait(&project, &refused, 30);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -1255,8 +1251,7 @@ fn first_run_screens_are_asked_of_a_person_and_their_choice_made() {
         ],
     );
     let instruction = scripted("Say hello", json!({ "write": { "hello.txt": "hi\n" } }));
-    let id = rig.task_json(&project, &["submit", "fresh", &instruction]);
-    let id = id["task"]["id"].as_str().unwrap().to_string();
+    let id = rig.submit(&project, &["fresh", &instruction]);
     for screen in ["trust", "mcp-server"] {
         let question = rig.question(&project, &id, screen, |q| {
             q["context"]["first_run"] == screen
@@ -1274,8 +1269,7 @@ fn first_run_screens_are_asked_of_a_person_and_their_choice_made() {
         let out = project.run(&["answer", question["id"].as_str().unwrap(), "--approve"]);
         assert!(out.status.success(), "{out:?}");
     }
-    let out = rig.task(&project, &["wait", &id, "--timeout", "90", "--json"]);
-    let ended: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let (out, ended) = rig.wait(&project, &id, 90);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -1355,8 +1349,7 @@ fn a_worktree_session_works_on_its_own_branch() {
         "Add the feature",
         json!({ "write": { "feature.txt": "new\n" } }),
     );
-    let id = rig.task_json(&project, &["submit", "feat", &instruction]);
-    let id = id["task"]["id"].as_str().unwrap().to_string();
+    let id = rig.submit(&project, &["feat", &instruction]);
     let out = rig.task(&project, &["wait", &id, "--timeout", "90"]);
     assert_eq!(out.status.code(), Some(0), "{}", rig.peek(&project));
     assert_eq!(
@@ -1398,13 +1391,10 @@ fn a_refused_login_makes_the_task_auth_required() {
     let _listener = rig.listen(&project);
     let ws = rig.session(&project, "keyless");
     let refused = scripted("Anything", json!({ "refuse_key": true }));
-    let refused = rig.task_json(&project, &["submit", "keyless", &refused]);
-    let refused = refused["task"]["id"].as_str().unwrap().to_string();
+    let refused = rig.submit(&project, &["keyless", &refused]);
     let after = scripted("Then this", json!({ "write": { "after.txt": "ok" } }));
-    let after = rig.task_json(&project, &["submit", "keyless", &after]);
-    let after = after["task"]["id"].as_str().unwrap().to_string();
-    let out = rig.task(&project, &["wait", &refused, "--timeout", "60", "--json"]);
-    let ended: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let after = rig.submit(&project, &["keyless", &after]);
+    let (out, ended) = rig.wait(&project, &refused, 60);
     assert_eq!(
         out.status.code(),
         Some(1),
