@@ -99,6 +99,25 @@ pub fn timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error>
     }
 }
 
+/// A whole number of 1 or more, as JSON Schema's `integer` has it: `3` or `3.0`.
+pub fn whole<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    const EXPECTED: &str = "must be a whole number, 1 or more";
+    match Value::deserialize(d)? {
+        Value::Number(n) => match (n.as_u64(), n.as_f64()) {
+            (Some(u), _) if u >= 1 => Ok(usize::try_from(u).unwrap_or(usize::MAX)),
+            (None, Some(f)) if f >= 1.0 && f.is_finite() && f.fract() == 0.0 => {
+                Ok(if f >= usize::MAX as f64 {
+                    usize::MAX
+                } else {
+                    f as usize
+                })
+            }
+            _ => Err(de::Error::custom(EXPECTED)),
+        },
+        _ => Err(de::Error::custom(EXPECTED)),
+    }
+}
+
 /// When it was asked: RFC 3339, a zone-less ISO time (local), or a unix number in
 /// seconds, milliseconds, microseconds or nanoseconds ([`parse_timestamp`]).
 pub fn timestamp<'de, D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {

@@ -84,6 +84,7 @@ pub struct TaskSpec {
 #[serde(deny_unknown_fields)]
 pub struct MoveSpec {
     /// Its new place in its session's queue: 1 is next; beyond the end, last.
+    #[serde(deserialize_with = "crate::protocol::lenient::whole")]
     #[schemars(range(min = 1))]
     pub position: usize,
 }

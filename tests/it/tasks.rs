@@ -803,7 +803,7 @@ fn a_task_past_its_timeout_is_interrupted_into_the_partial_fallback() {
     )
     .unwrap();
     std::fs::rename(&late, ws.join(format!("summaries/{first}.md"))).unwrap();
-    crate::support::eventually("the late summary kept", Duration::from_secs(10), || {
+    crate::support::eventually("the late summary kept", Duration::from_secs(30), || {
         rig.task_json(&project, &["result", &first])["late_summary"]["objective"]
             == "Thought it through"
     });
