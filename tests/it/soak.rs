@@ -203,14 +203,19 @@ fn each_answered_once(
     history: impl Fn() -> Vec<serde_json::Value>,
 ) {
     for (q, out) in outcomes.iter() {
-        assert_eq!(
-            (
-                out.status.code(),
-                String::from_utf8_lossy(&out.stdout).as_ref()
-            ),
-            (Some(0), "ok\n"),
-            "{q}: {out:?}"
+        let got = (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
         );
+        if got != (Some(0), "ok\n".to_string()) {
+            // What history knows of it, and of every question not answered: where
+            // it was lost.
+            let known: Vec<_> = history()
+                .into_iter()
+                .filter(|h| h["content"] == q.as_str() || h["status"] != "answered")
+                .collect();
+            panic!("{q}: {out:?}\nhistory of it and of every unanswered one: {known:#?}");
+        }
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
