@@ -428,9 +428,11 @@ impl Runner {
             idempotency_key: None,
         };
         let name = name.to_string();
+        let tx = self.tx.clone();
         tokio::spawn(async move {
             if let Err(e) = broker.ask(request, event).await {
                 tracing::error!("tasks: asking about session {name}'s first-run screen: {e}");
+                let _ = tx.send(super::runner::Command::FirstRunNotAsked { session: name });
             }
         });
     }
@@ -438,7 +440,13 @@ impl Runner {
     /// A question about a first-run screen ended: the person's choice is made on
     /// the screen (anything but an approval refuses).
     pub(super) fn first_run_answered(&mut self, finished: &crate::broker::Finished) {
-        let context = &finished.pending.request.context;
+        let request = &finished.pending.request;
+        // Only the runner's own question (asked as this user, by the session's
+        // name), not one another OS user made look like it over HTTP.
+        if request.created_by_other().is_some() {
+            return;
+        }
+        let context = &request.context;
         let (Some(name), Some(which)) = (
             context
                 .get("task_session")
@@ -455,7 +463,7 @@ impl Runner {
         .find(|s| s.name() == which) else {
             return;
         };
-        if !self.sessions.contains_key(name) {
+        if !self.sessions.contains_key(name) || request.agent_id != name {
             return;
         }
         let yes = finished.answer.as_ref().and_then(|a| a.approved) == Some(true);

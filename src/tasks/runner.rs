@@ -87,6 +87,9 @@ pub(super) enum Command {
     },
     /// A headless agent working on task `id` exited.
     Exited { id: String },
+    /// Asking about session `session`'s first-run screen failed: ask again at the
+    /// next look.
+    FirstRunNotAsked { session: String },
     /// The person's choice on a first-run screen was made in session `session`.
     FirstRunChosen {
         session: String,
@@ -398,6 +401,9 @@ impl Runner {
             }
             Command::Sent { id, result } => self.sent(&id, result),
             Command::Exited { id } => self.headless_exited(&id),
+            Command::FirstRunNotAsked { session } => {
+                self.first_runs.remove(&session);
+            }
             Command::FirstRunChosen {
                 session,
                 screen,
@@ -1001,6 +1007,14 @@ impl Runner {
             return true;
         }
         if !self.tmux.has_session(name) || self.tmux.pane_dead(name) {
+            return false;
+        }
+        if self
+            .first_runs
+            .get(name)
+            .is_some_and(|(_, chosen)| chosen.is_none())
+        {
+            // A first-run screen waits for a person: nothing to look at until then.
             return false;
         }
         let screen = self.tmux.capture(name, 60).unwrap_or_default();
