@@ -18,6 +18,7 @@ pub mod claude;
 pub mod cmd;
 pub mod config;
 pub mod daemon;
+pub mod mailbox;
 pub mod protocol;
 pub mod runtime;
 pub mod server;

@@ -15,6 +15,7 @@ mod hook;
 mod http;
 mod kept;
 mod layering;
+mod mailbox;
 mod mcp;
 mod presence;
 mod readme;
