@@ -119,7 +119,8 @@ pub fn refuses_login(line: &str) -> Option<String> {
     })
 }
 
-/// Reads a stream-json output file: its session id and its `result` line.
+/// Reads a stream-json output file: its session id, and its `result` lines (one per
+/// run of the task, their figures summed; the last one's outcome).
 pub fn read_stream(path: &Path) -> StreamEnd {
     let mut end = StreamEnd::default();
     let Ok(file) = std::fs::File::open(path) else {
@@ -144,7 +145,8 @@ pub fn read_stream(path: &Path) -> StreamEnd {
         if let Some(u) = v.get("usage") {
             usage.add_tokens(u);
         }
-        end.usage = Some(usage);
+        // A task's runs (its work, then the reminder) append to one stream.
+        end.usage.get_or_insert_with(TaskUsage::default).add(&usage);
         end.is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
         end.result = v.get("result").and_then(Value::as_str).map(str::to_string);
         end.api_error_status = v.get("api_error_status").and_then(Value::as_u64);
@@ -307,6 +309,15 @@ mod tests {
         assert_eq!(
             shown,
             "● Hi\n● Write(a.txt)\n  ⎿ done\n[success] Finished.\n"
+        );
+        // A second run (the reminder) appended: its figures are added.
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text += r#"{"type":"result","is_error":false,"num_turns":1,"total_cost_usd":0.25,"usage":{"input_tokens":5,"output_tokens":1}}"#;
+        std::fs::write(&path, text).unwrap();
+        let both = read_stream(&path).usage.unwrap();
+        assert_eq!(
+            (both.turns, both.input_tokens, both.cost_usd),
+            (4, 35, Some(0.75))
         );
     }
 
