@@ -159,6 +159,16 @@ enum Command {
         #[command(subcommand)]
         action: hitl::cmd::task::TaskCommand,
     },
+    /// Mailboxes (seed 003): agents working in parallel in a run folder exchange
+    /// requests and results and ask the user, without sleep loops; the listener
+    /// relays their questions to every hitl UI.
+    Mailbox {
+        /// The project whose listener relays the runs.
+        #[arg(long, global = true)]
+        dir: Option<PathBuf>,
+        #[command(subcommand)]
+        action: hitl::cmd::mailbox::MailboxCommand,
+    },
     /// List the questions waiting for an answer.
     Pending {
         /// The project folder.
@@ -381,6 +391,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Err(e) => {
                     eprintln!("hitl task: {e:#}");
                     ExitCode::from(hitl::cmd::task::EXIT_CANNOT_ASK)
+                }
+            });
+        }
+        Command::Mailbox { dir, action } => {
+            // 0-5 say how a wait ended; 3 also that the command could not run.
+            return Ok(match hitl::cmd::mailbox::run(dir, action) {
+                Ok(code) => ExitCode::from(code),
+                Err(e) => {
+                    eprintln!("hitl mailbox: {e:#}");
+                    ExitCode::from(hitl::cmd::mailbox::EXIT_CANNOT)
                 }
             });
         }

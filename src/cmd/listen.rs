@@ -60,6 +60,11 @@ pub struct ListenOptions {
     /// answer with `hitl answer` or a script).
     #[arg(long)]
     pub attended: bool,
+    /// Relay the mailbox runs (seed 003) whose folders match GLOB, as they appear
+    /// (e.g. '/tmp/historian-*'; any number), besides the runs `hitl mailbox init`
+    /// registered with this project.
+    #[arg(long, value_name = "GLOB")]
+    pub mailbox: Vec<String>,
 }
 
 /// Holds a project's `.listener.pid` lock; removes the pid files when dropped.
@@ -203,6 +208,7 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
         config_dir: paths.config_dir.clone(),
         responders,
         auto_answer: opts.auto_answer.clone(),
+        mailboxes: opts.mailbox.clone(),
     })
     .await?;
     let http_url = daemon.http_addr.map(|a| format!("http://{a}"));

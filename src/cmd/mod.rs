@@ -11,6 +11,7 @@ pub mod human;
 pub mod init;
 pub mod inspect;
 pub mod listen;
+pub mod mailbox;
 pub mod rules;
 pub mod serve;
 pub mod service;

@@ -19,6 +19,10 @@ pub struct ServeOptions {
     /// Store: sqlite://PATH (default: the user data folder's hitl.db) or postgres://…
     #[arg(long, env = "HITL_DB")]
     pub db: Option<String>,
+    /// Relay the mailbox runs (seed 003) whose folders match GLOB, as they appear
+    /// (e.g. '/tmp/historian-*'; any number).
+    #[arg(long, value_name = "GLOB")]
+    pub mailbox: Vec<String>,
 }
 
 /// Serves until SIGINT or SIGTERM.
@@ -35,6 +39,7 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         config_dir: paths.config_dir.clone(),
         responders: Vec::new(),
         auto_answer: None,
+        mailboxes: opts.mailbox.clone(),
     })
     .await?;
     let local = daemon.http_addr.expect("serve always serves HTTP");

@@ -67,6 +67,9 @@ pub struct DaemonOptions {
     /// Answer everything at once with this text (`--auto-answer`), as the broker's
     /// own rule.
     pub auto_answer: Option<String>,
+    /// Patterns of mailbox run folders to relay besides the spools' registered runs
+    /// (`hitl listen --mailbox`).
+    pub mailboxes: Vec<String>,
 }
 
 /// A running daemon, from [`start`].
@@ -98,6 +101,7 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
         config_dir,
         responders,
         auto_answer,
+        mailboxes,
     } = opts;
     let store = Store::open(&db_url).await?;
     let reader = store.clone();
@@ -156,6 +160,17 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
         },
         None => None,
     };
+    // Mailbox runs (seed 003): their questions asked here, their answers written back.
+    if let Some(relay) = crate::mailbox::relay::spawn(
+        handle.clone(),
+        reader.clone(),
+        crate::mailbox::relay::RelayOptions {
+            spools: spools.clone(),
+            patterns: mailboxes,
+        },
+    )? {
+        tasks.push(relay);
+    }
     let http = match http {
         None => None,
         Some((addr, fallback)) => Some(
@@ -338,6 +353,7 @@ mod tests {
             config_dir: dir.path().to_path_buf(),
             responders: vec![responder],
             auto_answer: None,
+            mailboxes: Vec::new(),
         })
         .await
         .unwrap();

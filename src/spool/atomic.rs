@@ -348,7 +348,7 @@ fn fill_answer_slot(
 
 /// Renames `from` to `to` unless `to` exists (`AlreadyExists` then), in one step
 /// where the file system has `RENAME_NOREPLACE`, else as a link and an unlink.
-fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
+pub fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
     use nix::{errno::Errno, fcntl};
     match fcntl::renameat2(
         fcntl::AT_FDCWD,

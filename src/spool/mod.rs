@@ -26,7 +26,7 @@ use anyhow::{Context, Result};
 
 pub use atomic::{
     Created, SLOTS_DIR, SPARES_DIR, clear_stale_temp, create_exclusive, keep_named_spares,
-    keep_spare, leave_answer_slot, sync_dir, write_atomic, write_atomic_spared,
+    keep_spare, leave_answer_slot, rename_no_replace, sync_dir, write_atomic, write_atomic_spared,
 };
 pub use listener::ListenerInfo;
 pub use read::{Refusal, read_untrusted, read_untrusted_file};
