@@ -1,7 +1,17 @@
 //! Mailboxes (seed 003): the KEY=VALUE files hitl writes are read back exactly by
-//! our reader, by bash's `source` and by dash's `.`.
+//! our reader, by bash's `source` and by dash's `.`; the seed's own narrator and
+//! scribe loops run against the listener's relay in place of the trampoline, and
+//! the same pair written with `hitl mailbox` runs without a sleep; agents killed,
+//! listeners killed and asks killed lose and repeat nothing.
 
-use std::process::Command;
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use crate::support::{Project, eventually, hitl_bin, shared_dir, wait_output};
 
 use hitl::mailbox::keyvalue::KeyValues;
 use proptest::prelude::*;
@@ -72,4 +82,422 @@ fn written_values_are_read_back_exactly_by_us_bash_and_dash() {
             Ok(())
         })
         .unwrap();
+}
+
+/// The first ```bash block after `heading` in seed 003.
+fn seed_block(heading: &str) -> String {
+    let seeds = shared_dir().join("seeds");
+    let file = fs::read_dir(&seeds)
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().starts_with("003_"))
+        .expect("seed 003")
+        .path();
+    let text = fs::read_to_string(file).unwrap();
+    let after = &text[text
+        .find(heading)
+        .unwrap_or_else(|| panic!("{heading:?} not in seed 003"))..];
+    let start = after.find("```bash\n").expect("a bash block") + "```bash\n".len();
+    let body = &after[start..];
+    body[..body.find("\n```").expect("the end of the block") + 1].to_string()
+}
+
+/// `text` with `placeholder` filled in by `with` (the placeholder must be there:
+/// a changed seed fails here, not later).
+fn fill(text: &str, placeholder: &str, with: &str) -> String {
+    assert!(
+        text.contains(placeholder),
+        "seed 003 no longer has {placeholder:?}:\n{text}"
+    );
+    text.replacen(placeholder, with, 1)
+}
+
+/// The transcript line a filled-in placeholder appends (the seed's own format).
+fn log_line(agent: &str, event: &str, message: &str) -> String {
+    format!(
+        "echo \"[$(date '+%Y-%m-%d %H:%M:%S')] [AGENT:{agent}] [{event}] {message}\" >> \"$RUN/transcript.log\""
+    )
+}
+
+/// Seed 003's narrator: its planning, approval, executing and completion blocks in
+/// the folders they are written for, with only its placeholders filled in (three
+/// commits, a transcript line per commit).
+fn seed_narrator() -> String {
+    let executing = fill(
+        &seed_block("**Step 3: Executing**"),
+        "for i in 1 2 3 ... N; do",
+        "for i in 1 2 3; do",
+    );
+    let executing = fill(
+        &executing,
+        "# Log success, continue to next commit",
+        &log_line("narrator", "COMMIT", "$i $COMMIT_HASH $MESSAGE"),
+    );
+    format!(
+        "cd \"$RUN\"\n{}cd narrator\n{}{}cd ..\n{}",
+        seed_block("**Step 1: Planning**"),
+        seed_block("**Step 2: Ask User for Plan Approval**"),
+        executing,
+        seed_block("**Step 3: Completion**"),
+    )
+}
+
+/// Seed 003's scribe: its initialisation and main loop in its folder, commit 2
+/// being the one too large, which it asks the user how to split.
+fn seed_scribe() -> String {
+    let main = fill(
+        &seed_block("**Main Loop:**"),
+        "# Analyze the commit size",
+        "FILES_TOO_MANY=0; [ \"$COMMIT_NUMBER\" = 2 ] && FILES_TOO_MANY=1",
+    );
+    let main = fill(
+        &main,
+        "# Create multiple commits based on answer\n      # ...",
+        &format!(
+            "hash=split$COMMIT_NUMBER; message=\"$DESCRIPTION\"; count=18\n      {}",
+            log_line("scribe", "SPLIT", "$ANSWER")
+        ),
+    );
+    let main = fill(
+        &main,
+        "# Create single commit\n      # ...",
+        "hash=c$COMMIT_NUMBER; message=\"$DESCRIPTION\"; count=1",
+    );
+    format!(
+        "cd \"$RUN/scribe\"\n{}{}",
+        seed_block("**Initialization:**"),
+        main
+    )
+}
+
+/// Runs `script` with bash in the background, `hitl` on its PATH, `RUN` set.
+fn agent(p: &Project, run: &Path, script: &str) -> Child {
+    let bin = hitl_bin();
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .env("RUN", run)
+        .env("PATH", path)
+        .env("HITL_HOME", &p.home)
+        .current_dir(&p.dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The seed's run folder, as its trampoline makes it, plus a commit plan in its
+/// state (the narrator's `jq -r '.commit_plan'` reads it from its own folder, so
+/// the folder gets a link to it: the seed's cwd is ambiguous there).
+fn seed_run(parent: &Path) -> PathBuf {
+    let run = parent.join(format!("historian-{}", std::process::id()));
+    for d in ["narrator", "scribe/inbox", "scribe/outbox"] {
+        fs::create_dir_all(run.join(d)).unwrap();
+    }
+    fs::write(
+        run.join("state.json"),
+        serde_json::json!({
+            "timestamp": "20261127-050000",
+            "original_branch": "class-attribute",
+            "commit_plan": "1. parser\n2. models, controllers, routes\n3. docs",
+        })
+        .to_string(),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("../state.json", run.join("narrator/state.json")).unwrap();
+    fs::write(run.join("transcript.log"), "").unwrap();
+    run
+}
+
+fn report(run: &Path) -> Option<serde_json::Value> {
+    serde_json::from_slice(&fs::read(run.join(".hitl/report.json")).ok()?).ok()
+}
+
+fn wait_report(run: &Path, within: Duration) -> serde_json::Value {
+    eventually("the run's report", within, || report(run).is_some());
+    report(run).unwrap()
+}
+
+fn mailbox_history(p: &Project) -> Vec<serde_json::Value> {
+    p.history()
+        .into_iter()
+        .filter(|h| h["origin"] == "mailbox")
+        .collect()
+}
+
+#[test]
+fn the_seeds_own_loops_run_against_the_relay_answered_automatically() {
+    let p = Project::new();
+    let runs = p.tmp.path().join("runs");
+    fs::create_dir_all(&runs).unwrap();
+    let pattern = format!("{}/historian-*", runs.display());
+    let _l = p.listen(&["--ui", "none", "--auto-answer", "x", "--mailbox", &pattern]);
+    let run = seed_run(&runs);
+    let narrator = agent(&p, &run, &seed_narrator());
+    let scribe = agent(&p, &run, &seed_scribe());
+    let n = wait_output(narrator, Duration::from_secs(120));
+    let s = wait_output(scribe, Duration::from_secs(120));
+    assert!(n.status.success(), "narrator: {n:?}");
+    assert!(s.status.success(), "scribe: {s:?}");
+    let report = wait_report(&run, Duration::from_secs(10));
+    assert_eq!(report["state"], "done", "{report:#}");
+    let transcript = fs::read_to_string(run.join("transcript.log")).unwrap();
+    for i in 1..=3 {
+        assert!(
+            transcript.contains(&format!("[AGENT:narrator] [COMMIT] {i} ")),
+            "{transcript}"
+        );
+    }
+    // The first option, as `source answer` gave it to the scribe.
+    assert!(
+        transcript.contains("[AGENT:scribe] [SPLIT] Option 1\n"),
+        "{transcript}"
+    );
+    let asked = mailbox_history(&p);
+    assert_eq!(asked.len(), 2, "{asked:#?}");
+    assert!(
+        asked.iter().all(|h| h["status"] == "answered"),
+        "{asked:#?}"
+    );
+    // The plan, many lines long, was shown with the question.
+    assert!(
+        asked.iter().any(|h| h["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("PLAN:\n1. parser\n2. models"))),
+        "{asked:#?}"
+    );
+    assert!(!run.join("narrator/question").exists() && !run.join("narrator/answer").exists());
+}
+
+#[test]
+fn the_seeds_loops_get_the_option_answered_with_hitl_answer() {
+    let p = Project::new();
+    let _l = p.listen(&["--ui", "none"]);
+    let run = p.tmp.path().join("run");
+    let out = p.run(&[
+        "mailbox",
+        "init",
+        run.to_str().unwrap(),
+        "--state",
+        "commit_plan=1. parser\n2. routes",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        run.to_str().unwrap()
+    );
+    std::os::unix::fs::symlink("../state.json", run.join("narrator/state.json")).unwrap();
+    let narrator = agent(&p, &run, &seed_narrator());
+    let scribe = agent(&p, &run, &seed_scribe());
+    for (who, option, text) in [
+        ("narrator", "1", "Proceed with this plan"),
+        ("scribe", "2", "Split into 2 commits: backend, frontend"),
+    ] {
+        let pending = p.wait_pending(1, Duration::from_secs(30));
+        let q = &pending[0];
+        assert_eq!(q["origin"], "mailbox", "{q:#}");
+        assert_eq!(q["agent_name"], who, "{q:#}");
+        assert_eq!(q["type"], "select", "{q:#}");
+        assert!(
+            q["options"].as_array().unwrap().iter().any(|o| o == text),
+            "{q:#}"
+        );
+        let id = q["id"].as_str().unwrap();
+        let out = p.run(&["answer", id, option]);
+        assert!(out.status.success(), "{out:?}");
+        p.wait_pending(0, Duration::from_secs(10));
+    }
+    let n = wait_output(narrator, Duration::from_secs(120));
+    let s = wait_output(scribe, Duration::from_secs(120));
+    assert!(n.status.success() && s.status.success(), "{n:?}\n{s:?}");
+    assert_eq!(wait_report(&run, Duration::from_secs(10))["state"], "done");
+    let transcript = fs::read_to_string(run.join("transcript.log")).unwrap();
+    assert!(
+        transcript.contains("[AGENT:scribe] [SPLIT] Option 2\n"),
+        "{transcript}"
+    );
+    let listed = p.run(&["mailbox", "list", "--json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed[0]["state"], "done", "{listed:#}");
+    assert_eq!(listed[0]["agents"]["scribe"], "done", "{listed:#}");
+}
+
+/// The seed's pair written with `hitl mailbox`: no sleep, no polling loop.
+const NARRATOR: &str = r#"set -eu
+M="hitl mailbox"
+$M status "$RUN/narrator" planning --pid $$
+printf '1. parser\n2. routes\n3. docs\n' > "$RUN/plan.txt"
+$M log "$RUN" narrator PLAN "3 commits"
+choice=$($M ask "$RUN/narrator" --context "Created commit plan with 3 commits" \
+  --option "Proceed with this plan" --option "Cancel and return to original branch" \
+  --plan "$RUN/plan.txt")
+if [ "$choice" != "Proceed with this plan" ]; then $M status "$RUN/narrator" error; exit 1; fi
+$M status "$RUN/narrator" executing
+for i in 1 2 3; do
+  $M send "$RUN/scribe" COMMIT_NUMBER=$i "DESCRIPTION=Commit $i: it's \"quoted\", \$HOME and \`id\`"
+  eval "$($M result "$RUN/scribe")"
+  if [ "$STATUS" != SUCCESS ]; then $M status "$RUN/narrator" error; exit 1; fi
+  $M log "$RUN" narrator COMMIT "$i $COMMIT_HASH $MESSAGE"
+  $M state "$RUN" commits_completed $i
+done
+$M status "$RUN/narrator" done
+"#;
+
+const SCRIBE: &str = r#"set -eu
+M="hitl mailbox"
+$M status "$RUN/scribe" idle --pid $$
+while true; do
+  rc=0; req=$($M recv "$RUN/scribe") || rc=$?
+  if [ $rc = 4 ]; then break; fi
+  if [ $rc != 0 ]; then exit $rc; fi
+  eval "$req"
+  $M status "$RUN/scribe" working
+  hash=c$COMMIT_NUMBER
+  if [ "$COMMIT_NUMBER" = 2 ]; then
+    split=$($M ask "$RUN/scribe" --context "Commit 2 is too large (18 files)" \
+      --option "Split into 3 commits: models, controllers, routes" \
+      --option "Split into 2 commits: backend, frontend")
+    $M log "$RUN" scribe SPLIT "$split"
+    hash=split2
+  fi
+  $M reply "$RUN/scribe" STATUS=SUCCESS "COMMIT_HASH=$hash" "MESSAGE=$DESCRIPTION" FILES_CHANGED=1
+  $M status "$RUN/scribe" idle
+done
+$M status "$RUN/scribe" done
+"#;
+
+#[test]
+fn the_pair_written_with_hitl_mailbox_needs_no_sleep() {
+    for script in [NARRATOR, SCRIBE] {
+        assert!(!script.contains("sleep"), "{script}");
+    }
+    let p = Project::new();
+    let _l = p.listen(&["--ui", "none", "--auto-answer", "x"]);
+    let out = p.run(&["mailbox", "init", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let init: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(init["registered"], true);
+    let run = PathBuf::from(init["dir"].as_str().unwrap());
+    let narrator = agent(&p, &run, NARRATOR);
+    let scribe = agent(&p, &run, SCRIBE);
+    let n = wait_output(narrator, Duration::from_secs(60));
+    let s = wait_output(scribe, Duration::from_secs(60));
+    assert!(n.status.success(), "narrator: {n:?}");
+    assert!(s.status.success(), "scribe: {s:?}");
+    let report = wait_report(&run, Duration::from_secs(10));
+    assert_eq!(report["state"], "done", "{report:#}");
+    assert_eq!(report["state_json"]["commits_completed"], 3, "{report:#}");
+    let transcript = fs::read_to_string(run.join("transcript.log")).unwrap();
+    assert!(
+        transcript.contains(
+            "[AGENT:narrator] [COMMIT] 2 split2 Commit 2: it's \"quoted\", $HOME and `id`\n"
+        ),
+        "{transcript}"
+    );
+    assert!(
+        transcript
+            .contains("[AGENT:scribe] [SPLIT] Split into 3 commits: models, controllers, routes\n"),
+        "{transcript}"
+    );
+    assert_eq!(mailbox_history(&p).len(), 2);
+    let _ = fs::remove_dir_all(&run);
+}
+
+#[test]
+fn an_agent_killed_mid_run_fails_the_run_and_withdraws_its_questions() {
+    let p = Project::new();
+    let _l = p.listen(&["--ui", "none"]);
+    let out = p.run(&["mailbox", "init", "--json"]);
+    let init: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = PathBuf::from(init["dir"].as_str().unwrap());
+    let narrator = agent(&p, &run, NARRATOR);
+    let mut scribe = agent(&p, &run, SCRIBE);
+    // The narrator waits for the user; the scribe for a request.
+    p.wait_pending(1, Duration::from_secs(30));
+    eventually("the scribe's status", Duration::from_secs(10), || {
+        fs::read_to_string(run.join("scribe/status")).is_ok_and(|s| s.trim() == "idle")
+    });
+    scribe.kill().unwrap();
+    let _ = scribe.wait();
+    let report = wait_report(&run, Duration::from_secs(5));
+    assert_eq!(report["state"], "failed", "{report:#}");
+    assert!(
+        report["reason"].as_str().unwrap().contains("scribe"),
+        "{report:#}"
+    );
+    // Its open question is withdrawn, and the narrator hears of it.
+    p.wait_pending(0, Duration::from_secs(5));
+    let n = wait_output(narrator, Duration::from_secs(10));
+    assert_eq!(n.status.code(), Some(1), "{n:?}");
+    let asked = mailbox_history(&p);
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["status"], "cancelled", "{asked:#?}");
+    let _ = fs::remove_dir_all(&run);
+}
+
+#[test]
+fn a_listener_restart_and_a_killed_ask_lose_and_repeat_nothing() {
+    let p = Project::new();
+    let first = p.listen(&["--ui", "none"]);
+    let run = p.tmp.path().join("run");
+    assert!(
+        p.run(&["mailbox", "init", run.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let ask = |p: &Project| {
+        let mut c = p.hitl();
+        c.args([
+            "mailbox",
+            "ask",
+            run.join("narrator").to_str().unwrap(),
+            "--context",
+            "Proceed?",
+            "--option",
+            "yes",
+            "--option",
+            "no",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        c.spawn().unwrap()
+    };
+    let asker = ask(&p);
+    let id = p.wait_pending(1, Duration::from_secs(30))[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The listener dies; the next one has the same question, once.
+    first.signal(nix::sys::signal::Signal::SIGKILL);
+    let _second = p.listen(&["--ui", "none"]);
+    let pending = p.wait_pending(1, Duration::from_secs(30));
+    assert_eq!(pending[0]["id"], id.as_str());
+    // The asker is stopped from outside (as Claude Code's Bash tool stops a
+    // command); the question stays, the answer comes meanwhile.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(asker.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let stopped = wait_output(asker, Duration::from_secs(10));
+    assert_eq!(stopped.status.code(), Some(1), "{stopped:?}");
+    assert!(run.join("narrator/question").exists());
+    assert!(p.run(&["answer", &id, "2"]).status.success());
+    eventually("the answer file", Duration::from_secs(10), || {
+        run.join("narrator/answer").exists()
+    });
+    // The same ask, run again, gets that answer and asks nothing new.
+    let again = wait_output(ask(&p), Duration::from_secs(10));
+    assert!(again.status.success(), "{again:?}");
+    assert_eq!(String::from_utf8_lossy(&again.stdout), "no\n");
+    let asked = mailbox_history(&p);
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+    assert_eq!(asked[0]["status"], "answered");
+    assert!(p.pending().is_empty());
 }
