@@ -385,7 +385,7 @@ pub fn init(spec: &InitSpec) -> Result<Run> {
         };
         builder.create(mailbox.inbox())?;
         builder.create(mailbox.outbox())?;
-        super::files::write(&run, &mailbox.status_file(), b"starting\n")?;
+        crate::spool::write_atomic(&run.tmp(), &mailbox.status_file(), b"starting\n", false)?;
     }
     let tmp = run.tmp();
     let created = jiff::Timestamp::now();
