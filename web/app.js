@@ -146,11 +146,12 @@ async function loadAgents() {
     const waiting = [...pending.values()].filter((p) => p.request.agent_id === id).length;
     rows.append(el("tr", { "data-agent": id },
       el("th", { scope: "row", text: a.name || id }),
-      el("td", { class: `status status-${a.status}`, text: a.status }),
+      // A mailbox agent says its own status (planning, executing…) and its run.
+      el("td", { class: `status status-${a.status}`, text: a.mailbox_status || a.status }),
       el("td", { text: String(waiting) }),
       el("td", { text: String(a.questions_asked ?? a.pending ?? 0) }),
       el("td", { text: a.last_seen ? `${age(a.last_seen)} ago` : "" }),
-      el("td", { text: a.project || a.origin || "" })));
+      el("td", { text: a.run ? `run ${a.run.split("/").pop()}` : a.project || a.origin || "" })));
   }
   $("no-agents").hidden = seen.size > 0;
 }

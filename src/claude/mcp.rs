@@ -5,7 +5,8 @@
 //!   approval), answered from any hitl UI;
 //! - `request_approval`: approve or deny an action, with the human's comment;
 //! - `permission_prompt`: the tool for `claude -p --permission-prompt-tool
-//!   mcp__hitl__permission_prompt`, answering in the JSON text Claude Code reads.
+//!   mcp__hitl__permission_prompt`, answering in the JSON text Claude Code reads;
+//! - `mailbox_*` (`mcp_mailbox.rs`): seed 003's mailboxes, for sub-agents.
 //!
 //! Each call becomes a request of origin `mcp` on the project's listener (found
 //! through `.listener.json`, as `hitl hook` finds it), held in its store, and is
@@ -226,8 +227,13 @@ impl McpServer {
             project: Arc::new(project),
             stopping: CancellationToken::new(),
             calls: TaskTracker::new(),
-            tool_router: Self::tool_router(),
+            tool_router: Self::tool_router() + Self::mailbox_router(),
         })
+    }
+
+    /// Cancelled when the server stops.
+    pub(super) fn stopping(&self) -> &CancellationToken {
+        &self.stopping
     }
 
     #[tool(

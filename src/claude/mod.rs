@@ -7,6 +7,7 @@ pub mod elicit;
 pub mod feed;
 pub mod hook;
 pub mod mcp;
+pub mod mcp_mailbox;
 pub mod policy;
 pub mod rules;
 pub mod settings;

@@ -213,6 +213,12 @@ struct RemoteAgent {
     origin: Origin,
     pending: usize,
     last_seen: Timestamp,
+    /// A mailbox agent's own status (planning, executing…).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mailbox_status: Option<String>,
+    /// A mailbox agent's run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run: Option<PathBuf>,
 }
 
 /// The agents with requests pending at the listener other than spool files.
@@ -235,6 +241,8 @@ fn remote_agents(list: &[Listed]) -> Vec<RemoteAgent> {
                 origin: r.origin,
                 pending: 1,
                 last_seen: r.timestamp,
+                mailbox_status: None,
+                run: None,
             }),
         }
     }
@@ -289,8 +297,35 @@ fn task_sessions(spool: &Spool) -> Vec<RemoteAgent> {
             origin: Origin::Task,
             pending: s.queued_tasks + usize::from(s.is_executing),
             last_seen: s.session.created_at,
+            mailbox_status: None,
+            run: None,
         })
         .collect()
+}
+
+/// The agents of the project's mailbox runs, each with the status it reported;
+/// one already listed as waiting (a question of its in the queue) gains its status.
+fn add_mailbox_agents(spool: &Spool, remote: &mut Vec<RemoteAgent>) {
+    for a in crate::mailbox::roster::agents(spool) {
+        if let Some(r) = remote
+            .iter_mut()
+            .find(|r| r.agent_id == a.agent_id && r.origin == Origin::Mailbox)
+        {
+            r.mailbox_status = a.mailbox_status;
+            r.run = Some(a.run);
+            continue;
+        }
+        remote.push(RemoteAgent {
+            agent_id: a.agent_id,
+            name: a.name,
+            status: a.status,
+            origin: Origin::Mailbox,
+            pending: 0,
+            last_seen: a.last_seen.unwrap_or_else(Timestamp::now),
+            mailbox_status: a.mailbox_status,
+            run: Some(a.run),
+        });
+    }
 }
 
 /// `hitl agents`: the agent registry with live status, the agents asking the
@@ -300,6 +335,7 @@ pub fn agents(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
     let pending = everything_pending(&spool);
     let (list, mut remote) = agents_of(&spool, &pending);
     remote.extend(task_sessions(&spool));
+    add_mailbox_agents(&spool, &mut remote);
     if as_json {
         let mut items: Vec<serde_json::Value> = list
             .iter()
@@ -361,7 +397,10 @@ pub fn agents(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
         );
     }
     for a in remote {
-        let status = status_name(a.status);
+        let status = a
+            .mailbox_status
+            .clone()
+            .unwrap_or_else(|| status_name(a.status));
         let seen = age(a.last_seen);
         row(
             &a.agent_id,

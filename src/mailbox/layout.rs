@@ -268,6 +268,22 @@ impl Mailbox {
     }
 }
 
+/// The agent id of agent `agent` of run `run` (its folder's name), as the relay
+/// asks in its name and `hitl agents` lists it.
+pub fn agent_id(run: &str, agent: &str) -> String {
+    let id: String = format!("mailbox.{run}.{agent}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    id.chars().take(128).collect()
+}
+
 /// Where runs go when `init` is given no folder: `$XDG_RUNTIME_DIR/hitl/runs`, else
 /// `$TMPDIR/hitl-UID/runs` (`/tmp` by default): the user's own, made 0700 and
 /// refused if another user owns it (not inside the project: hitl's hooks guard
@@ -493,5 +509,12 @@ mod tests {
         let err = Mailbox::parse(&tmp.path().join("nobody")).unwrap_err();
         assert!(err.to_string().contains("its agents: scribe"), "{err}");
         assert!(!is_agent_name(".hitl") && !is_agent_name("a/b") && is_agent_name("scribe-2"));
+    }
+
+    #[test]
+    fn agent_ids_are_valid_ids() {
+        let id = agent_id("run 1/x", "scribe");
+        assert_eq!(id, "mailbox.run_1_x.scribe");
+        assert!(crate::protocol::is_valid_id(&id));
     }
 }

@@ -16,4 +16,5 @@ pub mod question;
 pub mod registry;
 pub mod relay;
 pub mod report;
+pub mod roster;
 pub mod wait;

@@ -279,6 +279,17 @@ impl Relay {
             return;
         }
         let Ok(run) = Run::open(dir) else { return };
+        // A run found by pattern is registered with the first project, so that
+        // `hitl mailbox list`, `hitl agents` and the dashboard know it too.
+        if let Some(spool) = self.spools.first()
+            && !self
+                .spools
+                .iter()
+                .any(|s| registry::entry_file(s, &run).exists())
+            && let Err(e) = registry::register(spool, &run)
+        {
+            tracing::warn!("mailboxes: {e:#}");
+        }
         let meta = run.meta();
         let ended = report::read(&run).is_some();
         let transcript_read = std::fs::metadata(run.transcript()).map_or(0, |m| m.len());
@@ -701,7 +712,7 @@ impl Relay {
                     "run": dir, "line": line, "agent": agent, "event": event, "message": message,
                 }),
                 timestamp_ms: jiff::Timestamp::now().as_millisecond(),
-                agent_id: agent_id(&run, agent.unwrap_or("run")),
+                agent_id: layout::agent_id(&run, agent.unwrap_or("run")),
                 agent_name: agent.unwrap_or("run").to_string(),
                 decision: None,
                 reason: None,
@@ -805,7 +816,7 @@ impl Relay {
                 hook_event_type: event.into(),
                 payload,
                 timestamp_ms: jiff::Timestamp::now().as_millisecond(),
-                agent_id: agent_id(&name, agent),
+                agent_id: layout::agent_id(&name, agent),
                 agent_name: agent.to_string(),
                 decision: None,
                 reason: None,
@@ -898,21 +909,6 @@ impl Relay {
     }
 }
 
-/// The agent id of agent `agent` of run `run`, for the broker and its registry.
-fn agent_id(run: &str, agent: &str) -> String {
-    let id: String = format!("mailbox.{run}.{agent}")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    id.chars().take(128).collect()
-}
-
 /// The request and its event for `question` in `mailbox`, read from the file
 /// `identity`.
 fn request_for(mailbox: &Mailbox, question: &Question, identity: &Identity) -> (Request, NewEvent) {
@@ -932,7 +928,7 @@ fn request_for(mailbox: &Mailbox, question: &Question, identity: &Identity) -> (
             "mailbox_agent": mailbox.agent,
         }),
         ..Request::new(
-            agent_id(&run, &mailbox.agent),
+            layout::agent_id(&run, &mailbox.agent),
             mailbox.agent.clone(),
             kind,
             content.clone(),
@@ -1055,12 +1051,5 @@ mod tests {
         assert_eq!(p.depth, 1);
         assert_eq!(p.base, tmp.path());
         assert_eq!(p.expand(), [tmp.path().join("historian-1")]);
-    }
-
-    #[test]
-    fn agent_ids_are_valid_ids() {
-        let id = agent_id("run 1/x", "scribe");
-        assert_eq!(id, "mailbox.run_1_x.scribe");
-        assert!(crate::protocol::is_valid_id(&id));
     }
 }

@@ -466,14 +466,25 @@ pub async fn agents(State(state): State<Arc<AppState>>) -> Result<Json<Value>, A
         spools
             .iter()
             .flat_map(|s| {
-                crate::agents::list_agents(s, &waiting_spool)
+                let registry = crate::agents::list_agents(s, &waiting_spool)
                     .into_iter()
                     .map(|a| {
                         let mut v = json!(a);
                         v["project"] = json!(s.project());
                         v
-                    })
-                    .collect::<Vec<_>>()
+                    });
+                // Mailbox agents (seed 003), with the status each reported and its run.
+                let mailboxes = crate::mailbox::roster::agents(s).into_iter().map(|a| {
+                    let waiting = waiting_spool.contains(&a.agent_id);
+                    let mut v = json!(a);
+                    v["origin"] = json!(Origin::Mailbox);
+                    v["project"] = json!(s.project());
+                    if waiting {
+                        v["status"] = json!("waiting");
+                    }
+                    v
+                });
+                registry.chain(mailboxes).collect::<Vec<_>>()
             })
             .collect()
     })

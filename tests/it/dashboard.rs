@@ -1603,3 +1603,107 @@ async fn the_tasks_view_shows_each_sessions_queue_and_cancels_and_retries() {
     find(&c, "#events .event[data-type=TaskCanceled]").await;
     c.close().await.unwrap();
 }
+
+/// Issue 31: a sub-agent's mailbox round over MCP (the official Python SDK), and
+/// its `mailbox_ask` answered here in the browser, the option chosen coming back
+/// as the mailbox's "Option N".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mailbox_question_asked_over_mcp_is_answered_in_the_browser() {
+    let Some(driver) = driver() else { return };
+    if !crate::mcp::python_sdk() {
+        return;
+    }
+    let p = Project::new();
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let run = p.tmp.path().join("run");
+    assert!(
+        p.run(&["mailbox", "init", run.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let client = Command::new("python3")
+        .arg(crate::support::checkout().join("tests/it/mcp_mailbox.py"))
+        .arg(crate::support::hitl_bin())
+        .arg(&p.dir)
+        .arg(&run)
+        .env("HITL_HOME", &p.home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let q = p.wait_pending(1, Duration::from_secs(30)).pop().unwrap();
+    assert_eq!(q["origin"], "mailbox", "{q:#}");
+    let c = browser(&driver, 1280, 900).await;
+    c.goto(&login_url(&p)).await.unwrap();
+    let text = find(&c, &card(&q)).await.text().await.unwrap();
+    assert!(
+        text.contains("Created commit plan with 2 commits"),
+        "{text}"
+    );
+    assert!(text.contains("2. docs"), "the plan is shown: {text}");
+    // The run's agents, with the statuses they reported, in the Agents view.
+    find(&c, ".tab[data-view=agents]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    let row = find(
+        &c,
+        &format!("tr[data-agent=\"{}\"]", q["agent_id"].as_str().unwrap()),
+    )
+    .await;
+    let text = row.text().await.unwrap();
+    assert!(
+        text.contains("narrator") && text.contains("run run"),
+        "{text}"
+    );
+    let scribe = find(&c, "tr[data-agent$=\".scribe\"]")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(scribe.contains("idle"), "{scribe}");
+    find(&c, ".tab[data-view=inbox]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    click(&c, &q, "button.option:nth-of-type(2)").await;
+    let out = wait_output(client, Duration::from_secs(30));
+    assert!(out.status.success(), "{out:?}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for tool in [
+        "mailbox_ask",
+        "mailbox_recv",
+        "mailbox_reply",
+        "mailbox_result",
+        "mailbox_send",
+        "mailbox_status",
+    ] {
+        assert!(
+            r["tools"].as_array().unwrap().iter().any(|t| t == tool),
+            "{r:#}"
+        );
+    }
+    assert_eq!(
+        r["recv"]["structured"]["request"]["DESCRIPTION"], "Add 'class' attributes",
+        "{r:#}"
+    );
+    assert_eq!(
+        r["recv"]["structured"]["request"]["COMMIT_NUMBER"], "1",
+        "{r:#}"
+    );
+    assert_eq!(
+        r["result"]["structured"]["result"]["COMMIT_HASH"], "abc123",
+        "{r:#}"
+    );
+    assert_eq!(r["recv_empty"]["structured"]["status"], "timeout", "{r:#}");
+    assert_eq!(r["status"]["structured"]["status"], "idle", "{r:#}");
+    let ask = &r["ask"]["structured"];
+    assert_eq!(r["ask"]["is_error"], false, "{r:#}");
+    assert_eq!(ask["answer"], "Option 2", "{r:#}");
+    assert_eq!(ask["text"], "Cancel and return to original branch", "{r:#}");
+    assert!(!r["progress"].as_array().unwrap().is_empty(), "{r:#}");
+    c.close().await.unwrap();
+}

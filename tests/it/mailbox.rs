@@ -308,6 +308,20 @@ fn the_seeds_loops_get_the_option_answered_with_hitl_answer() {
             q["options"].as_array().unwrap().iter().any(|o| o == text),
             "{q:#}"
         );
+        if who == "narrator" {
+            // `hitl agents` lists the run's agents with the statuses they reported.
+            let out = p.run(&["agents", "--json"]);
+            let agents: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+            let narrator = agents
+                .iter()
+                .find(|a| a["agent_id"] == q["agent_id"])
+                .unwrap_or_else(|| panic!("{agents:#?}"));
+            assert_eq!(narrator["mailbox_status"], "planning", "{agents:#?}");
+            assert_eq!(narrator["status"], "waiting", "{agents:#?}");
+            assert_eq!(narrator["run"], run.to_str().unwrap(), "{agents:#?}");
+            let text = String::from_utf8(p.run(&["agents"]).stdout).unwrap();
+            assert!(text.contains("planning"), "{text}");
+        }
         let id = q["id"].as_str().unwrap();
         let out = p.run(&["answer", id, option]);
         assert!(out.status.success(), "{out:?}");

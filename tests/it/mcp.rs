@@ -16,7 +16,7 @@ use crate::support::{Project, checkout, eventually, hitl_bin};
 
 /// Whether the Python SDK can be imported; under CI=true it must be (tools/test-all
 /// installs it), elsewhere the test says it skipped.
-fn python_sdk() -> bool {
+pub(crate) fn python_sdk() -> bool {
     let ok = Command::new("python3")
         .args(["-c", "import mcp"])
         .output()
