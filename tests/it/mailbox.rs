@@ -273,6 +273,39 @@ fn the_seeds_own_loops_run_against_the_relay_answered_automatically() {
         "{asked:#?}"
     );
     assert!(!run.join("narrator/question").exists() && !run.join("narrator/answer").exists());
+    // The transcript's lines and the run's end are its activity feed.
+    let events: Vec<serde_json::Value> = reqwest::blocking::Client::new()
+        .get(format!("{}/api/v1/events?limit=500", p.http_url()))
+        .bearer_auth(p.token())
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let of = |kind: &str| -> Vec<&serde_json::Value> {
+        events
+            .iter()
+            .filter(|e| e["hook_event_type"] == kind)
+            .collect()
+    };
+    let lines = of("MailboxTranscript");
+    assert!(
+        lines.iter().any(|e| e["payload"]["event"] == "COMMIT"
+            && e["payload"]["agent"] == "narrator"
+            && e["payload"]["message"].as_str().unwrap().starts_with("3 ")),
+        "{events:#?}"
+    );
+    assert!(
+        of("MailboxRunEnded")
+            .iter()
+            .any(|e| e["payload"]["state"] == "done"),
+        "{events:#?}"
+    );
+    assert!(
+        of("MailboxStatus")
+            .iter()
+            .any(|e| e["payload"]["status"] == "executing"),
+        "{events:#?}"
+    );
 }
 
 #[test]
