@@ -16,7 +16,8 @@
 //! - a `question` the agent removes withdraws its request;
 //! - statuses and the transcript feed the activity feed, and supervise the run:
 //!   every agent done ends it; an agent in `error`, or whose process (`pid`) is gone,
-//!   or silent past its heartbeat, fails it, as does the run's timeout (time spent
+//!   or silent past its heartbeat, or a Claude Code sub-agent that stopped (its
+//!   `SubagentStop` hook) before saying it was done, fails it, as does the run's timeout (time spent
 //!   waiting for the user not counted); a failed run's questions are withdrawn, and
 //!   `.hitl/report.json` says how it ended.
 
@@ -233,6 +234,9 @@ impl Relay {
                 },
                 change = changes.recv() => match change {
                     Ok(Change::Finished(f)) => self.finished(&f).await,
+                    Ok(Change::Activity(a)) if a.event.hook_event_type == "SubagentStop" => {
+                        self.subagent_stopped(&a.event.payload).await;
+                    }
                     Ok(_) => {}
                     Err(RecvError::Lagged(_)) => self.check_requests().await,
                     Err(RecvError::Closed) => return,
@@ -675,6 +679,52 @@ impl Relay {
                 self.look_at_question(&dir, &agent, true).await;
             }
             self.supervise(&dir).await;
+        }
+    }
+
+    /// A Claude Code sub-agent stopped (its `SubagentStop` hook, noted by `hitl
+    /// hook`): if it was a run's agent (its type `plugin:NAME` naming the agent, its
+    /// transcript naming the run's folder, as the seed's prompt "Work directory:
+    /// …" does) and had not said it was done, it is gone and the run fails.
+    async fn subagent_stopped(&mut self, payload: &serde_json::Value) {
+        let Some(kind) = payload.get("agent_type").and_then(|v| v.as_str()) else {
+            return;
+        };
+        let name = kind.rsplit(':').next().unwrap_or(kind).to_string();
+        let transcript = payload
+            .get("agent_transcript_path")
+            .and_then(|v| v.as_str())
+            .and_then(|p| crate::spool::read_untrusted(Path::new(p), 64 << 20).ok())
+            .map(|b| String::from_utf8_lossy(&b).into_owned());
+        let candidates: Vec<PathBuf> = self
+            .runs
+            .iter()
+            .filter(|(_, s)| !s.ended && s.agents.contains_key(&name))
+            .map(|(d, _)| d.clone())
+            .collect();
+        let named: Vec<&PathBuf> = candidates
+            .iter()
+            .filter(|d| {
+                transcript
+                    .as_deref()
+                    .is_some_and(|t| t.contains(&*d.to_string_lossy()))
+            })
+            .collect();
+        // The run its transcript names; without one, the only run it can be.
+        let run = match (named.as_slice(), candidates.as_slice()) {
+            ([one], _) => (*one).clone(),
+            ([], [only]) => only.clone(),
+            _ => return,
+        };
+        let done = self.runs[&run]
+            .run
+            .mailbox(&name)
+            .ok()
+            .and_then(|m| m.status())
+            .is_some_and(|s| is_done(&s));
+        if !done {
+            let why = format!("{name}'s Claude Code sub-agent ({kind}) stopped before it was done");
+            self.end(&run, report::FAILED, Some(why)).await;
         }
     }
 

@@ -548,3 +548,280 @@ fn a_listener_restart_and_a_killed_ask_lose_and_repeat_nothing() {
     assert_eq!(asked[0]["status"], "answered");
     assert!(p.pending().is_empty());
 }
+
+/// `hitl mailbox init RUN` in `p`, with `extra` flags; the run's folder.
+fn init_run(p: &Project, name: &str, extra: &[&str]) -> PathBuf {
+    let run = p.tmp.path().join(name);
+    let mut args = vec!["mailbox", "init", run.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = p.run(&args);
+    assert!(out.status.success(), "{out:?}");
+    run
+}
+
+fn set_status(p: &Project, mailbox: &Path, status: &str) {
+    let out = p.run(&["mailbox", "status", mailbox.to_str().unwrap(), status]);
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn a_run_fails_on_its_timeout_without_the_users_wait_and_on_a_missed_heartbeat() {
+    let p = Project::new();
+    let _l = p.listen(&["--ui", "none"]);
+    let slow = init_run(&p, "slow", &["--timeout", "2"]);
+    set_status(&p, &slow.join("narrator"), "working");
+    set_status(&p, &slow.join("scribe"), "idle");
+    let mut asker = p.hitl();
+    asker
+        .args([
+            "mailbox",
+            "ask",
+            slow.join("narrator").to_str().unwrap(),
+            "--context",
+            "Go on?",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let asker = asker.spawn().unwrap();
+    let q = p.wait_pending(1, Duration::from_secs(10)).pop().unwrap();
+    assert_eq!(q["type"], "text", "no options: the user types the answer");
+    // Longer than the run's timeout, all of it waiting for the user: not counted.
+    std::thread::sleep(Duration::from_millis(3500));
+    assert!(report(&slow).is_none(), "{:?}", report(&slow));
+    assert!(
+        p.run(&["answer", q["id"].as_str().unwrap(), "yes, go on"])
+            .status
+            .success()
+    );
+    let out = wait_output(asker, Duration::from_secs(10));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "yes, go on\n",
+        "{out:?}"
+    );
+    // Now the agents' own time runs out.
+    let r = wait_report(&slow, Duration::from_secs(10));
+    assert_eq!(r["state"], "failed", "{r:#}");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(reason.contains("longer than 2s"), "{reason}");
+    assert!(r["waited_s"].as_f64().unwrap() >= 3.0, "{r:#}");
+
+    let quiet = init_run(&p, "quiet", &["--heartbeat", "1", "--timeout", "0"]);
+    set_status(&p, &quiet.join("narrator"), "working");
+    let r = wait_report(&quiet, Duration::from_secs(10));
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("has not reported its status for 1s"),
+        "{r:#}"
+    );
+}
+
+#[test]
+fn a_claude_code_sub_agent_that_stops_before_it_is_done_fails_its_run() {
+    let p = Project::new();
+    let _l = p.listen(&["--ui", "none"]);
+    let run = init_run(&p, "run", &[]);
+    let other = init_run(&p, "other", &[]);
+    for r in [&run, &other] {
+        set_status(&p, &r.join("scribe"), "working");
+    }
+    // The sub-agent's transcript holds its prompt, naming the run's folder.
+    let transcript = p.tmp.path().join("agent-a1.jsonl");
+    fs::write(
+        &transcript,
+        serde_json::json!({
+            "type": "user",
+            "message": { "role": "user", "content": format!("Work directory: {}", run.display()) }
+        })
+        .to_string()
+            + "\n",
+    )
+    .unwrap();
+    let input = serde_json::json!({
+        "session_id": "3f1c2a9e-0000-4000-8000-000000000001",
+        "transcript_path": p.tmp.path().join("session.jsonl"),
+        "cwd": p.dir,
+        "hook_event_name": "SubagentStop",
+        "stop_hook_active": false,
+        "agent_id": "a1",
+        "agent_type": "historian:scribe",
+        "agent_transcript_path": transcript,
+        "last_assistant_message": "I could not finish.",
+    });
+    let mut hook = p
+        .hitl()
+        .args(["hook", "subagent-stop"])
+        .env("CLAUDE_PROJECT_DIR", &p.dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        &mut hook.stdin.take().unwrap(),
+        input.to_string().as_bytes(),
+    )
+    .unwrap();
+    assert!(wait_output(hook, Duration::from_secs(30)).status.success());
+    let r = wait_report(&run, Duration::from_secs(5));
+    assert_eq!(r["state"], "failed", "{r:#}");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("scribe's Claude Code sub-agent"),
+        "{r:#}"
+    );
+    // The other run's scribe is another sub-agent: its run goes on.
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(report(&other).is_none());
+}
+
+#[test]
+fn mailbox_files_are_never_followed_through_symlinks() {
+    let p = Project::new();
+    let _l = p.listen(&["--ui", "none"]);
+    let run = init_run(&p, "run", &[]);
+    let secret = p.tmp.path().join("secret");
+    fs::write(&secret, "CONTEXT=the user's secret\nOPTION_1=a\n").unwrap();
+    let victim = p.tmp.path().join("victim");
+    fs::write(&victim, "untouched\n").unwrap();
+    // A question that is a link is not read, so never shown.
+    std::os::unix::fs::symlink(&secret, run.join("scribe/question")).unwrap();
+    // An answer that is a link is replaced, its target left alone.
+    std::os::unix::fs::symlink(&victim, run.join("narrator/answer")).unwrap();
+    let asker = {
+        let mut c = p.hitl();
+        c.args([
+            "mailbox",
+            "ask",
+            run.join("narrator").to_str().unwrap(),
+            "--context",
+            "Which?",
+            "--option",
+            "a",
+            "--option",
+            "b",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        c.spawn().unwrap()
+    };
+    let pending = p.wait_pending(1, Duration::from_secs(10));
+    assert_eq!(pending[0]["agent_name"], "narrator", "{pending:#?}");
+    assert!(
+        p.run(&["answer", pending[0]["id"].as_str().unwrap(), "b"])
+            .status
+            .success()
+    );
+    let out = wait_output(asker, Duration::from_secs(10));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "b\n", "{out:?}");
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "untouched\n");
+    assert!(p.pending().is_empty());
+    assert!(
+        !p.history()
+            .iter()
+            .any(|h| h["content"].as_str().is_some_and(|c| c.contains("secret")))
+    );
+}
+
+#[test]
+fn commands_refuse_what_cannot_be_and_old_runs_are_listed_and_collected() {
+    let p = Project::new();
+    let _l = p.listen(&["--ui", "none"]);
+    let run = init_run(&p, "run", &["--agents", "writer,reviewer"]);
+    let out = p.run(&[
+        "mailbox",
+        "send",
+        run.join("scribe").to_str().unwrap(),
+        "A=1",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no agent \"scribe\"") && err.contains("reviewer, writer"),
+        "{err}"
+    );
+    let reviewer = run.join("reviewer");
+    let out = p.run(&["mailbox", "send", reviewer.to_str().unwrap(), "not a pair"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(
+        p.run(&["mailbox", "send", reviewer.to_str().unwrap(), "A=1"])
+            .status
+            .success()
+    );
+    let out = p.run(&["mailbox", "send", reviewer.to_str().unwrap(), "A=2"]);
+    assert_eq!(out.status.code(), Some(3), "one request at a time: {out:?}");
+    let out = p.run(&["mailbox", "recv", reviewer.to_str().unwrap(), "--json"]);
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got["A"], "1");
+    let out = p.run(&[
+        "mailbox",
+        "result",
+        reviewer.to_str().unwrap(),
+        "--timeout",
+        "0.2",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        p.run(&[
+            "mailbox",
+            "reply",
+            reviewer.to_str().unwrap(),
+            "STATUS=SUCCESS"
+        ])
+        .status
+        .success()
+    );
+    // Every other agent done: recv says so with its own exit code.
+    set_status(&p, &run.join("writer"), "done");
+    let out = p.run(&["mailbox", "recv", reviewer.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(4), "the writer is done: {out:?}");
+    set_status(&p, &reviewer, "done");
+    // State.
+    assert!(
+        p.run(&[
+            "mailbox",
+            "state",
+            run.to_str().unwrap(),
+            "commits_completed",
+            "2"
+        ])
+        .status
+        .success()
+    );
+    let out = p.run(&[
+        "mailbox",
+        "state",
+        run.to_str().unwrap(),
+        "commits_completed",
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "2\n");
+    // Listed, then collected once old.
+    assert_eq!(wait_report(&run, Duration::from_secs(10))["state"], "done");
+    let out = p.run(&["mailbox", "list"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("done") && text.contains("writer: done"),
+        "{text}"
+    );
+    let out = p.run(&["mailbox", "gc", "--older-than", "1h", "--json"]);
+    let gc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(gc["runs"].as_array().unwrap().len(), 0, "{gc:#}");
+    let out = p.run(&["mailbox", "gc", "--older-than", "0", "--dry-run"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("would delete 1 run"),
+        "{out:?}"
+    );
+    assert!(run.exists());
+    assert!(
+        p.run(&["mailbox", "gc", "--older-than", "0"])
+            .status
+            .success()
+    );
+    assert!(!run.exists());
+    let out = p.run(&["mailbox", "list", "--json"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
+}
