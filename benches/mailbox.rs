@@ -133,7 +133,8 @@ fn main() {
     let mut visible = Vec::new();
     let mut answered = Vec::new();
     for i in 0..n {
-        let mut wait = hitl::mailbox::wait::FileWait::new(&[narrator.clone()], false).unwrap();
+        let mut wait =
+            hitl::mailbox::wait::FileWait::new(std::slice::from_ref(&narrator), false).unwrap();
         let asked = Instant::now();
         put(&narrator.join("question"), &question(i));
         let id = loop {
