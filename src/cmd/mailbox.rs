@@ -462,6 +462,16 @@ fn ask(
         options,
         details,
     };
+    if let Some(project) = m.run.meta().project
+        && crate::spool::ListenerInfo::running(&Spool::new(&project)).is_none()
+    {
+        eprintln!(
+            "hitl mailbox: no hitl listener runs for {} to relay this question; it waits in {} \
+             until one does (hitl listen there)",
+            project.display(),
+            m.question().display()
+        );
+    }
     let got = agent::ask(&m, &question, wait_spec(timeout.as_deref())?)?;
     let ending = match got {
         Ok(e) => e,

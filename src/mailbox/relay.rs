@@ -18,8 +18,9 @@
 //!   every agent done ends it; an agent in `error`, or whose process (`pid`) is gone,
 //!   or silent past its heartbeat, or a Claude Code sub-agent that stopped (its
 //!   `SubagentStop` hook) before saying it was done, fails it, as does the run's timeout (time spent
-//!   waiting for the user not counted); a failed run's questions are withdrawn, and
-//!   `.hitl/report.json` says how it ended.
+//!   waiting for the user not counted); a failed run's questions are withdrawn, its
+//!   agents' processes still running stopped, and `.hitl/report.json` says how it
+//!   ended.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -659,6 +660,13 @@ impl Relay {
 
     async fn tick(&mut self) {
         self.discover().await;
+        // A run whose folder was deleted (`hitl mailbox gc`) is forgotten.
+        let gone: Vec<PathBuf> = self.runs.keys().filter(|d| !d.is_dir()).cloned().collect();
+        for dir in gone {
+            self.runs.remove(&dir);
+            self.requests.retain(|_, (d, _)| *d != dir);
+            self.watched.retain(|w, _| !w.starts_with(&dir));
+        }
         let dirs: Vec<PathBuf> = self.runs.keys().cloned().collect();
         for dir in dirs {
             // Questions the broker could not take yet are asked again.
@@ -907,6 +915,9 @@ impl Relay {
                 None => self.deliver(dir, &agent, None, Ending::Cancelled(Some(why.clone()))),
             }
         }
+        if reason.is_some() {
+            stop_agents(&run);
+        }
         let state_json: serde_json::Value = files::read(&run.state_file())
             .ok()
             .flatten()
@@ -954,6 +965,33 @@ impl Relay {
                 "run",
                 "MailboxRunEnded",
                 serde_json::json!({ "state": state_name, "reason": reason }),
+            );
+        }
+    }
+}
+
+/// A failed run's agents still running are stopped (SIGTERM), as the seed's
+/// trampoline kills them: those whose pid file names their process with its start
+/// time, so a pid used again since is never signalled.
+fn stop_agents(run: &Run) {
+    for name in run.agents() {
+        let Ok(mailbox) = run.mailbox(&name) else {
+            continue;
+        };
+        let Some((pid, Some(start))) = mailbox.process() else {
+            continue;
+        };
+        if crate::runtime::process::is_alive(pid, Some(start))
+            && mailbox.status().is_none_or(|s| !is_done(&s))
+            && let Ok(pid) = i32::try_from(pid)
+        {
+            tracing::info!(
+                "mailboxes: stopping {name} (pid {pid}) of the failed run {}",
+                run.dir.display()
+            );
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
             );
         }
     }

@@ -480,8 +480,9 @@ fn an_agent_killed_mid_run_fails_the_run_and_withdraws_its_questions() {
     );
     // Its open question is withdrawn, and the narrator hears of it.
     p.wait_pending(0, Duration::from_secs(5));
+    // The narrator, still running, is stopped as the seed's trampoline stops it.
     let n = wait_output(narrator, Duration::from_secs(10));
-    assert_eq!(n.status.code(), Some(1), "{n:?}");
+    assert!(!n.status.success(), "{n:?}");
     let asked = mailbox_history(&p);
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0]["status"], "cancelled", "{asked:#?}");

@@ -53,7 +53,17 @@ fn the_python_sdk_asks_through_every_tool_and_gets_each_answer() {
     names.sort();
     assert_eq!(
         names,
-        ["ask_human", "permission_prompt", "request_approval"]
+        [
+            "ask_human",
+            "mailbox_ask",
+            "mailbox_recv",
+            "mailbox_reply",
+            "mailbox_result",
+            "mailbox_send",
+            "mailbox_status",
+            "permission_prompt",
+            "request_approval"
+        ]
     );
     assert_eq!(
         tools["permission_prompt"]["required"],
@@ -178,7 +188,7 @@ fn rmcp_client_asks_and_a_human_answers() {
         let info = client.peer_info().expect("the server's info");
         assert_eq!(info.server_info.as_ref().unwrap().name, "hitl");
         let tools = client.list_all_tools().await.unwrap();
-        assert_eq!(tools.len(), 3, "{tools:?}");
+        assert_eq!(tools.len(), 9, "{tools:?}");
 
         let asking = client.call_tool(call(
             "request_approval",

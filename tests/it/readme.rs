@@ -403,6 +403,7 @@ fn every_shell_block_of_the_readme_is_run() {
         "curl -s localhost:4000/events",
         // tests/it/tasks.rs, against the real Claude Code.
         "hitl task session coder",
+        "hitl mailbox init --agents narrator,scribe",
         // The README's test command: it runs all of this.
         "tools/test-all",
     ];
@@ -410,6 +411,33 @@ fn every_shell_block_of_the_readme_is_run() {
         let n = run_above.iter().filter(|m| b.text.contains(*m)).count();
         assert_eq!(n, 1, "a README shell block no test here runs:\n{}", b.text);
     }
+}
+
+/// The mailbox example: a narrator asks, sends a request the scribe (in parallel)
+/// takes and replies to, and the run ends done.
+#[test]
+fn the_mailbox_example_runs_against_a_listener() {
+    let (p, home) = project();
+    let _l = p.listen(&["--ui", "none", "--auto-answer", "x"]);
+    let block = shell_block("hitl mailbox init --agents narrator,scribe");
+    let out = bash(
+        &p,
+        &p.dir,
+        &home,
+        &format!("unset XDG_RUNTIME_DIR\n{block}\necho \"chose: $choice\""),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("chose: Proceed with this plan"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        stdout.contains("narrator: done, scribe: done"),
+        "{}",
+        text(&out)
+    );
 }
 
 /// The documents point inside the repository: a reader of a clone finds everything
