@@ -732,6 +732,9 @@ impl Relay {
             .is_some_and(|s| is_done(&s));
         if !done {
             let why = format!("{name}'s Claude Code sub-agent ({kind}) stopped before it was done");
+            if let Ok(mailbox) = self.runs[&run].run.mailbox(&name) {
+                mark_error(&mailbox);
+            }
             self.end(&run, report::FAILED, Some(why)).await;
         }
     }
@@ -816,12 +819,14 @@ impl Relay {
                 && !crate::runtime::process::is_alive(pid, start)
             {
                 failure = Some(format!("{name}'s process ({pid}) ended before it was done"));
+                mark_error(&mailbox);
             } else if let Some(beat) = state.meta.heartbeat_s
                 && let Ok(m) = std::fs::metadata(mailbox.status_file())
                 && m.modified()
                     .is_ok_and(|t| t.elapsed().is_ok_and(|e| e > Duration::from_secs(beat)))
             {
                 failure = Some(format!("{name} has not reported its status for {beat}s"));
+                mark_error(&mailbox);
             }
         }
         let timeout = state.meta.timeout_s.unwrap_or(DEFAULT_RUN_TIMEOUT);
@@ -892,10 +897,16 @@ impl Relay {
         let project = state.project.clone();
         let waited = state.waited + state.waiting_since.map_or(Duration::ZERO, |s| s.elapsed());
         let ran = state.seen.elapsed();
+        // As the files say now (an agent found gone was just marked in error).
         let agents: serde_json::Map<String, serde_json::Value> = state
             .agents
-            .iter()
-            .map(|(n, a)| (n.clone(), a.status.clone().into()))
+            .keys()
+            .map(|n| {
+                (
+                    n.clone(),
+                    run.mailbox(n).ok().and_then(|m| m.status()).into(),
+                )
+            })
             .collect();
         let open: Vec<(String, Option<String>)> = state
             .agents
@@ -967,6 +978,14 @@ impl Relay {
                 serde_json::json!({ "state": state_name, "reason": reason }),
             );
         }
+    }
+}
+
+/// An agent found gone is reported as in error, in its own status file, where its
+/// peers, `hitl agents` and the report read it.
+fn mark_error(mailbox: &Mailbox) {
+    if let Err(e) = files::write(&mailbox.run, &mailbox.status_file(), b"error\n") {
+        tracing::warn!("mailboxes: {e:#}");
     }
 }
 

@@ -431,6 +431,34 @@ fn the_pair_written_with_hitl_mailbox_needs_no_sleep() {
     let init: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(init["registered"], true);
     let run = PathBuf::from(init["dir"].as_str().unwrap());
+    // The project is a repository whose clean branch has two commits since the base:
+    // the report lists them.
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(&p.dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    git(&["init", "-q"]);
+    git(&["commit", "-q", "--allow-empty", "-m", "base"]);
+    let base = git(&["rev-parse", "HEAD"]);
+    git(&["checkout", "-q", "-b", "feature-clean"]);
+    git(&["commit", "-q", "--allow-empty", "-m", "Add the parser"]);
+    git(&["commit", "-q", "--allow-empty", "-m", "Add the docs"]);
+    for (k, v) in [
+        ("base_commit", base.as_str()),
+        ("clean_branch", "feature-clean"),
+    ] {
+        assert!(
+            p.run(&["mailbox", "state", run.to_str().unwrap(), k, v])
+                .status
+                .success()
+        );
+    }
     let narrator = agent(&p, &run, NARRATOR);
     let scribe = agent(&p, &run, SCRIBE);
     let n = wait_output(narrator, Duration::from_secs(60));
@@ -440,6 +468,21 @@ fn the_pair_written_with_hitl_mailbox_needs_no_sleep() {
     let report = wait_report(&run, Duration::from_secs(10));
     assert_eq!(report["state"], "done", "{report:#}");
     assert_eq!(report["state_json"]["commits_completed"], 3, "{report:#}");
+    assert_eq!(report["clean_branch"], "feature-clean", "{report:#}");
+    let commits: Vec<&str> = report["commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().split_once(' ').unwrap().1)
+        .collect();
+    assert_eq!(commits, ["Add the docs", "Add the parser"], "{report:#}");
+    assert!(
+        report["transcript_tail"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l.as_str().unwrap().contains("[AGENT:narrator] [COMMIT] 3 "))
+    );
     let transcript = fs::read_to_string(run.join("transcript.log")).unwrap();
     assert!(
         transcript.contains(
@@ -478,6 +521,12 @@ fn an_agent_killed_mid_run_fails_the_run_and_withdraws_its_questions() {
         report["reason"].as_str().unwrap().contains("scribe"),
         "{report:#}"
     );
+    // The killed agent is reported as in error, where its peers and hitl read it.
+    assert_eq!(
+        fs::read_to_string(run.join("scribe/status")).unwrap(),
+        "error\n"
+    );
+    assert_eq!(report["agents"]["scribe"], "error", "{report:#}");
     // Its open question is withdrawn, and the narrator hears of it.
     p.wait_pending(0, Duration::from_secs(5));
     // The narrator, still running, is stopped as the seed's trampoline stops it.
