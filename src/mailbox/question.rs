@@ -149,6 +149,18 @@ impl Ending {
         }
         let answer = pairs.get("ANSWER").unwrap_or_default();
         if let Some(q) = question {
+            // "Option N" names the option by number, as hitl writes it (even when
+            // some option's text is itself "Option M").
+            if let Some(n) = answer
+                .strip_prefix("Option ")
+                .and_then(|n| n.trim().parse::<usize>().ok())
+                .filter(|n| (1..=q.options.len()).contains(n))
+            {
+                return Ending::Chose {
+                    number: n,
+                    text: q.options[n - 1].clone(),
+                };
+            }
             return q.ending_of(answer);
         }
         match answer
@@ -231,6 +243,21 @@ OPTION_2=Cancel and return to original branch\n";
             (Some(""), Some("TIMEOUT"))
         );
         assert_eq!(Ending::read(&timeout, Some(&q)), Ending::Timeout);
+        // Options whose text looks like another's number keep their own.
+        let tricky = Question {
+            context: "c".into(),
+            options: vec!["Option 2".into(), "Option 1".into()],
+            details: vec![],
+        };
+        let chose = tricky.ending_of("Option 1");
+        assert_eq!(
+            chose,
+            Ending::Chose {
+                number: 2,
+                text: "Option 1".into()
+            }
+        );
+        assert_eq!(Ending::read(&chose.pairs(), Some(&tricky)), chose);
         // The seed's own unquoted answer.
         assert_eq!(
             Ending::read(&KeyValues::parse("ANSWER=Option 1\n"), None),
