@@ -27,6 +27,10 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::{client::IntoClientRequest, http::HeaderValue};
 
+mod common;
+
+use common::{met, row, stats};
+
 const HITL: &str = env!("CARGO_BIN_EXE_hitl");
 
 /// The seed's polling interval.
@@ -263,34 +267,4 @@ fn main() {
         &format!("hitl is {:.0}× sooner at p50", sa.p50 / a.p50.max(0.001)),
     );
     let _ = std::fs::remove_dir_all(&run);
-}
-
-struct Stats {
-    n: usize,
-    p50: f64,
-    p99: f64,
-    max: f64,
-}
-
-fn stats(v: &[f64]) -> Stats {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    let at = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
-    Stats {
-        n: v.len(),
-        p50: at(0.5),
-        p99: at(0.99),
-        max: *v.last().unwrap(),
-    }
-}
-
-fn row(name: &str, s: &Stats, verdict: &str) {
-    println!(
-        "{name:<44} n={:<4} p50 {:>9.3}  p99 {:>9.3}  max {:>9.3}  {verdict}",
-        s.n, s.p50, s.p99, s.max
-    );
-}
-
-fn met(ok: bool) -> &'static str {
-    if ok { "MET" } else { "MISSED" }
 }

@@ -20,6 +20,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
+mod common;
+
+use common::{met, row, stats};
+
 const HITL: &str = env!("CARGO_BIN_EXE_hitl");
 
 /// The stand-in agent: prints a line (the session is ready once its pane shows
@@ -263,34 +267,4 @@ fn main() {
 
 fn ms(ns: i128) -> f64 {
     ns as f64 / 1e6
-}
-
-struct Stats {
-    n: usize,
-    p50: f64,
-    p99: f64,
-    max: f64,
-}
-
-fn stats(v: &[f64]) -> Stats {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    let at = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
-    Stats {
-        n: v.len(),
-        p50: at(0.5),
-        p99: at(0.99),
-        max: *v.last().unwrap(),
-    }
-}
-
-fn row(name: &str, s: &Stats, verdict: &str) {
-    println!(
-        "{name:<44} n={:<4} p50 {:>9.3}  p99 {:>9.3}  max {:>9.3}  {verdict}",
-        s.n, s.p50, s.p99, s.max
-    );
-}
-
-fn met(ok: bool) -> &'static str {
-    if ok { "MET" } else { "MISSED" }
 }

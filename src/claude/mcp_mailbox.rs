@@ -214,14 +214,8 @@ impl McpServer {
         Parameters(args): Parameters<MailboxWait>,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let mailbox = Mailbox::parse(&args.mailbox).map_err(invalid)?;
-        let timeout = args.timeout.map(Duration::from_secs);
-        let got = self
-            .waiting(&context, move |stop| {
-                agent::recv(&mailbox, spec(timeout, stop))
-            })
-            .await?;
-        Ok(pairs_result("request", got))
+        self.take_pairs(args, &context, "request", agent::recv)
+            .await
     }
 
     #[tool(
@@ -247,14 +241,8 @@ impl McpServer {
         Parameters(args): Parameters<MailboxWait>,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let mailbox = Mailbox::parse(&args.mailbox).map_err(invalid)?;
-        let timeout = args.timeout.map(Duration::from_secs);
-        let got = self
-            .waiting(&context, move |stop| {
-                agent::result(&mailbox, spec(timeout, stop))
-            })
-            .await?;
-        Ok(pairs_result("result", got))
+        self.take_pairs(args, &context, "result", agent::result)
+            .await
     }
 
     #[tool(
@@ -302,6 +290,23 @@ fn pairs_result(what: &str, got: Got<KeyValues>) -> CallToolResult {
 }
 
 impl McpServer {
+    /// `mailbox_recv` and `mailbox_result`: `take` (one of `agent`'s) on a blocking
+    /// thread, its pairs reported as `what`.
+    async fn take_pairs(
+        &self,
+        args: MailboxWait,
+        context: &RequestContext<RoleServer>,
+        what: &str,
+        take: fn(&Mailbox, WaitSpec<'static>) -> anyhow::Result<Got<KeyValues>>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let mailbox = Mailbox::parse(&args.mailbox).map_err(invalid)?;
+        let timeout = args.timeout.map(Duration::from_secs);
+        let got = self
+            .waiting(context, move |stop| take(&mailbox, spec(timeout, stop)))
+            .await?;
+        Ok(pairs_result(what, got))
+    }
+
     /// Runs the wait `work` on a blocking thread, telling the client of progress
     /// meanwhile; the client cancelling the call, or the server stopping, stops it
     /// (within the wait's once-a-second look).

@@ -163,10 +163,6 @@ pub fn send(to: &Mailbox, pairs: &KeyValues) -> Result<()> {
 /// a later `rm` of it is harmless). A request taken and not replied to yet is given
 /// again. Ends without one when every other agent is done, or one failed.
 pub fn recv(mailbox: &Mailbox, spec: WaitSpec<'_>) -> Result<Got<KeyValues>> {
-    let taken = mailbox.taken_request();
-    if let Some(pairs) = files::read_pairs(&taken)? {
-        return Ok(Ok(pairs));
-    }
     let peers: Vec<Mailbox> = mailbox
         .run
         .agents()
@@ -176,22 +172,45 @@ pub fn recv(mailbox: &Mailbox, spec: WaitSpec<'_>) -> Result<Got<KeyValues>> {
         .collect();
     let mut dirs: Vec<PathBuf> = vec![mailbox.inbox(), mailbox.run.own_dir()];
     dirs.extend(peers.iter().map(Mailbox::dir));
-    let mut wait = FileWait::new(&dirs, spec.signals)
-        .with_context(|| format!("watching {}", mailbox.inbox().display()))?;
-    let request = mailbox.request();
+    take_when_there(
+        &mailbox.request(),
+        &mailbox.taken_request(),
+        &dirs,
+        &mailbox.run,
+        &peers,
+        spec,
+    )
+}
+
+/// Takes the file `from` (renamed to `taken`, then read) once it is there, watching
+/// `dirs`; a file taken before and not done with is given again. Ends without one
+/// when the run is over for `peers` (see [`run_over`]).
+fn take_when_there(
+    from: &std::path::Path,
+    taken: &std::path::Path,
+    dirs: &[PathBuf],
+    run: &Run,
+    peers: &[Mailbox],
+    spec: WaitSpec<'_>,
+) -> Result<Got<KeyValues>> {
+    if let Some(pairs) = files::read_pairs(taken)? {
+        return Ok(Ok(pairs));
+    }
+    let mut wait = FileWait::new(dirs, spec.signals)
+        .with_context(|| format!("watching {}", dirs[0].display()))?;
     let deadline = spec.deadline();
     let got = wait.wait(
         deadline,
         || {
-            if files::take(&request, &taken).map_err(std::io::Error::other)? {
+            if files::take(from, taken).map_err(std::io::Error::other)? {
                 return Ok(Some(Ok(())));
             }
-            Ok(run_over(&mailbox.run, &peers).map(Err))
+            Ok(run_over(run, peers).map(Err))
         },
         &mut *spec.stop,
     )?;
     match got {
-        Waited::Ready(Ok(())) => Ok(Ok(files::read_pairs(&taken)?.unwrap_or_default())),
+        Waited::Ready(Ok(())) => Ok(Ok(files::read_pairs(taken)?.unwrap_or_default())),
         Waited::Ready(Err(why)) => Ok(Err(why)),
         other => Ok(Err(no_value(other))),
     }
@@ -245,32 +264,14 @@ pub fn reply(mailbox: &Mailbox, pairs: &KeyValues) -> Result<()> {
 /// Waits for `mailbox`'s result and takes it. Ends without one when that agent
 /// failed, or is done without replying.
 pub fn result(mailbox: &Mailbox, spec: WaitSpec<'_>) -> Result<Got<KeyValues>> {
-    let taken = mailbox.taken_result();
-    if let Some(pairs) = files::read_pairs(&taken)? {
-        return Ok(Ok(pairs));
-    }
-    let mut wait = FileWait::new(
+    take_when_there(
+        &mailbox.result(),
+        &mailbox.taken_result(),
         &[mailbox.outbox(), mailbox.dir(), mailbox.run.own_dir()],
-        spec.signals,
+        &mailbox.run,
+        std::slice::from_ref(mailbox),
+        spec,
     )
-    .with_context(|| format!("watching {}", mailbox.outbox().display()))?;
-    let result = mailbox.result();
-    let deadline = spec.deadline();
-    let got = wait.wait(
-        deadline,
-        || {
-            if files::take(&result, &taken).map_err(std::io::Error::other)? {
-                return Ok(Some(Ok(())));
-            }
-            Ok(run_over(&mailbox.run, std::slice::from_ref(mailbox)).map(Err))
-        },
-        &mut *spec.stop,
-    )?;
-    match got {
-        Waited::Ready(Ok(())) => Ok(Ok(files::read_pairs(&taken)?.unwrap_or_default())),
-        Waited::Ready(Err(why)) => Ok(Err(why)),
-        other => Ok(Err(no_value(other))),
-    }
 }
 
 /// Sets `mailbox`'s status (and, with `pid`, the process whose death makes it
