@@ -17,7 +17,6 @@
 //! asserted; a question not answered fails the run.
 
 use std::{
-    io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -89,30 +88,14 @@ fn main() {
         String::from_utf8(out.stdout).unwrap()
     };
     hitl(&["init"]);
-    let mut child = Command::new(HITL)
-        .args(["listen", "--ui", "none", "--http", "127.0.0.1:0"])
-        .env("HITL_HOME", &home)
-        .env("HITL_LOG", "error")
-        .current_dir(&project)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut base = None;
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        if let Some(rest) = line.strip_prefix("hitl: HTTP API on ") {
-            base = rest.split_whitespace().next().map(str::to_string);
-        }
-        if line == "hitl: ready" {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+    let (child, base) = common::start_listener(
+        Command::new(HITL)
+            .args(["listen", "--ui", "none", "--http", "127.0.0.1:0"])
+            .env("HITL_HOME", &home)
+            .env("HITL_LOG", "error")
+            .current_dir(&project),
+    );
     let _listener = Listener(child);
-    let base = base.expect("the listener's address");
     let token = std::fs::read_to_string(home.join("token"))
         .unwrap()
         .trim()

@@ -13,9 +13,8 @@
 //! about 40 s). Targets are printed as MET or MISSED, never asserted; a task that does
 //! not complete fails the run.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
@@ -123,30 +122,12 @@ fn main() {
     assert!(init.arg("init").output().unwrap().status.success());
     let mut listen = Command::new(HITL);
     env(&mut listen);
-    let mut child = listen
-        .args(["listen", "--ui", "none", "--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut base = None;
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        if let Some(rest) = line.strip_prefix("hitl: HTTP API on ") {
-            base = rest.split_whitespace().next().map(str::to_string);
-        }
-        if line == "hitl: ready" {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+    let (child, base) =
+        common::start_listener(listen.args(["listen", "--ui", "none", "--http", "127.0.0.1:0"]));
     let _listener = Listener {
         child,
         tmux_dir: tmux_dir.clone(),
     };
-    let base = base.expect("the listener's address");
     let token = std::fs::read_to_string(home.join("token"))
         .unwrap()
         .trim()

@@ -1,5 +1,33 @@
-//! What the benchmarks share: percentiles of a sample and how a row of them is
-//! printed, with a target's verdict (MET or MISSED, never asserted).
+//! What the benchmarks share: a listener started and its address read, the
+//! percentiles of a sample and how a row of them is printed, with a target's verdict
+//! (MET or MISSED, never asserted).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// Starts `listen` (a `hitl listen … --http 127.0.0.1:0` command) and returns it
+/// once ready, with the address its HTTP API is on. Its later output is drained.
+pub fn start_listener(listen: &mut Command) -> (Child, String) {
+    let mut child = listen
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut base = None;
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(rest) = line.strip_prefix("hitl: HTTP API on ") {
+            base = rest.split_whitespace().next().map(str::to_string);
+        }
+        if line == "hitl: ready" {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+    (child, base.expect("the listener's address"))
+}
 
 /// A sample's size and percentiles.
 pub struct Stats {

@@ -549,21 +549,11 @@ fn a_listener_restart_and_a_killed_ask_lose_and_repeat_nothing() {
             .success()
     );
     let ask = |p: &Project| {
-        let mut c = p.hitl();
-        c.args([
-            "mailbox",
-            "ask",
-            run.join("narrator").to_str().unwrap(),
-            "--context",
-            "Proceed?",
-            "--option",
-            "yes",
-            "--option",
-            "no",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        c.spawn().unwrap()
+        spawn_mailbox_ask(
+            p,
+            &run.join("narrator"),
+            &["--context", "Proceed?", "--option", "yes", "--option", "no"],
+        )
     };
     let asker = ask(&p);
     let id = p.wait_pending(1, Duration::from_secs(30))[0]["id"]
@@ -599,6 +589,17 @@ fn a_listener_restart_and_a_killed_ask_lose_and_repeat_nothing() {
     assert!(p.pending().is_empty());
 }
 
+/// `hitl mailbox ask MAILBOX ARGS` in the background.
+fn spawn_mailbox_ask(p: &Project, mailbox: &Path, args: &[&str]) -> Child {
+    p.hitl()
+        .args(["mailbox", "ask", mailbox.to_str().unwrap()])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// `hitl mailbox init RUN` in `p`, with `extra` flags; the run's folder.
 fn init_run(p: &Project, name: &str, extra: &[&str]) -> PathBuf {
     let run = p.tmp.path().join(name);
@@ -621,18 +622,7 @@ fn a_run_fails_on_its_timeout_without_the_users_wait_and_on_a_missed_heartbeat()
     let slow = init_run(&p, "slow", &["--timeout", "2"]);
     set_status(&p, &slow.join("narrator"), "working");
     set_status(&p, &slow.join("scribe"), "idle");
-    let mut asker = p.hitl();
-    asker
-        .args([
-            "mailbox",
-            "ask",
-            slow.join("narrator").to_str().unwrap(),
-            "--context",
-            "Go on?",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let asker = asker.spawn().unwrap();
+    let asker = spawn_mailbox_ask(&p, &slow.join("narrator"), &["--context", "Go on?"]);
     let q = p.wait_pending(1, Duration::from_secs(10)).pop().unwrap();
     assert_eq!(q["type"], "text", "no options: the user types the answer");
     // Longer than the run's timeout, all of it waiting for the user: not counted.
@@ -742,23 +732,11 @@ fn mailbox_files_are_never_followed_through_symlinks() {
     std::os::unix::fs::symlink(&secret, run.join("scribe/question")).unwrap();
     // An answer that is a link is replaced, its target left alone.
     std::os::unix::fs::symlink(&victim, run.join("narrator/answer")).unwrap();
-    let asker = {
-        let mut c = p.hitl();
-        c.args([
-            "mailbox",
-            "ask",
-            run.join("narrator").to_str().unwrap(),
-            "--context",
-            "Which?",
-            "--option",
-            "a",
-            "--option",
-            "b",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        c.spawn().unwrap()
-    };
+    let asker = spawn_mailbox_ask(
+        &p,
+        &run.join("narrator"),
+        &["--context", "Which?", "--option", "a", "--option", "b"],
+    );
     let pending = p.wait_pending(1, Duration::from_secs(10));
     assert_eq!(pending[0]["agent_name"], "narrator", "{pending:#?}");
     assert!(
