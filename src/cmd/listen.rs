@@ -26,7 +26,11 @@ use crate::{
 /// Which responder answers in this process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum UiKind {
-    /// Sequential prompt on this terminal (stdin may be a pipe).
+    /// A full-screen inbox in this terminal (the default when stdin and stdout are
+    /// a terminal).
+    Tui,
+    /// Sequential prompt on this terminal (stdin may be a pipe; the default when it
+    /// is not a terminal).
     Terminal,
     /// None: answer with `hitl answer` or other UIs.
     None,
@@ -37,9 +41,10 @@ pub enum UiKind {
 pub struct ListenOptions {
     /// Project folders to serve (default: the current one).
     pub dirs: Vec<PathBuf>,
-    /// Who answers in this terminal.
-    #[arg(long, value_enum, default_value_t = UiKind::Terminal)]
-    pub ui: UiKind,
+    /// Who answers in this terminal (default: tui when stdin and stdout are a
+    /// terminal, else terminal).
+    #[arg(long, value_enum)]
+    pub ui: Option<UiKind>,
     /// History database: sqlite://PATH (default: the user data folder's hitl.db).
     #[arg(long, env = "HITL_DB")]
     pub db: Option<String>,
@@ -179,7 +184,12 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     };
     let remember_port = http.as_ref().is_some_and(|(_, fallback)| *fallback);
     let settings_listen_addr = settings.http.listen_addr.clone();
-    let responder: daemon::Responder = match (&opts.auto_answer, opts.ui) {
+    let ui_kind = opts.ui.unwrap_or(if ui::tui::available() {
+        UiKind::Tui
+    } else {
+        UiKind::Terminal
+    });
+    let responder: daemon::Responder = match (&opts.auto_answer, ui_kind) {
         (Some(text), _) => {
             eprintln!(
                 "hitl: WARNING: --auto-answer is on: every question is answered {text:?} \
@@ -189,11 +199,18 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
             // at once: present for as long as it runs.
             attending("auto-answer")
         }
-        (None, UiKind::Terminal) => Box::new(|h| {
+        (None, UiKind::Terminal) => Box::new(|c| {
             // Present from the start: `.listener.json` says so before "ready".
-            let attendance = h.attend("terminal");
-            tokio::spawn(ui::terminal::run(h, attendance))
+            let attendance = c.broker.attend("terminal");
+            tokio::spawn(ui::terminal::run(c.broker, attendance))
         }),
+        (None, UiKind::Tui) => {
+            let spools = spools.clone();
+            Box::new(move |c| {
+                let attendance = c.broker.attend("tui");
+                tokio::spawn(ui::tui::run(c, attendance, spools))
+            })
+        }
         (None, UiKind::None) => Box::new(|_| tokio::spawn(std::future::pending::<()>())),
     };
     let mut responders = vec![responder];
@@ -308,9 +325,9 @@ fn remember_address(paths: &Paths, configured: &str, port: u16) {
 
 /// A responder that only marks a human as present while the listener runs.
 fn attending(kind: &'static str) -> daemon::Responder {
-    Box::new(move |h| {
+    Box::new(move |c| {
         // Taken now, not in the task: `.listener.json` says so before "ready".
-        let attendance = h.attend(kind);
+        let attendance = c.broker.attend(kind);
         tokio::spawn(async move {
             let _attendance = attendance;
             std::future::pending::<()>().await

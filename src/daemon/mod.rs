@@ -45,10 +45,12 @@ pub fn worker_threads(db_url: &str) -> usize {
     }
 }
 
-/// A responder: started with the broker's handle once the broker runs (the terminal
-/// prompt; the dashboard, TUI, dialogs and webhooks next). It runs
-/// until the daemon stops, which aborts it.
-pub type Responder = Box<dyn FnOnce(BrokerHandle) -> JoinHandle<()> + Send>;
+/// A responder: started once the broker runs (the terminal prompt, the TUI; dialogs
+/// and webhooks next), with what it may read. It runs until the daemon stops, which
+/// aborts it.
+pub type Responder = Box<dyn FnOnce(ResponderContext) -> JoinHandle<()> + Send>;
+
+pub use crate::ui::ResponderContext;
 
 /// What to run.
 pub struct DaemonOptions {
@@ -171,6 +173,11 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
     )? {
         tasks.push(relay);
     }
+    let context = ResponderContext {
+        broker: handle.clone(),
+        store: reader.clone(),
+        tasks: task_runner.clone(),
+    };
     let http = match http {
         None => None,
         Some((addr, fallback)) => Some(
@@ -191,7 +198,7 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
         ),
     };
     for r in responders {
-        tasks.push(r(handle.clone()));
+        tasks.push(r(context.clone()));
     }
     Ok(Daemon {
         http_addr: http.as_ref().map(|h| h.local),
@@ -334,7 +341,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn serves_http_with_any_responder_in_process() {
         let dir = tempfile::tempdir().unwrap();
-        let responder: Responder = Box::new(|h: BrokerHandle| {
+        let responder: Responder = Box::new(|c: ResponderContext| {
+            let h = c.broker;
             tokio::spawn(async move {
                 let mut changes = h.subscribe();
                 while let Ok(change) = changes.recv().await {

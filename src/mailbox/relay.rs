@@ -4,7 +4,8 @@
 //! Runs are known by registration (`hitl mailbox init` writes
 //! `.helpers/mailboxes/NAME.json`) or by pattern (`hitl listen --mailbox
 //! '/tmp/historian-*'`), found as they appear. Each agent's folder is watched (one
-//! inotify instance for all, the broker's own kind of watcher):
+//! inotify instance for all, the broker's own kind of watcher, made when the first
+//! run is followed; where inotify is refused, the runs are read every 250 ms):
 //!
 //! - a `question` becomes a request of origin `mailbox` (a select of its options),
 //!   asked with an idempotency key naming that file (run, agent, inode, mtime), so a
@@ -65,8 +66,9 @@ pub struct RelayOptions {
 /// Who answers for the relay when it withdraws a question.
 const RELAY: &str = "mailbox";
 
-/// How often runs are supervised and patterns looked at again.
-const TICK: Duration = Duration::from_millis(500);
+/// How often runs are supervised and patterns looked at again (and, where inotify
+/// is refused, read).
+const TICK: Duration = Duration::from_millis(250);
 
 /// Starts the relay. Nothing to relay (no project, no pattern): `None`.
 pub fn spawn(
@@ -83,11 +85,10 @@ pub fn spawn(
         .map(|p| Pattern::new(p))
         .collect::<Result<Vec<_>>>()?;
     let (tx, rx) = mpsc::unbounded_channel();
-    let watcher = SpoolWatcher::new(tx)?;
     let mut relay = Relay {
         broker,
         store,
-        watcher,
+        watcher: Watcher::NotYet(tx),
         spools: opts.spools,
         patterns,
         watched: HashMap::new(),
@@ -196,10 +197,22 @@ struct Asking {
     id: Option<String>,
 }
 
+/// The relay's inotify instance: made when the first run is followed (a listener
+/// with no run takes none of the user's 128), or refused, when the relay reads the
+/// runs on its tick instead.
+enum Watcher {
+    NotYet(mpsc::UnboundedSender<SpoolEvent>),
+    On(SpoolWatcher),
+    /// Refused: the sender is kept, so that the events channel stays open.
+    Refused {
+        _events: mpsc::UnboundedSender<SpoolEvent>,
+    },
+}
+
 struct Relay {
     broker: BrokerHandle,
     store: Store,
-    watcher: SpoolWatcher,
+    watcher: Watcher,
     spools: Vec<Spool>,
     patterns: Vec<Pattern>,
     watched: HashMap<PathBuf, Watched>,
@@ -215,13 +228,6 @@ impl Relay {
             let dir = registry::dir(&spool);
             if let Err(e) = std::fs::create_dir_all(&dir) {
                 tracing::warn!("mailboxes: creating {}: {e}", dir.display());
-            }
-            self.watch(&dir, Watched::Registry);
-        }
-        for i in 0..self.patterns.len() {
-            if self.patterns[i].depth == 1 {
-                let base = self.patterns[i].base.clone();
-                self.watch(&base, Watched::Parent);
             }
         }
         self.discover().await;
@@ -247,11 +253,50 @@ impl Relay {
         }
     }
 
+    /// Watches `dir` (inotify made now if it was not yet, with the registries and the
+    /// patterns' folders, so that a new run is seen at once too).
     fn watch(&mut self, dir: &Path, what: Watched) {
         if self.watched.contains_key(dir) {
             return;
         }
-        match self.watcher.watch(dir) {
+        if let Watcher::NotYet(tx) = &self.watcher {
+            let made = match std::env::var_os("HITL_FORCE_POLL") {
+                Some(_) => Err(anyhow::anyhow!("HITL_FORCE_POLL is set")),
+                None => SpoolWatcher::new(tx.clone()),
+            };
+            self.watcher = match made {
+                Ok(w) => Watcher::On(w),
+                Err(e) => {
+                    tracing::warn!(
+                        "mailboxes: {e:#}; runs are read every {} ms instead",
+                        TICK.as_millis()
+                    );
+                    Watcher::Refused {
+                        _events: tx.clone(),
+                    }
+                }
+            };
+            let mut first: Vec<(PathBuf, Watched)> = self
+                .spools
+                .iter()
+                .map(|s| (registry::dir(s), Watched::Registry))
+                .collect();
+            first.extend(
+                self.patterns
+                    .iter()
+                    .filter(|p| p.depth == 1)
+                    .map(|p| (p.base.clone(), Watched::Parent)),
+            );
+            for (d, w) in first {
+                self.watch(&d, w);
+            }
+        }
+        let Watcher::On(watcher) = &mut self.watcher else {
+            // Read on the tick instead; known, so it is read.
+            self.watched.insert(dir.to_path_buf(), what);
+            return;
+        };
+        match watcher.watch(dir) {
             Ok(()) => {
                 self.watched.insert(dir.to_path_buf(), what);
             }
@@ -668,6 +713,17 @@ impl Relay {
             self.watched.retain(|w, _| !w.starts_with(&dir));
         }
         let dirs: Vec<PathBuf> = self.runs.keys().cloned().collect();
+        if matches!(self.watcher, Watcher::Refused { .. }) {
+            // Without inotify, every run is read on the tick.
+            for dir in &dirs {
+                let agents = self.runs[dir].run.agents();
+                for agent in agents {
+                    self.follow_agent(dir, &agent).await;
+                    self.look_at_question(dir, &agent, true).await;
+                }
+                self.read_transcript(dir);
+            }
+        }
         for dir in dirs {
             // Questions the broker could not take yet are asked again.
             let unasked: Vec<String> = self.runs[&dir]
@@ -698,6 +754,8 @@ impl Relay {
         let Some(kind) = payload.get("agent_type").and_then(|v| v.as_str()) else {
             return;
         };
+        // A run registered since the last tick counts too.
+        self.discover().await;
         let name = kind.rsplit(':').next().unwrap_or(kind).to_string();
         let transcript = payload
             .get("agent_transcript_path")

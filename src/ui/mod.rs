@@ -2,3 +2,17 @@
 //! [`crate::broker::BrokerHandle`]; none of them touches the spool or another UI.
 
 pub mod terminal;
+pub mod tui;
+
+/// What a responder is started with: the broker to answer through, and what a UI
+/// shows besides the queue (history and the activity feed from the store, the task
+/// runner's sessions and tasks).
+#[derive(Clone)]
+pub struct ResponderContext {
+    /// The broker.
+    pub broker: crate::broker::BrokerHandle,
+    /// The store, for reads.
+    pub store: crate::store::Store,
+    /// The task runner, when tasks run here.
+    pub tasks: Option<crate::tasks::runner::TaskHandle>,
+}

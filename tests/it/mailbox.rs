@@ -853,3 +853,32 @@ fn commands_refuse_what_cannot_be_and_old_runs_are_listed_and_collected() {
     let out = p.run(&["mailbox", "list", "--json"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
 }
+
+#[test]
+fn without_inotify_the_relay_reads_the_runs_on_its_tick() {
+    let p = Project::new();
+    let mut listen = p.hitl();
+    listen
+        .env("HITL_FORCE_POLL", "1")
+        .args(["listen", "--ui", "none"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let _l = crate::support::Listener::start(listen);
+    let run = init_run(&p, "run", &[]);
+    let asker = spawn_mailbox_ask(
+        &p,
+        &run.join("narrator"),
+        &["--context", "Polled?", "--option", "yes", "--option", "no"],
+    );
+    let q = p.wait_pending(1, Duration::from_secs(10)).pop().unwrap();
+    assert!(
+        p.run(&["answer", q["id"].as_str().unwrap(), "1"])
+            .status
+            .success()
+    );
+    let out = wait_output(asker, Duration::from_secs(10));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "yes\n", "{out:?}");
+    set_status(&p, &run.join("narrator"), "done");
+    set_status(&p, &run.join("scribe"), "done");
+    assert_eq!(wait_report(&run, Duration::from_secs(10))["state"], "done");
+}
