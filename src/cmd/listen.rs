@@ -208,7 +208,7 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
             let spools = spools.clone();
             Box::new(move |c| {
                 let attendance = c.broker.attend("tui");
-                tokio::spawn(ui::tui::run(c, attendance, spools))
+                ui::tui::start(c, attendance, spools)
             })
         }
         (None, UiKind::None) => Box::new(|_| tokio::spawn(std::future::pending::<()>())),

@@ -26,5 +26,6 @@ mod soak;
 mod store;
 mod support;
 mod tasks;
+mod tui;
 mod wayback;
 mod websurface;

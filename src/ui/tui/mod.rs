@@ -85,9 +85,11 @@ impl Drop for Screen {
 /// Points stderr at `path` (appended); returns the old stderr, to put back.
 fn redirect_stderr(path: &PathBuf) -> std::io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::AsFd;
+    use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(path)?;
     let saved = nix::unistd::dup(std::io::stderr().as_fd())?;
     nix::unistd::dup2_stderr(file.as_fd())?;
@@ -119,18 +121,33 @@ fn read_keys(stop: Arc<AtomicBool>) -> mpsc::UnboundedReceiver<Event> {
     rx
 }
 
-/// Runs the TUI until the broker stops, or the person quits (which stops the
-/// listener, as Ctrl-C would). `spools`: the projects, for the agents view and the
-/// log file.
-pub async fn run(context: ResponderContext, attendance: Attendance, spools: Vec<Spool>) {
+/// Starts the TUI: the terminal is taken at once (so that what the listener says
+/// from now on goes to its log, not over the screen), then the TUI runs until the
+/// broker stops, or the person quits (which stops the listener, as Ctrl-C would).
+/// `spools`: the projects, for the agents view and the log file.
+pub fn start(
+    context: ResponderContext,
+    attendance: Attendance,
+    spools: Vec<Spool>,
+) -> tokio::task::JoinHandle<()> {
     let log = spools.first().map(|s| s.root().join("listener.log"));
-    let mut screen = match Screen::take(log.as_ref()) {
-        Ok(s) => s,
+    match Screen::take(log.as_ref()) {
+        Ok(screen) => tokio::spawn(run(screen, context, attendance, spools)),
         Err(e) => {
             eprintln!("hitl: the TUI could not take the terminal ({e}); answer with `hitl answer`");
-            return;
+            tokio::spawn(async move {
+                let _attendance = attendance;
+            })
         }
-    };
+    }
+}
+
+async fn run(
+    mut screen: Screen,
+    context: ResponderContext,
+    attendance: Attendance,
+    spools: Vec<Spool>,
+) {
     let _attendance = attendance;
     let mut keys = read_keys(screen.keys_stop.clone());
     let broker = context.broker.clone();
