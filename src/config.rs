@@ -81,6 +81,50 @@ pub struct Settings {
     pub tuning: TuningSettings,
     /// `[tasks]`: the task runner (seed 002).
     pub tasks: TaskSettings,
+    /// `[[webhooks]]`: where requests' news is posted (none unless configured; read
+    /// from the user's settings only).
+    pub webhooks: Vec<WebhookSettings>,
+}
+
+/// One `[[webhooks]]` entry: a URL that is told of requests created, answered,
+/// timed out or withdrawn.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSettings {
+    /// Where to POST: `https://…`, or `http://` to loopback. Its host must be
+    /// loopback or in `[http] delivery_hosts`, as for pushes.
+    pub url: String,
+    /// The body: `json` (hitl's own shape) or `slack` (`text` and `blocks`).
+    #[serde(default)]
+    pub format: WebhookFormat,
+    /// Signs each body (HMAC-SHA256, `X-Hitl-Signature`) when set.
+    #[serde(default)]
+    pub secret: Option<String>,
+    /// Which news: `created`, `answered`, `timeout`, `withdrawn` (default all).
+    #[serde(default = "all_webhook_events")]
+    pub events: Vec<String>,
+    /// The dashboard's address as the receiver should link to it (default: the
+    /// listener's own).
+    #[serde(default)]
+    pub dashboard_url: Option<String>,
+}
+
+/// A webhook body's shape.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WebhookFormat {
+    /// hitl's own JSON (documented in docs/PROTOCOL.md).
+    #[default]
+    Json,
+    /// Slack's incoming-webhook shape: `text` and `blocks`.
+    Slack,
+}
+
+/// The news a webhook is told of.
+pub const WEBHOOK_EVENTS: [&str; 4] = ["created", "answered", "timeout", "withdrawn"];
+
+fn all_webhook_events() -> Vec<String> {
+    WEBHOOK_EVENTS.iter().map(|e| e.to_string()).collect()
 }
 
 /// `[tasks]` settings.
@@ -641,8 +685,17 @@ pub fn load(paths: &Paths, project_config: Option<&Path>) -> Result<Settings> {
         merge(&mut table, t);
     }
     if let Some(file) = project_config
-        && let Some(t) = read_table(file)?
+        && let Some(mut t) = read_table(file)?
     {
+        // A project's settings sit beside the agents that work in it: they may not
+        // send the human's questions anywhere.
+        if t.remove("webhooks").is_some() {
+            eprintln!(
+                "hitl: {}: [[webhooks]] are read from your user settings only ({}); ignored here",
+                file.display(),
+                paths.user_config().display()
+            );
+        }
         merge(&mut table, t);
     }
     let mut settings: Settings = if table.is_empty() {

@@ -521,6 +521,8 @@ pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
         )),
         None => Ok(()),
     };
+    // How the listener's webhooks fare (while one runs, or ran last).
+    let webhooks = crate::ui::webhooks::read_status(&spool);
     if as_json {
         let v = json!({
             "version": crate::protocol::VERSION,
@@ -531,6 +533,7 @@ pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
             "pending_by_origin": by_origin,
             "agents": agents.len() + remote.len(),
             "history": db,
+            "webhooks": webhooks,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return broken();
@@ -575,5 +578,15 @@ pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
             + remote.len()
     );
     println!("history:  {db}");
+    for w in webhooks.iter().flatten() {
+        let last = match (&w.last_error, &w.last_error_at) {
+            (Some(e), Some(at)) => format!("; last failure {at}: {e}"),
+            _ => String::new(),
+        };
+        println!(
+            "webhook:  {} {} delivered, {} failed{last}",
+            w.url, w.delivered, w.failed
+        );
+    }
     broken()
 }

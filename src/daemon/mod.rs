@@ -105,6 +105,7 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
         auto_answer,
         mailboxes,
     } = opts;
+    crate::ui::webhooks::validate(&settings.webhooks, &settings.http.delivery_hosts)?;
     let store = Store::open(&db_url).await?;
     let reader = store.clone();
     let undelivered = store.undelivered().await?;
@@ -173,6 +174,7 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
     )? {
         tasks.push(relay);
     }
+    let spools_for_status = spools.first().cloned();
     let context = ResponderContext {
         broker: handle.clone(),
         store: reader.clone(),
@@ -199,6 +201,16 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
     };
     for r in responders {
         tasks.push(r(context.clone()));
+    }
+    // Webhooks (opt-in, `[[webhooks]]`), linking to this server's dashboard.
+    if !settings.webhooks.is_empty() {
+        let link_base = http.as_ref().map(|h| format!("http://{}", h.local));
+        tasks.push(crate::ui::webhooks::start(
+            context.clone(),
+            settings.webhooks.clone(),
+            link_base,
+            spools_for_status,
+        ));
     }
     Ok(Daemon {
         http_addr: http.as_ref().map(|h| h.local),

@@ -3,6 +3,7 @@
 
 pub mod terminal;
 pub mod tui;
+pub mod webhooks;
 
 /// What a responder is started with: the broker to answer through, and what a UI
 /// shows besides the queue (history and the activity feed from the store, the task

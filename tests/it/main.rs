@@ -28,4 +28,5 @@ mod support;
 mod tasks;
 mod tui;
 mod wayback;
+mod webhooks;
 mod websurface;
