@@ -391,6 +391,21 @@ function render() {
   $("count").textContent = n ? `${n}${more ? ` (+${more} not shown: reload after answering)` : ""} waiting` : "";
   document.title = n ? `(${n}) hitl` : "hitl";
   icon(n);
+  focusLinked();
+}
+
+window.addEventListener("hashchange", () => focusLinked());
+
+/** A link to one request (`#request=ID`, as webhooks send): its card is focused
+ * once it is in the inbox. */
+function focusLinked() {
+  const m = location.hash.match(/^#request=([A-Za-z0-9._-]+)$/);
+  if (!m) return;
+  const card = [...document.querySelectorAll("#requests .card")].find((c) => c.dataset.id === m[1]);
+  if (!card) return;
+  history.replaceState(null, "", location.pathname + location.search);
+  card.scrollIntoView({ block: "center" });
+  card.focus();
 }
 
 function card_for(p) {

@@ -1636,7 +1636,25 @@ async fn a_mailbox_question_asked_over_mcp_is_answered_in_the_browser() {
     assert_eq!(q["origin"], "mailbox", "{q:#}");
     let c = browser(&driver, 1280, 900).await;
     c.goto(&login_url(&p)).await.unwrap();
+    find(&c, &card(&q)).await;
+    // A link to the request (as webhooks send) focuses its card.
+    let id = q["id"].as_str().unwrap();
+    c.goto(&format!("{}/#request={id}", p.http_url()))
+        .await
+        .unwrap();
     let text = find(&c, &card(&q)).await.text().await.unwrap();
+    let mut focused = Value::Null;
+    for _ in 0..100 {
+        focused = c
+            .execute("return document.activeElement.dataset.id || null", vec![])
+            .await
+            .unwrap();
+        if focused == id {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(focused, id, "the linked card has the focus");
     assert!(
         text.contains("Created commit plan with 2 commits"),
         "{text}"
