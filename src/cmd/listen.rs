@@ -70,6 +70,10 @@ pub struct ListenOptions {
     /// registered with this project.
     #[arg(long, value_name = "GLOB")]
     pub mailbox: Vec<String>,
+    /// No desktop notifications of new requests (on by default where a desktop
+    /// session is).
+    #[arg(long)]
+    pub no_notify: bool,
 }
 
 /// Holds a project's `.listener.pid` lock; removes the pid files when dropped.
@@ -226,6 +230,7 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
         responders,
         auto_answer: opts.auto_answer.clone(),
         mailboxes: opts.mailbox.clone(),
+        notify: !opts.no_notify,
     })
     .await?;
     let http_url = daemon.http_addr.map(|a| format!("http://{a}"));

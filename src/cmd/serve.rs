@@ -40,6 +40,7 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         responders: Vec::new(),
         auto_answer: None,
         mailboxes: opts.mailbox.clone(),
+        notify: false,
     })
     .await?;
     let local = daemon.http_addr.expect("serve always serves HTTP");

@@ -72,6 +72,9 @@ pub struct DaemonOptions {
     /// Patterns of mailbox run folders to relay besides the spools' registered runs
     /// (`hitl listen --mailbox`).
     pub mailboxes: Vec<String>,
+    /// Announce new requests on the desktop, where there is one (`hitl listen`
+    /// without `--no-notify`).
+    pub notify: bool,
 }
 
 /// A running daemon, from [`start`].
@@ -104,6 +107,7 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
         responders,
         auto_answer,
         mailboxes,
+        notify,
     } = opts;
     crate::ui::webhooks::validate(&settings.webhooks, &settings.http.delivery_hosts)?;
     let store = Store::open(&db_url).await?;
@@ -202,9 +206,13 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
     for r in responders {
         tasks.push(r(context.clone()));
     }
+    let link_base = http.as_ref().map(|h| format!("http://{}", h.local));
+    // Desktop notifications, where there is a desktop.
+    if notify && crate::ui::notify::available() {
+        tasks.push(crate::ui::notify::start(context.clone(), link_base.clone()));
+    }
     // Webhooks (opt-in, `[[webhooks]]`), linking to this server's dashboard.
     if !settings.webhooks.is_empty() {
-        let link_base = http.as_ref().map(|h| format!("http://{}", h.local));
         tasks.push(crate::ui::webhooks::start(
             context.clone(),
             settings.webhooks.clone(),
@@ -374,6 +382,7 @@ mod tests {
             responders: vec![responder],
             auto_answer: None,
             mailboxes: Vec::new(),
+            notify: false,
         })
         .await
         .unwrap();

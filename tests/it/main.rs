@@ -17,6 +17,7 @@ mod kept;
 mod layering;
 mod mailbox;
 mod mcp;
+mod notify;
 mod presence;
 mod readme;
 mod replicas;
