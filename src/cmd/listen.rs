@@ -32,6 +32,9 @@ pub enum UiKind {
     /// Sequential prompt on this terminal (stdin may be a pipe; the default when it
     /// is not a terminal).
     Terminal,
+    /// A desktop dialog per request (zenity, yad or kdialog; osascript on macOS);
+    /// without a display or one of them, the terminal prompt.
+    Dialog,
     /// None: answer with `hitl answer` or other UIs.
     None,
 }
@@ -188,11 +191,22 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     };
     let remember_port = http.as_ref().is_some_and(|(_, fallback)| *fallback);
     let settings_listen_addr = settings.http.listen_addr.clone();
-    let ui_kind = opts.ui.unwrap_or(if ui::tui::available() {
+    let mut ui_kind = opts.ui.unwrap_or(if ui::tui::available() {
         UiKind::Tui
     } else {
         UiKind::Terminal
     });
+    let dialogs = match ui_kind {
+        UiKind::Dialog => match ui::dialog::find() {
+            Ok(program) => Some(program),
+            Err(why) => {
+                eprintln!("hitl: {why}: answering in this terminal instead");
+                ui_kind = UiKind::Terminal;
+                None
+            }
+        },
+        _ => None,
+    };
     let responder: daemon::Responder = match (&opts.auto_answer, ui_kind) {
         (Some(text), _) => {
             eprintln!(
@@ -213,6 +227,13 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
             Box::new(move |c| {
                 let attendance = c.broker.attend("tui");
                 ui::tui::start(c, attendance, spools)
+            })
+        }
+        (None, UiKind::Dialog) => {
+            let program = dialogs.expect("found above");
+            Box::new(move |c| {
+                let attendance = c.broker.attend("dialog");
+                tokio::spawn(ui::dialog::run(c, program, attendance))
             })
         }
         (None, UiKind::None) => Box::new(|_| tokio::spawn(std::future::pending::<()>())),

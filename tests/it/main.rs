@@ -7,6 +7,7 @@ mod cli;
 mod compat;
 mod crash;
 mod dashboard;
+mod dialog;
 mod doctor;
 mod failover;
 mod golden;
