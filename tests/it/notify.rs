@@ -140,6 +140,8 @@ fn a_new_request_is_announced_on_the_desktop() {
             // Urgent: critical urgency (byte 2).
             assert!(text.contains("\"urgency\""), "{text}");
             assert!(text.contains("byte 2"), "{text}");
+            // dunst shows buttons: one opens the request in the dashboard.
+            assert!(text.contains("string \"Answer in hitl\""), "{text}");
             break;
         }
         assert!(
