@@ -46,7 +46,15 @@ fn dialog(display: &str) -> String {
             let id = id.to_string();
             xdotool(display, &["windowfocus", "--sync", &id]);
             // GTK takes keys once the window has mapped and taken the focus.
-            std::thread::sleep(Duration::from_millis(300));
+            while xdotool(display, &["getwindowfocus"]) != id {
+                assert!(
+                    start.elapsed() < Duration::from_secs(20),
+                    "the dialog never took the focus"
+                );
+                xdotool(display, &["windowfocus", "--sync", &id]);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            std::thread::sleep(Duration::from_millis(500));
             return id;
         }
         assert!(

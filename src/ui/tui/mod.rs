@@ -155,6 +155,15 @@ async fn run(
     let mut app = App::new();
     app.set_requests(broker.pending().await, Instant::now());
     app.flash = None;
+    if let Some(spool) = spools.first() {
+        app.notify(
+            format!(
+                "listening on {} · messages in .helpers/listener.log · `hitl dashboard --open` for the web",
+                spool.project().display()
+            ),
+            Instant::now(),
+        );
+    }
     let mut tick = tokio::time::interval(TICK);
     let mut refreshed: Option<(View, Instant)> = None;
     loop {
