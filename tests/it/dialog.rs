@@ -3,28 +3,11 @@
 //! one after the other; Cancel declines.
 
 use std::{
-    io::{BufRead, BufReader},
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
-use crate::support::{Project, spawn_ask, wait_output};
-
-struct Xvfb(Child);
-
-impl Drop for Xvfb {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn have(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+use crate::support::{Project, Xvfb, have, spawn_ask, wait_output};
 
 /// `xdotool ARGS` on `display`; its output.
 fn xdotool(display: &str, args: &[&str]) -> String {
@@ -91,26 +74,8 @@ fn dialogs_are_real_zenity_windows_typed_into_and_cancelled() {
         eprintln!("skipped: {needed:?} are not all installed");
         return;
     }
-    let mut x = Command::new("Xvfb")
-        .args([
-            "-displayfd",
-            "1",
-            "-screen",
-            "0",
-            "1024x768x24",
-            "-nolisten",
-            "tcp",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(x.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let display = format!(":{}", line.trim());
-    let _x = Xvfb(x);
+    let x = Xvfb::start();
+    let display = x.display.clone();
 
     let p = Project::new();
     let mut listen = p.hitl();

@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::support::{Project, spawn_ask, wait_output};
+use crate::support::{Project, Xvfb, have, spawn_ask, wait_output};
 
 /// Children killed when the test ends.
 struct Killed(Vec<Child>);
@@ -22,13 +22,6 @@ impl Drop for Killed {
             let _ = c.wait();
         }
     }
-}
-
-fn have(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
 }
 
 /// The first line `child` prints.
@@ -59,22 +52,8 @@ fn a_new_request_is_announced_on_the_desktop() {
         .unwrap();
     let address = first_line(&mut bus);
     children.0.push(bus);
-    let mut x = Command::new("Xvfb")
-        .args([
-            "-displayfd",
-            "1",
-            "-screen",
-            "0",
-            "800x600x24",
-            "-nolisten",
-            "tcp",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let display = format!(":{}", first_line(&mut x));
-    children.0.push(x);
+    let x = Xvfb::start();
+    let display = x.display.clone();
     let dunst = Command::new("dunst")
         .env("DISPLAY", &display)
         .env("DBUS_SESSION_BUS_ADDRESS", &address)

@@ -356,3 +356,53 @@ pub fn spawn_ask(p: &Project, args: &[&str]) -> Child {
         .spawn()
         .unwrap()
 }
+
+/// Whether `program` is on the PATH.
+pub fn have(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// An X server of the test's own (Xvfb, its display number chosen by itself);
+/// stopped when dropped.
+pub struct Xvfb {
+    child: Child,
+    /// `:N`, for `DISPLAY`.
+    pub display: String,
+}
+
+impl Xvfb {
+    pub fn start() -> Xvfb {
+        let mut child = Command::new("Xvfb")
+            .args([
+                "-displayfd",
+                "1",
+                "-screen",
+                "0",
+                "1024x768x24",
+                "-nolisten",
+                "tcp",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("Xvfb (tools/test-all installs it)");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        Xvfb {
+            child,
+            display: format!(":{}", line.trim()),
+        }
+    }
+}
+
+impl Drop for Xvfb {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
