@@ -222,6 +222,10 @@ pub fn run(opts: DemoOptions) -> Result<u8> {
         listen
             .args(["--auto-answer", "Made by hitl demo", "--ui", "none"])
             .stdin(Stdio::null());
+    } else {
+        // The line prompt: the demo's own lines go to the same terminal, which a
+        // full-screen inbox would have to itself.
+        listen.args(["--ui", "terminal"]);
     }
     let listener = ListenerProcess(listen.spawn().context("starting hitl listen")?);
     wait_for_listener(&spool, Duration::from_secs(20))?;
