@@ -34,7 +34,7 @@ fn first_line(child: &mut Child) -> String {
 
 #[test]
 fn a_new_request_is_announced_on_the_desktop() {
-    let needed = ["dbus-daemon", "dbus-monitor", "Xvfb", "dunst"];
+    let needed = ["dbus-daemon", "dbus-monitor", "dbus-send", "Xvfb", "dunst"];
     if !needed.iter().all(|p| have(p)) {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
@@ -62,6 +62,29 @@ fn a_new_request_is_announced_on_the_desktop() {
         .spawn()
         .unwrap();
     children.0.push(dunst);
+    // dunst has the notifications' name before the listener asks what it can show.
+    let start = Instant::now();
+    loop {
+        let owned = Command::new("dbus-send")
+            .args([
+                &format!("--bus={address}"),
+                "--print-reply",
+                "--dest=org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus.NameHasOwner",
+                "string:org.freedesktop.Notifications",
+            ])
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("boolean true"));
+        if owned {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "dunst never took org.freedesktop.Notifications"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let mut monitor = Command::new("dbus-monitor")
         .args([
             "--address",
