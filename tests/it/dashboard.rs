@@ -135,6 +135,24 @@ async fn click(c: &Client, q: &Value, css: &str) {
         .unwrap_or_else(|e| panic!("clicking {css}: {e}"));
 }
 
+/// Clicks `css`, found again when the page redrew it between the find and the
+/// click (a live view redraws its rows as the feed tells it of changes).
+async fn click_live(c: &Client, css: &str) {
+    let start = Instant::now();
+    loop {
+        match find(c, css).await.click().await {
+            Ok(_) => return,
+            Err(e) if e.to_string().contains("stale element") => {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "{css} kept being redrawn"
+                );
+            }
+            Err(e) => panic!("clicking {css}: {e}"),
+        }
+    }
+}
+
 /// Types `text` into `css` inside the card of `q`.
 async fn type_into(c: &Client, q: &Value, css: &str, text: &str) {
     find(c, &format!("{} {css}", card(q)))
@@ -1532,11 +1550,7 @@ async fn the_tasks_view_shows_each_sessions_queue_and_cancels_and_retries() {
     find(&c, &row(&slow, "working")).await;
 
     // The finished task's result: its summary read and its artifacts.
-    find(&c, &format!("{} button.result", row(&done, "completed")))
-        .await
-        .click()
-        .await
-        .unwrap();
+    click_live(&c, &format!("{} button.result", row(&done, "completed"))).await;
     let result = find(&c, ".task-result .artifact:nth-of-type(2)").await;
     assert!(result.text().await.unwrap().contains("out.txt"));
     let detail = find(&c, ".task-result td").await.text().await.unwrap();
@@ -1547,18 +1561,10 @@ async fn the_tasks_view_shows_each_sessions_queue_and_cancels_and_retries() {
 
     // Cancel the waiting one, retry the finished one (queued behind the slow one),
     // then cancel the slow one: the retried one runs.
-    find(&c, &format!("{} button.cancel", row(&queued, "submitted")))
-        .await
-        .click()
-        .await
-        .unwrap();
+    click_live(&c, &format!("{} button.cancel", row(&queued, "submitted"))).await;
     find(&c, &row(&queued, "canceled")).await;
     assert_eq!(task(&["status", &queued])["state"], "canceled");
-    find(&c, &format!("{} button.retry", row(&done, "completed")))
-        .await
-        .click()
-        .await
-        .unwrap();
+    click_live(&c, &format!("{} button.retry", row(&done, "completed"))).await;
     let start = Instant::now();
     let retried = loop {
         let list = task(&["list"]);
@@ -1578,11 +1584,7 @@ async fn the_tasks_view_shows_each_sessions_queue_and_cancels_and_retries() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     find(&c, &row(&retried, "submitted")).await;
-    find(&c, &format!("{} button.cancel", row(&slow, "working")))
-        .await
-        .click()
-        .await
-        .unwrap();
+    click_live(&c, &format!("{} button.cancel", row(&slow, "working"))).await;
     // The agent is given 5 s to stop; this one goes on without.
     c.wait()
         .at_most(Duration::from_secs(20))
