@@ -71,6 +71,24 @@ pub struct Mailbox {
     pub agent: String,
 }
 
+/// Whether `dir` is a folder only this user can write (owned by them, not writable
+/// by group or others): the relay follows no other. A run matched by a pattern in
+/// `/tmp` could be another user's, whose questions would pass for the user's agents'
+/// and whose pid files would have the relay stop the user's processes.
+pub fn private(dir: &Path) -> Result<(), String> {
+    let meta = fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if !meta.is_dir() {
+        return Err(format!("{} is not a folder", dir.display()));
+    }
+    if meta.uid() != crate::runtime::process::euid() {
+        return Err(format!("{} belongs to another user", dir.display()));
+    }
+    if meta.permissions().mode() & 0o022 != 0 {
+        return Err(format!("{} can be written by other users", dir.display()));
+    }
+    Ok(())
+}
+
 /// Whether `name` can be an agent's folder: a plain name, not hitl's own.
 pub fn is_agent_name(name: &str) -> bool {
     !name.is_empty()
@@ -147,13 +165,14 @@ impl Run {
             .unwrap_or_default()
     }
 
-    /// Its agents: the folders in it that can be agents', sorted.
+    /// Its agents: the folders in it that can be agents' (and are this user's
+    /// alone to write, see [`private`]), sorted.
     pub fn agents(&self) -> Vec<String> {
         let mut names: Vec<String> = fs::read_dir(&self.dir)
             .into_iter()
             .flatten()
             .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter(|e| private(&e.path()).is_ok())
             .filter_map(|e| e.file_name().into_string().ok())
             .filter(|n| is_agent_name(n))
             .collect();

@@ -94,6 +94,7 @@ pub fn spawn(
         watched: HashMap::new(),
         runs: BTreeMap::new(),
         requests: HashMap::new(),
+        refused: Default::default(),
     };
     Ok(Some(tokio::spawn(async move { relay.run(rx).await })))
 }
@@ -219,6 +220,8 @@ struct Relay {
     runs: BTreeMap<PathBuf, RunState>,
     /// The runs and agents of the requests asked, by request id.
     requests: HashMap<String, (PathBuf, String)>,
+    /// Folders refused (not this user's alone), said once.
+    refused: std::collections::HashSet<PathBuf>,
 }
 
 impl Relay {
@@ -329,6 +332,12 @@ impl Relay {
             return;
         }
         let Ok(run) = Run::open(dir) else { return };
+        if let Err(why) = layout::private(&run.dir) {
+            if self.refused.insert(run.dir.clone()) {
+                tracing::warn!("mailboxes: not relaying {}: {why}", run.dir.display());
+            }
+            return;
+        }
         // A run found by pattern is registered with the first project, so that
         // `hitl mailbox list`, `hitl agents` and the dashboard know it too.
         if let Some(spool) = self.spools.first()
@@ -370,7 +379,7 @@ impl Relay {
         let Some(state) = self.runs.get_mut(dir) else {
             return;
         };
-        if state.agents.contains_key(name) {
+        if state.agents.contains_key(name) || layout::private(&dir.join(name)).is_err() {
             return;
         }
         state.agents.insert(name.to_string(), AgentState::default());

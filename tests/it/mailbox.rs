@@ -882,3 +882,43 @@ fn without_inotify_the_relay_reads_the_runs_on_its_tick() {
     set_status(&p, &run.join("scribe"), "done");
     assert_eq!(wait_report(&run, Duration::from_secs(10))["state"], "done");
 }
+
+#[test]
+fn runs_another_user_could_write_are_not_relayed() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = Project::new();
+    let runs = p.tmp.path().join("runs");
+    fs::create_dir_all(&runs).unwrap();
+    let pattern = format!("{}/historian-*", runs.display());
+    let _l = p.listen(&["--ui", "none", "--mailbox", &pattern]);
+    let question = |run: &Path, text: &str| {
+        fs::create_dir_all(run.join("narrator")).unwrap();
+        fs::write(
+            run.join("narrator/question"),
+            format!("CONTEXT={text}\nOPTION_1=a\nOPTION_2=b\n"),
+        )
+        .unwrap();
+    };
+    // Writable by anyone (as /tmp is): another user could have put it there.
+    let open = runs.join("historian-open");
+    question(&open, "from an open folder");
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+    // Another user's (made so as root, which CI is).
+    let theirs = runs.join("historian-theirs");
+    question(&theirs, "from another user");
+    let chowned = nix::unistd::chown(&theirs, Some(nix::unistd::Uid::from_raw(65534)), None);
+    // Ours.
+    let ours = runs.join("historian-ours");
+    question(&ours, "from our own run");
+    let pending = p.wait_pending(1, Duration::from_secs(10));
+    assert_eq!(pending[0]["content"], "from our own run", "{pending:#?}");
+    std::thread::sleep(Duration::from_millis(600));
+    let pending = p.pending();
+    assert_eq!(pending.len(), 1, "{pending:#?}");
+    if chowned.is_err() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI runs as root, which can give a folder away"
+        );
+    }
+}
