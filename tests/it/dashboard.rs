@@ -135,6 +135,24 @@ async fn click(c: &Client, q: &Value, css: &str) {
         .unwrap_or_else(|e| panic!("clicking {css}: {e}"));
 }
 
+/// The text of `css`, found again when the page redrew it meanwhile (the agents
+/// table is rebuilt as the feed tells of changes).
+async fn text_live(c: &Client, css: &str) -> String {
+    let start = Instant::now();
+    loop {
+        match find(c, css).await.text().await {
+            Ok(t) => return t,
+            Err(e) if e.to_string().contains("stale element") => {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "{css} kept being redrawn"
+                );
+            }
+            Err(e) => panic!("reading {css}: {e}"),
+        }
+    }
+}
+
 /// Clicks `css`, found again when the page redrew it between the find and the
 /// click (a live view redraws its rows as the feed tells it of changes).
 async fn click_live(c: &Client, css: &str) {
@@ -1644,7 +1662,7 @@ async fn a_mailbox_question_asked_over_mcp_is_answered_in_the_browser() {
     c.goto(&format!("{}/#request={id}", p.http_url()))
         .await
         .unwrap();
-    let text = find(&c, &card(&q)).await.text().await.unwrap();
+    let text = text_live(&c, &card(&q)).await;
     let mut focused = Value::Null;
     for _ in 0..100 {
         focused = c
@@ -1668,21 +1686,16 @@ async fn a_mailbox_question_asked_over_mcp_is_answered_in_the_browser() {
         .click()
         .await
         .unwrap();
-    let row = find(
+    let text = text_live(
         &c,
         &format!("tr[data-agent=\"{}\"]", q["agent_id"].as_str().unwrap()),
     )
     .await;
-    let text = row.text().await.unwrap();
     assert!(
         text.contains("narrator") && text.contains("run run"),
         "{text}"
     );
-    let scribe = find(&c, "tr[data-agent$=\".scribe\"]")
-        .await
-        .text()
-        .await
-        .unwrap();
+    let scribe = text_live(&c, "tr[data-agent$=\".scribe\"]").await;
     assert!(scribe.contains("idle"), "{scribe}");
     find(&c, ".tab[data-view=inbox]")
         .await
