@@ -84,6 +84,20 @@ pub struct Settings {
     /// `[[webhooks]]`: where requests' news is posted (none unless configured; read
     /// from the user's settings only).
     pub webhooks: Vec<WebhookSettings>,
+    /// `[client]`: how this user's commands reach servers (read from the user's
+    /// settings only).
+    pub client: ClientSettings,
+}
+
+/// `[client]` settings.
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClientSettings {
+    /// Servers that are the user's own (`https://hitl.example.com`, scheme, host
+    /// and port compared): `--server` and `HITL_SERVER` present the user's token only
+    /// to these (and to a project's own listener); any other server gets the
+    /// ask-only token, which asks and waits but never answers.
+    pub servers: Vec<String>,
 }
 
 /// One `[[webhooks]]` entry: a URL that is told of requests created, answered,
@@ -689,12 +703,14 @@ pub fn load(paths: &Paths, project_config: Option<&Path>) -> Result<Settings> {
     {
         // A project's settings sit beside the agents that work in it: they may not
         // send the human's questions anywhere.
-        if t.remove("webhooks").is_some() {
-            eprintln!(
-                "hitl: {}: [[webhooks]] are read from your user settings only ({}); ignored here",
-                file.display(),
-                paths.user_config().display()
-            );
+        for (key, shown) in [("webhooks", "[[webhooks]]"), ("client", "[client]")] {
+            if t.remove(key).is_some() {
+                eprintln!(
+                    "hitl: {}: {shown} is read from your user settings only ({}); ignored here",
+                    file.display(),
+                    paths.user_config().display()
+                );
+            }
         }
         merge(&mut table, t);
     }

@@ -361,6 +361,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if claude && remove {
                 hitl::cmd::human::only_a_human("taking hitl's hooks out of Claude Code")?;
             }
+            if force {
+                // --force writes the settings' template over the project's own rules.
+                hitl::cmd::human::only_a_human("`hitl init --force`")?;
+            }
             let scope = match (shared, user) {
                 (true, _) => Scope::Shared,
                 (_, true) => Scope::User,
@@ -374,10 +378,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             hitl::cmd::init::run(dir, force, claude)?
         }
         Command::Listen(opts) => {
+            // A listener answers (its UI, --auto-answer, its dashboard's login link)
+            // and takes the user's stored requests as its own.
+            hitl::cmd::human::only_a_human("`hitl listen`")?;
             hitl::cmd::listen::unblock_stop_signals()?;
             daemon_runtime(&opts.db)?.block_on(hitl::cmd::listen::run(opts))?
         }
         Command::Serve(opts) => {
+            hitl::cmd::human::only_a_human("`hitl serve`")?;
             hitl::cmd::listen::unblock_stop_signals()?;
             daemon_runtime(&opts.db)?.block_on(hitl::cmd::serve::run(opts))?
         }
@@ -471,7 +479,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
         } => runtime()?.block_on(hitl::cmd::inspect::history(db, id, search, limit, json))?,
         Command::Status { dir, json } => hitl::cmd::inspect::status(dir.as_ref(), json)?,
-        Command::Demo(opts) => return Ok(ExitCode::from(hitl::cmd::demo::run(opts)?)),
+        Command::Demo(opts) => {
+            // Its listener shares the user's history store and prints a login link.
+            hitl::cmd::human::only_a_human("`hitl demo`")?;
+            return Ok(ExitCode::from(hitl::cmd::demo::run(opts)?));
+        }
         Command::Doctor { dir, json } => {
             return Ok(ExitCode::from(hitl::cmd::doctor::run(dir, json)?));
         }
@@ -485,7 +497,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Man { dir } => man_pages(dir)?,
         Command::Service { action } => match action {
-            ServiceAction::Install(opts) => hitl::cmd::service::install(opts)?,
+            ServiceAction::Install(opts) => {
+                hitl::cmd::human::only_a_human("`hitl service install`")?;
+                hitl::cmd::service::install(opts)?
+            }
             ServiceAction::Uninstall { dry_run, manager } => {
                 hitl::cmd::service::uninstall(manager, dry_run)?
             }
@@ -496,12 +511,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             server,
             open,
             json,
-        } => runtime()?.block_on(hitl::cmd::dashboard::run(
+        } => {
+            hitl::cmd::human::only_a_human("`hitl dashboard` (a login link answers questions)")?;
+            runtime()?.block_on(hitl::cmd::dashboard::run(
             dir.as_deref(),
             server,
             open,
             json,
-        ))?,
+        ))?
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

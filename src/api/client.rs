@@ -32,6 +32,7 @@ pub struct Client {
     base: String,
     token: Option<String>,
     http: reqwest::Client,
+    credential: Credential,
 }
 
 /// Why the server refused an answer, with its message.
@@ -44,16 +45,86 @@ pub struct Refused {
     pub message: String,
 }
 
+/// Where a client's server comes from, which decides the token it presents: the
+/// user's token answers every question, so it goes only to servers that are the
+/// user's own by their settings, never to whatever listens at a URL an agent (or a
+/// README) named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Destination {
+    /// The project's own listener, as its `.listener.json` says (written by the
+    /// user's listener, in a folder only the user can write).
+    Listener,
+    /// A URL given with `--server` or `HITL_SERVER`: the user's token only if the
+    /// user's settings name it (`[client] servers`), else the ask-only token.
+    Given,
+}
+
+/// The credential a client presents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    /// The user's token (answers, mints logins).
+    User,
+    /// A token the user handed over in `HITL_TOKEN` (not theirs here: another
+    /// server's).
+    Handed,
+    /// The ask-only token: asks and waits, nothing else.
+    Asker,
+    /// None could be read.
+    None,
+}
+
 impl Client {
-    /// A client of `base` (like `http://127.0.0.1:4000`), with the token from
-    /// `HITL_TOKEN` or the user's `token` file when there is one.
-    pub fn new(base: &str) -> Result<Client> {
-        let token = std::env::var("HITL_TOKEN")
+    /// A client of `base` (like `http://127.0.0.1:4000`) presenting what `to`
+    /// allows: the user's token to the project's listener and to the servers the
+    /// user's settings name, a token handed over in `HITL_TOKEN` (one that is not the
+    /// user's own), else the ask-only token.
+    pub fn new(base: &str, to: Destination) -> Result<Client> {
+        let config_dir = Paths::from_env().config_dir;
+        let read = |name: &str| {
+            std::fs::read_to_string(config_dir.join(name))
+                .ok()
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+        };
+        let user = read("token");
+        let handed = std::env::var("HITL_TOKEN")
             .ok()
-            .filter(|t| !t.trim().is_empty())
-            .or_else(|| std::fs::read_to_string(Paths::from_env().config_dir.join("token")).ok())
-            .map(|t| t.trim().to_string());
-        Client::with_token(base, token)
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty());
+        let ours = match to {
+            Destination::Listener => true,
+            Destination::Given => names_server(base),
+        };
+        let (token, credential) = match (handed, user) {
+            // Handed over, and not the user's own: the user chose where it goes.
+            (Some(h), u) if u.as_deref() != Some(h.as_str()) => (Some(h), Credential::Handed),
+            (_, Some(u)) if ours => (Some(u), Credential::User),
+            _ => match crate::server::load_or_create_asker_token(&config_dir) {
+                Ok(t) => (Some(t), Credential::Asker),
+                Err(_) => (None, Credential::None),
+            },
+        };
+        let mut client = Client::with_token(base, token)?;
+        client.credential = credential;
+        Ok(client)
+    }
+
+    /// What this client presents.
+    pub fn credential(&self) -> Credential {
+        self.credential
+    }
+
+    /// Refuses unless this client may act for the user (answer, mint a login):
+    /// a server the user's settings do not name gets no such power.
+    pub fn require_user(&self, what: &str) -> Result<()> {
+        match self.credential {
+            Credential::User | Credential::Handed => Ok(()),
+            _ => bail!(
+                "{what} needs your hitl token, which is sent only to your own listener and                  to the servers your settings name: {} is not one of them. Add it to                  [client] servers in {} if it is yours, or set HITL_TOKEN to its token",
+                self.base,
+                Paths::from_env().user_config().display()
+            ),
+        }
     }
 
     /// A client of `base` presenting `token` (or none).
@@ -66,7 +137,16 @@ impl Client {
             .connect_timeout(Duration::from_secs(5))
             .build()
             .context("starting the HTTP client")?;
-        Ok(Client { base, token, http })
+        let credential = match token {
+            Some(_) => Credential::Handed,
+            None => Credential::None,
+        };
+        Ok(Client {
+            base,
+            token,
+            http,
+            credential,
+        })
     }
 
     fn authorize(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -301,13 +381,14 @@ pub struct Servers {
 }
 
 impl Servers {
-    /// The servers in `list` (`URL[,URL…]`), with the user's token.
-    pub fn new(list: &str) -> Result<Servers> {
+    /// The servers in `list` (`URL[,URL…]`), each presenting what `to` allows
+    /// ([`Client::new`]).
+    pub fn new(list: &str, to: Destination) -> Result<Servers> {
         let clients = list
             .split(',')
             .map(str::trim)
             .filter(|u| !u.is_empty())
-            .map(Client::new)
+            .map(|u| Client::new(u, to))
             .collect::<Result<Vec<_>>>()?;
         if clients.is_empty() {
             bail!("no server URL in {list:?}");
@@ -422,7 +503,7 @@ pub async fn ask_listener(
 ) -> Result<Option<Answer>> {
     let mut stop = std::pin::pin!(stop);
     let mut url = url.to_string();
-    let mut servers = Servers::new(&url)?;
+    let mut servers = Servers::new(&url, Destination::Listener)?;
     // The key makes every try name the one request, whichever listener takes it.
     let key = uuid::Uuid::now_v7().to_string();
     let now = tokio::time::Instant::now();
@@ -466,7 +547,7 @@ pub async fn ask_listener(
                     if let Some(now_at) = ListenerInfo::running(spool).and_then(|l| l.http)
                         && now_at != url
                     {
-                        servers = Servers::new(&now_at)?;
+                        servers = Servers::new(&now_at, Destination::Listener)?;
                         url = now_at;
                     }
                 }
@@ -501,4 +582,32 @@ fn never_reached(e: &anyhow::Error) -> bool {
         c.downcast_ref::<reqwest::Error>()
             .is_some_and(reqwest::Error::is_connect)
     })
+}
+
+/// Whether the user's own settings (`[client] servers` in the user config file, never
+/// a project's) name the server at `base`: same scheme, host and port.
+fn names_server(base: &str) -> bool {
+    let Some(wanted) = origin_of(base) else {
+        return false;
+    };
+    // The user's file alone: a project's settings sit beside the agents.
+    let Ok(settings) = crate::config::load(&Paths::from_env(), None) else {
+        return false;
+    };
+    settings
+        .client
+        .servers
+        .iter()
+        .any(|named| origin_of(named).as_ref() == Some(&wanted))
+}
+
+/// A URL's scheme, host (lower case) and port (the scheme's own when not written).
+fn origin_of(url: &str) -> Option<(String, String, u16)> {
+    let url = reqwest::Url::parse(url.trim()).ok()?;
+    let scheme = url.scheme().to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let host = url.host_str()?.to_ascii_lowercase();
+    Some((scheme, host, url.port_or_known_default()?))
 }

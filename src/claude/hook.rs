@@ -23,6 +23,7 @@ use super::{
     decision::output,
     elicit::Elicitation,
     feed,
+    mode::PermissionMode,
     policy::{self, Concern, Place},
     rules,
 };
@@ -149,39 +150,71 @@ pub(crate) fn prepare(
     ) {
         return decided(Decision::NoOpinion);
     }
-    let tool = input.get("tool_name").and_then(Value::as_str).unwrap_or("");
-    let tool_input = input.get("tool_input").cloned().unwrap_or(Value::Null);
     let mut place = place(input);
     if let Some(project) = project {
         place.project = project.to_path_buf();
     }
     let spool = Spool::find(&place.project).or_else(|| Spool::find(&place.cwd));
-    // Settings that cannot be read: hitl steps aside (Claude Code's own permissions
-    // decide every call, as without hitl) and says so to the user once a session,
-    // rather than prompting on every call, even a Read.
-    let broken = |e: anyhow::Error| {
-        eprintln!("hitl hook: {e:#}");
-        let message = format!(
-            "hitl: its settings are broken, so its hooks leave every call to Claude Code's \
-             own permissions until they are fixed (`hitl status` shows the error): {e:#}"
-        );
-        let session = input
-            .get("session_id")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        Step::Decided(if first_time_said(session, &message) {
-            Decision::Notice { message }
-        } else {
-            Decision::NoOpinion
-        })
-    };
-    let (settings, fsync) = match config::load(
+    // Settings that cannot be read do not switch the guard off (an agent that can
+    // break the file would switch it off at will): the built-in rules decide, and
+    // the user is told what is wrong.
+    let (settings, fsync, broken) = match config::load(
         &Paths::from_env(),
         spool.as_ref().map(|s| s.config_file()).as_deref(),
     ) {
-        Ok(s) => (s.hook, s.spool.fsync),
-        Err(e) => return Ok(broken(e)),
+        Ok(s) => match policy::validate(&s.hook) {
+            Ok(()) => (s.hook, s.spool.fsync, None),
+            Err(e) => (HookSettings::default(), s.spool.fsync, Some(e)),
+        },
+        Err(e) => (HookSettings::default(), false, Some(e)),
     };
+    let broken = broken.map(|e| {
+        eprintln!("hitl hook: {e:#}");
+        format!(
+            "hitl: its settings are broken, so only its built-in rules apply until they \
+             are fixed (`hitl status` shows the error): {e:#}"
+        )
+    });
+    let step = decide(event, input, &settings, fsync, place, spool, always_ask)?;
+    let Some(message) = broken else {
+        return Ok(step);
+    };
+    Ok(match step {
+        Step::Decided(Decision::NoOpinion) => {
+            let session = input
+                .get("session_id")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            Step::Decided(if first_time_said(session, &message) {
+                Decision::Notice { message }
+            } else {
+                Decision::NoOpinion
+            })
+        }
+        Step::Decided(Decision::Ask { reason }) => Step::Decided(Decision::Ask {
+            reason: format!("{reason} ({message})"),
+        }),
+        Step::Decided(Decision::Deny { reason }) => Step::Decided(Decision::Deny {
+            reason: format!("{reason} ({message})"),
+        }),
+        other => other,
+    })
+}
+
+/// [`prepare`] once the settings are known.
+fn decide(
+    event: HookEvent,
+    input: &Value,
+    settings: &HookSettings,
+    fsync: bool,
+    place: Place,
+    spool: Option<Spool>,
+    always_ask: bool,
+) -> Result<Step> {
+    let decided = |d| Ok(Step::Decided(d));
+    let tool = input.get("tool_name").and_then(Value::as_str).unwrap_or("");
+    let tool_input = input.get("tool_input").cloned().unwrap_or(Value::Null);
+    let mode = PermissionMode::of(input);
     // An MCP server's request for input: a form (or a page to open) for the human.
     let elicitation = match event {
         HookEvent::Elicitation if !settings.elicitations => return decided(Decision::NoOpinion),
@@ -200,9 +233,13 @@ pub(crate) fn prepare(
         })),
         None => policy::concern(&settings, &place, tool, &tool_input),
     };
+    // Validated above: an error here is the file system's, and the call is asked.
     let found = match found {
         Ok(found) => found,
-        Err(e) => return Ok(broken(e)),
+        Err(e) => Some(Concern::DangerousCommand {
+            part: tool.to_string(),
+            why: format!("could not be checked ({e:#})"),
+        }),
     };
     let concern = match (event, found) {
         (_, Some(c)) => c,
@@ -231,10 +268,12 @@ pub(crate) fn prepare(
     } else {
         None
     };
-    let unanswered = if concern.is_dangerous() {
-        settings.unanswered_dangerous
-    } else {
-        settings.unanswered_other
+    let unanswered = match (concern.is_dangerous(), mode.runs_unasked(tool)) {
+        (false, _) => settings.unanswered_other,
+        // Claude Code would run it without asking anyone: its own prompt is no
+        // fallback, so a call nobody answered is refused.
+        (true, true) if settings.unanswered_dangerous == Unanswered::Ask => Unanswered::Deny,
+        (true, _) => settings.unanswered_dangerous,
     };
     let Some(spool) = spool else {
         return decided(when_unanswered(

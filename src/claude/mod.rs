@@ -8,6 +8,7 @@ pub mod feed;
 pub mod hook;
 pub mod mcp;
 pub mod mcp_mailbox;
+pub mod mode;
 pub mod policy;
 pub mod rules;
 pub mod settings;

@@ -11,6 +11,7 @@
 
 use std::path::PathBuf;
 
+use crate::api::client::Destination;
 use anyhow::{Context, Result, bail};
 
 use crate::{
@@ -206,9 +207,11 @@ fn which(id: &str) -> (Which, &str) {
 
 /// Whether the listener (or `server`) holds a pending request made another way than
 /// the spool with this id.
-async fn held_elsewhere(server: Option<&str>, id: &str) -> bool {
-    let Some(server) = server else { return false };
-    let Ok(client) = crate::api::client::Client::new(server) else {
+async fn held_elsewhere(server: Option<&(String, Destination)>, id: &str) -> bool {
+    let Some((server, to)) = server else {
+        return false;
+    };
+    let Ok(client) = crate::api::client::Client::new(server, *to) else {
         return false;
     };
     match tokio::time::timeout(std::time::Duration::from_secs(3), client.pending()).await {
@@ -229,7 +232,7 @@ pub async fn run(mut opts: AnswerOptions) -> Result<()> {
         (Ok(s), _) => s,
         // No project here, but a server to ask.
         (Err(_), Some(server)) if opts.dir.is_none() => {
-            return match answer_remote(server, &opts).await? {
+            return match answer_remote(server, Destination::Given, &opts).await? {
                 Some(()) => Ok(()),
                 None => bail!("no request {} on {server}", opts.id),
             };
@@ -239,9 +242,12 @@ pub async fn run(mut opts: AnswerOptions) -> Result<()> {
     let paths = Paths::from_env();
     let db_url = opts.db.clone().unwrap_or_else(|| paths.db_url());
 
-    let server = server_env
-        .clone()
-        .or_else(|| crate::spool::ListenerInfo::running(&spool)?.http);
+    let server = match server_env.clone() {
+        Some(given) => Some((given, Destination::Given)),
+        None => crate::spool::ListenerInfo::running(&spool)
+            .and_then(|l| l.http)
+            .map(|url| (url, Destination::Listener)),
+    };
     let found = match target {
         Which::Http => None,
         _ => find_question(&spool, &opts.id)?,
@@ -252,7 +258,7 @@ pub async fn run(mut opts: AnswerOptions) -> Result<()> {
     }
     if found.is_some()
         && target == Which::Either
-        && held_elsewhere(server.as_deref(), &opts.id).await
+        && held_elsewhere(server.as_ref(), &opts.id).await
     {
         bail!(
             "{id} names two pending requests: a question in the spool and a request made \
@@ -270,8 +276,8 @@ pub async fn run(mut opts: AnswerOptions) -> Result<()> {
     let Some((question_path, q)) = found else {
         // Not a file in the spool: it may be a request made over HTTP, held by the
         // project's listener or by the server in HITL_SERVER.
-        if let Some(server) = server
-            && answer_remote(&server, &opts).await?.is_some()
+        if let Some((server, to)) = server
+            && answer_remote(&server, to, &opts).await?.is_some()
         {
             return Ok(());
         }
@@ -380,7 +386,7 @@ async fn answer_through_listener(
     spool: &Spool,
     question: &Request,
 ) -> Result<Option<()>> {
-    let client = crate::api::client::Client::new(base)?;
+    let client = crate::api::client::Client::new(base, Destination::Listener)?;
     let Ok(Some(view)) = client.view(&question.id).await else {
         return Ok(None);
     };
@@ -398,8 +404,9 @@ async fn answer_through_listener(
 
 /// Answers request `opts.id` on the server at `base`. `None`: the server has no such
 /// request. A request that has ended is an error saying how.
-async fn answer_remote(base: &str, opts: &AnswerOptions) -> Result<Option<()>> {
-    let client = crate::api::client::Client::new(base)?;
+async fn answer_remote(base: &str, to: Destination, opts: &AnswerOptions) -> Result<Option<()>> {
+    let client = crate::api::client::Client::new(base, to)?;
+    client.require_user("answering on a server")?;
     let Some((request, status)) = client.get(&opts.id).await? else {
         return Ok(None);
     };

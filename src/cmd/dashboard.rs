@@ -6,19 +6,22 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 
-use crate::spool::{ListenerInfo, Spool};
+use crate::{
+    api::client::Destination,
+    spool::{ListenerInfo, Spool},
+};
 
 /// Where the broker is: `server`, else the project's running listener.
-fn broker_url(dir: Option<&Path>, server: Option<String>) -> Result<String> {
+fn broker_url(dir: Option<&Path>, server: Option<String>) -> Result<(String, Destination)> {
     // HITL_SERVER may list several replicas, as `hitl ask` takes it: the first.
     if let Some(s) = server.as_deref().and_then(|s| s.split(',').next()) {
-        return Ok(s.trim().to_string());
+        return Ok((s.trim().to_string(), Destination::Given));
     }
     let spool = Spool::locate(dir)?;
     match ListenerInfo::running(&spool) {
         Some(ListenerInfo {
             http: Some(url), ..
-        }) => Ok(url),
+        }) => Ok((url, Destination::Listener)),
         Some(_) => bail!(
             "the listener of {} serves no HTTP (it was started with --no-http)",
             spool.project().display()
@@ -37,8 +40,9 @@ pub async fn run(
     open: bool,
     as_json: bool,
 ) -> Result<()> {
-    let url = broker_url(dir, server)?;
-    let client = crate::api::client::Client::new(&url)?;
+    let (url, to) = broker_url(dir, server)?;
+    let client = crate::api::client::Client::new(&url, to)?;
+    client.require_user("a dashboard login link")?;
     let (link, ttl) = client.login_link().await?;
     if as_json {
         println!(

@@ -112,7 +112,7 @@ pub fn run(dir: Option<PathBuf>, json: bool) -> Result<u8> {
         check_inotify(&mut report, spool);
     }
     check_tokens(&mut report, &paths);
-    check_port(&mut report, &paths, settings.as_ref(), listener.as_ref());
+    check_port(&mut report, settings.as_ref(), listener.as_ref());
     runtime.block_on(check_store(&mut report, &paths));
     let hooks = project_dir
         .as_deref()
@@ -375,7 +375,6 @@ fn check_tokens(report: &mut Report, paths: &Paths) {
 /// The dashboard's port: the listener's, or the one the next listener takes.
 fn check_port(
     report: &mut Report,
-    paths: &Paths,
     settings: Option<&Settings>,
     listener: Option<&ListenerInfo>,
 ) {
@@ -394,8 +393,7 @@ fn check_port(
         );
         return;
     }
-    let addr = super::listen::remembered_address(paths, configured);
-    let Ok(socket) = crate::server::listen_address(&addr) else {
+    let Ok(socket) = crate::server::listen_address(configured) else {
         report.fail(
             "port",
             format!("[http] listen_addr {configured:?} is not an address"),
@@ -405,11 +403,27 @@ fn check_port(
     };
     match std::net::TcpListener::bind(socket) {
         Ok(_) => report.ok("port", format!("{socket} is free for the next listener")),
-        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => report.warn(
-            "port",
-            format!("{socket} is taken by another program; the listener will take another port and keep it"),
-            "set [http] listen_addr to a free port, or stop what holds this one",
-        ),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            match crate::server::holder::holder(socket) {
+                Some(h) if h.is_this_user() => report.warn(
+                    "port",
+                    format!(
+                        "{socket} is taken by your own {}; the next listener serves on a free \
+                         port for that run",
+                        h.describe()
+                    ),
+                    "set [http] listen_addr to a free port, or stop what holds this one",
+                ),
+                held => report.fail(
+                    "port",
+                    format!(
+                        "{socket} is taken by {}: the listener refuses to start",
+                        held.map_or_else(|| "a program hitl cannot see".into(), |h| h.describe())
+                    ),
+                    "set [http] listen_addr to a free port, or stop what holds this one",
+                ),
+            }
+        }
         Err(e) => report.warn(
             "port",
             format!("{socket} cannot be bound: {e}"),

@@ -52,8 +52,9 @@ pub struct ListenOptions {
     #[arg(long, env = "HITL_DB")]
     pub db: Option<String>,
     /// Serve the HTTP API here: a port (4001), localhost:PORT or IP:PORT; or "off"
-    /// for nowhere (default: the [http] listen_addr
-    /// setting, 127.0.0.1:4000, or a free port if that one is taken).
+    /// for nowhere (default: the [http] listen_addr setting, 127.0.0.1:4000; if your
+    /// own program holds that port, a free one for this run; if another user's does,
+    /// the listener refuses to start). Port 0: any free port.
     #[arg(long, value_name = "ADDR", conflicts_with = "no_http")]
     pub http: Option<String>,
     /// Do not serve HTTP.
@@ -187,10 +188,8 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
         (false, Some(addr)) if addr == "off" => None,
         (false, Some(addr)) => Some((addr.clone(), false)),
         (false, None) if settings.http.listen_addr == "off" => None,
-        (false, None) => Some((remembered_address(&paths, &settings.http.listen_addr), true)),
+        (false, None) => Some((settings.http.listen_addr.clone(), true)),
     };
-    let remember_port = http.as_ref().is_some_and(|(_, fallback)| *fallback);
-    let settings_listen_addr = settings.http.listen_addr.clone();
     let mut ui_kind = opts.ui.unwrap_or(if ui::tui::available() {
         UiKind::Tui
     } else {
@@ -255,9 +254,6 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     })
     .await?;
     let http_url = daemon.http_addr.map(|a| format!("http://{a}"));
-    if remember_port && let Some(addr) = daemon.http_addr {
-        remember_address(&paths, &settings_listen_addr, addr.port());
-    }
 
     let projects: Vec<PathBuf> = spools.iter().map(|s| s.project().to_path_buf()).collect();
     let mut presence = daemon.handle.presence().watch();
@@ -313,40 +309,6 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     daemon.stop().await;
     drop(locks);
     Ok(())
-}
-
-/// The file that keeps the port this user's listener last served on for its
-/// configured address (`127.0.0.1:4000 4123`), so the dashboard's address stays the
-/// same from one start to the next even when the configured port was taken.
-fn port_file(paths: &Paths) -> PathBuf {
-    paths.config_dir.join("listen-port")
-}
-
-/// `configured` (`[http] listen_addr`), or the port kept for it.
-pub(crate) fn remembered_address(paths: &Paths, configured: &str) -> String {
-    let kept = std::fs::read_to_string(port_file(paths)).unwrap_or_default();
-    let port = kept
-        .split_once(' ')
-        .filter(|(for_addr, _)| *for_addr == configured)
-        .and_then(|(_, p)| p.trim().parse::<u16>().ok())
-        .filter(|p| *p != 0);
-    match (port, crate::server::listen_address(configured)) {
-        (Some(port), Ok(mut addr)) => {
-            addr.set_port(port);
-            addr.to_string()
-        }
-        _ => configured.to_string(),
-    }
-}
-
-/// Keeps `port` as the one to serve on for `configured` (best effort).
-fn remember_address(paths: &Paths, configured: &str, port: u16) {
-    let line = format!("{configured} {port}\n");
-    let file = port_file(paths);
-    if std::fs::read_to_string(&file).is_ok_and(|t| t == line) {
-        return;
-    }
-    let _ = std::fs::create_dir_all(&paths.config_dir).and_then(|()| std::fs::write(&file, line));
 }
 
 /// A responder that only marks a human as present while the listener runs.

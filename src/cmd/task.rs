@@ -233,7 +233,7 @@ fn listener(dir: Option<&std::path::Path>) -> Result<Client> {
                 spool.project().display()
             )
         })?;
-    Client::new(&url)
+    Client::new(&url, crate::api::client::Destination::Listener)
 }
 
 async fn call(client: &Client, command: TaskCommand) -> Result<u8> {

@@ -12,6 +12,7 @@ mod dashboard;
 mod deliver;
 mod error;
 mod guard;
+pub mod holder;
 mod json;
 mod limits;
 pub mod login;
@@ -150,17 +151,43 @@ pub fn listen_address(addr: &str) -> Result<SocketAddr> {
     })
 }
 
-/// Binds `addr`. With `fallback`, a taken port gives way to a free one on the same
-/// address (a second `hitl listen` on the machine still serves).
+/// Binds `addr`. With `fallback` (the configured default address, not one the user
+/// gave), a port taken by one of this user's own programs (another project's
+/// listener) gives way to a free one on the same address, said on stderr; a port
+/// taken by another OS user, or by a holder the tables do not show, is refused,
+/// saying by whom: a listener that moved would leave its usual port to whoever takes
+/// it next, with everything agents and pages send there.
 pub async fn bind(addr: &str, fallback: bool) -> Result<TcpListener> {
     let parsed = listen_address(addr)?;
     match TcpListener::bind(parsed).await {
         Ok(l) => Ok(l),
-        Err(e) if fallback && e.kind() == std::io::ErrorKind::AddrInUse => {
-            let any = SocketAddr::new(parsed.ip(), 0);
-            TcpListener::bind(any)
-                .await
-                .with_context(|| format!("binding {any}"))
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            let held = holder::holder(parsed);
+            let by = held
+                .as_ref()
+                .map_or_else(|| "a program hitl cannot see".to_string(), |h| h.describe());
+            if fallback && held.as_ref().is_some_and(holder::Holder::is_this_user) {
+                let any = SocketAddr::new(parsed.ip(), 0);
+                let l = TcpListener::bind(any)
+                    .await
+                    .with_context(|| format!("binding {any}"))?;
+                if let Ok(local) = l.local_addr() {
+                    eprintln!(
+                        "hitl: {parsed} is taken by your own {by}: serving on {local} instead \
+                         (for this run only)"
+                    );
+                }
+                return Ok(l);
+            }
+            Err(e).with_context(|| {
+                format!(
+                    "{parsed} is taken by {by}. hitl does not move to another port on its own \
+                     (whoever takes the port it left gets what agents send there): stop that \
+                     program, set [http] listen_addr (or --http) to a free port, or pass \
+                     --http {}:0 for any free port",
+                    parsed.ip()
+                )
+            })
         }
         Err(e) => Err(e).with_context(|| format!("binding {addr}")),
     }

@@ -606,7 +606,7 @@ fn init_claude_refuses_a_settings_file_that_is_not_json() {
 }
 
 #[test]
-fn broken_settings_are_said_once_a_session_and_every_call_left_to_claude_code() {
+fn broken_settings_never_switch_the_guard_off() {
     let p = Project::new();
     p.project_config("[hook]\ndangerous_commands = [\"(\"]\n");
     let notice = |got: Option<Value>| -> String {
@@ -617,21 +617,49 @@ fn broken_settings_are_said_once_a_session_and_every_call_left_to_claude_code() 
         );
         got["systemMessage"].as_str().unwrap().to_string()
     };
+    // A dangerous call is still asked by the built-in rules (no listener: Claude
+    // Code's own prompt), and the reason says what is wrong with the settings.
+    let got = hook(
+        &p,
+        "pre-tool-use",
+        &pre_tool_use(&p, "Bash", json!({ "command": "rm -rf ~" })),
+    )
+    .expect("a decision");
+    let (verdict, reason) = decision(&got);
+    assert_eq!(verdict, "ask", "{got}");
+    assert!(reason.contains("dangerous_commands"), "{reason}");
+    // Where Claude Code would not ask (bypassPermissions), nobody to answer: denied.
+    let mut bypass = pre_tool_use(&p, "Bash", json!({ "command": "rm -rf ~" }));
+    bypass["permission_mode"] = json!("bypassPermissions");
+    let got = hook(&p, "pre-tool-use", &bypass).expect("a decision");
+    assert_eq!(decision(&got).0, "deny", "{got}");
+    // A harmless call gets no opinion, with the notice once a session.
     let said = notice(hook(
         &p,
         "pre-tool-use",
-        &pre_tool_use(&p, "Bash", json!({ "command": "rm -rf /" })),
+        &pre_tool_use(&p, "Bash", json!({ "command": "ls" })),
     ));
     assert!(said.contains("dangerous_commands"), "{said}");
-    // Said once a session: the next calls, dangerous or not, are simply Claude Code's.
-    for command in ["rm -rf /", "ls"] {
+    assert_eq!(
+        hook(
+            &p,
+            "pre-tool-use",
+            &pre_tool_use(&p, "Bash", json!({ "command": "ls" }))
+        ),
+        None
+    );
+    // TOML that does not parse at all: the same.
+    p.project_config("[hook\nallow = [\"Bash(rm -rf:*)\"]\n");
+    for command in ["rm -rf ~", "rm -rf ~/"] {
         let got = hook(
             &p,
             "pre-tool-use",
             &pre_tool_use(&p, "Bash", json!({ "command": command })),
-        );
-        assert_eq!(got, None, "{command}");
+        )
+        .expect("a decision");
+        assert_eq!(decision(&got).0, "ask", "{command}: {got}");
     }
+    p.project_config("[hook]\ndangerous_commands = [\"(\"]\n");
     // `hitl status` says it and fails; so does installing the hooks, which installs
     // nothing.
     let out = p.run(&["status"]);
@@ -673,7 +701,7 @@ fn broken_settings_are_said_once_a_session_and_every_call_left_to_claude_code() 
         "pre-tool-use",
         &pre_tool_use(&p, "Read", json!({})),
     ));
-    assert!(said.contains("line 3"), "{said}");
+    assert!(said.contains("line 3") && said.contains("built-in rules"), "{said}");
     assert_eq!(
         hook(&p, "pre-tool-use", &pre_tool_use(&p, "Read", json!({}))),
         None
