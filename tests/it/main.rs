@@ -14,6 +14,7 @@ mod golden;
 mod guard;
 mod hook;
 mod http;
+mod human;
 mod kept;
 mod layering;
 mod mailbox;
