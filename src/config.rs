@@ -218,6 +218,12 @@ pub struct HookSettings {
     /// "Always allow" rules: calls these cover are allowed without asking (see
     /// `claude::rules`; `hitl rules` lists, adds and removes them).
     pub allow: Vec<String>,
+    /// Build and test commands you trust (`"cargo test"`, `"npm run lint"`): where
+    /// Claude Code asks nobody (`bypassPermissions`, `dontAsk`, `auto`), a Bash call
+    /// passes unasked only when hitl proves every command in it harmless, and these
+    /// (which run the project's own code) count as such, word for word from their
+    /// start.
+    pub trusted_tools: Vec<String>,
 }
 
 /// What `hitl hook` says when no human answered.
@@ -303,6 +309,7 @@ impl Default for HookSettings {
             unanswered_dangerous: Unanswered::Ask,
             unanswered_other: Unanswered::None,
             allow: Vec::new(),
+            trusted_tools: Vec::new(),
         }
     }
 }
@@ -629,13 +636,18 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # in time): "ask" (Claude Code's own prompt), "deny" (for unattended runs such as
 # bypassPermissions or CI, where nobody sees that prompt) or "none" (no opinion);
 # for protected files and dangerous commands, and for the rest.
-# unanswered_dangerous = "ask"
+# unanswered_dangerous = "ask"   (where Claude Code asks nobody: "deny")
 # unanswered_other = "none"
 # "Always allow this here": calls these rules cover are allowed without asking.
 # Added when you approve with "always", or by `hitl rules add`; `hitl rules` lists
 # them. Bash(CMD) is that command exactly, Bash(CMD:*) any starting with its words,
 # Edit(GLOB) writing matching files from the project root (any file-writing tool).
 # allow = ["Bash(npm publish:*)", "Edit(config/*.json)"]
+# Where Claude Code asks nobody (bypassPermissions, dontAsk, auto), a Bash call
+# passes unasked only when hitl proves every command in it harmless (reading,
+# listing, searching; see README). Builds and tests run the project's own code:
+# name the ones you trust, matched word for word from their start.
+# trusted_tools = ["cargo test", "cargo build", "npm test"]
 "#;
 
 impl Settings {

@@ -514,11 +514,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             hitl::cmd::human::only_a_human("`hitl dashboard` (a login link answers questions)")?;
             runtime()?.block_on(hitl::cmd::dashboard::run(
-            dir.as_deref(),
-            server,
-            open,
-            json,
-        ))?
+                dir.as_deref(),
+                server,
+                open,
+                json,
+            ))?
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -207,7 +207,7 @@ fn decide(
     input: &Value,
     settings: &HookSettings,
     fsync: bool,
-    place: Place,
+    mut place: Place,
     spool: Option<Spool>,
     always_ask: bool,
 ) -> Result<Step> {
@@ -215,6 +215,7 @@ fn decide(
     let tool = input.get("tool_name").and_then(Value::as_str).unwrap_or("");
     let tool_input = input.get("tool_input").cloned().unwrap_or(Value::Null);
     let mode = PermissionMode::of(input);
+    place.unasked = mode.runs_unasked(tool);
     // An MCP server's request for input: a form (or a page to open) for the human.
     let elicitation = match event {
         HookEvent::Elicitation if !settings.elicitations => return decided(Decision::NoOpinion),
@@ -329,6 +330,7 @@ fn place(input: &Value) -> Place {
         project,
         cwd,
         home: std::env::var_os("HOME").map(PathBuf::from),
+        unasked: false,
     }
 }
 

@@ -5,6 +5,7 @@ pub mod danger;
 pub mod decision;
 pub mod elicit;
 pub mod feed;
+pub mod harmless;
 pub mod hook;
 pub mod mcp;
 pub mod mcp_mailbox;

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 
 use super::{
-    danger,
+    danger, harmless,
     rules::{self, Rule, WRITING_TOOLS, glob_matcher},
     shell,
 };
@@ -91,6 +91,9 @@ pub struct Place {
     pub cwd: PathBuf,
     /// The user's home, for `~/` globs.
     pub home: Option<PathBuf>,
+    /// Claude Code runs this call without asking anyone (its permission mode says
+    /// so): a Bash line then passes only when proven harmless ([`harmless`]).
+    pub unasked: bool,
 }
 
 /// Checks every pattern of the policy, as `hitl init --claude` and `hitl listen`
@@ -379,6 +382,23 @@ fn shell_concern(settings: &HookSettings, place: &Place, command: &str) -> Resul
             }
         }
     }
+    // Where Claude Code asks nobody, what is not proven harmless is asked.
+    if place.unasked && flagged.is_empty() {
+        let scratch = scratch_folders();
+        let trusted = harmless::trusted_tools(&settings.trusted_tools);
+        let scope = harmless::Scope {
+            project: &project,
+            scratch: &scratch,
+            trusted: &trusted,
+        };
+        if let Err(u) = harmless::judge(&line, &scope) {
+            let why = format!("is not proven harmless: {}", u.why);
+            flagged.push((
+                u.part.clone(),
+                Concern::DangerousCommand { part: u.part, why },
+            ));
+        }
+    }
     // The user's own patterns, against each command as it runs.
     if !settings.dangerous_commands.is_empty() {
         let patterns: Vec<regex_lite::Regex> = settings
@@ -426,6 +446,15 @@ fn shell_concern(settings: &HookSettings, place: &Place, command: &str) -> Resul
         rule,
         concern: Box::new(c),
     }))
+}
+
+/// Folders any command may write in: the system's temp folder and `$TMPDIR`.
+fn scratch_folders() -> Vec<PathBuf> {
+    let mut out = vec![PathBuf::from("/tmp"), PathBuf::from("/var/tmp")];
+    if let Some(t) = std::env::var_os("TMPDIR").filter(|t| !t.is_empty()) {
+        out.push(normalise(Path::new(&t)));
+    }
+    out
 }
 
 /// The texts a file's globs are matched against: its names, its paths from the
@@ -660,6 +689,7 @@ mod tests {
             project: dir.to_path_buf(),
             cwd: dir.to_path_buf(),
             home: Some(PathBuf::from("/home/u")),
+            unasked: false,
         }
     }
 

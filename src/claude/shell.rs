@@ -156,6 +156,10 @@ pub struct Program {
     pub cwd: Option<PathBuf>,
     /// Its input (`xargs` hands it items it reads, as arguments).
     pub input: Input,
+    /// The wrappers taken off to reach it, outermost first (`sudo`, `env`, `xargs`).
+    pub wrappers: Vec<String>,
+    /// Variables the wrappers set for it (`env PATH=… cmd`, `sudo X=1 cmd`).
+    pub env: Vec<String>,
 }
 
 impl Program {
@@ -191,6 +195,9 @@ pub struct Line {
     /// Functions whose body calls the function again in a pipeline or in the
     /// background (`:(){ :|:& };:`).
     pub fork_bombs: Vec<String>,
+    /// Every variable the line sets (`X=1`, `X=1 cmd`, `export X=1`, `for X in`):
+    /// some change what later commands run (`PATH`, `LD_PRELOAD`, `GIT_SSH_COMMAND`).
+    pub assigned: Vec<String>,
 }
 
 /// Why a line could not be read.
@@ -490,6 +497,7 @@ impl Walker {
             values.push(self.word(&v.value)?);
         }
         let name = clause.variable_name.clone();
+        self.line.assigned.push(name.clone());
         if values.is_empty() || values.len() > 8 || values.iter().any(|v| !v.is_plain()) {
             let shown = format!("${name}");
             let glob = values.iter().any(|v| v.glob);
@@ -546,7 +554,9 @@ impl Walker {
         for item in simple.prefix.iter().flat_map(|p| p.0.iter()) {
             match item {
                 ast::CommandPrefixOrSuffixItem::AssignmentWord(assignment, _) => {
-                    assignments.push(self.assignment(assignment)?);
+                    let (name, value) = self.assignment(assignment)?;
+                    self.line.assigned.push(name.clone());
+                    assignments.push((name, value));
                 }
                 other => self.item(other, &mut command, &mut input)?,
             }
@@ -560,6 +570,7 @@ impl Walker {
                 // `export X=1` and friends: an argument, and an assignment.
                 ast::CommandPrefixOrSuffixItem::AssignmentWord(assignment, word) => {
                     let value = self.assignment(assignment)?;
+                    self.line.assigned.push(value.0.clone());
                     command.words.push(self.word(&word.value)?);
                     if is_declaration(command.words.first()) {
                         self.vars.insert(value.0, value.1);
@@ -1278,6 +1289,7 @@ fn unwrap(
     let mut words = words.to_vec();
     let mut cwd = cwd;
     let mut input = input;
+    let mut taken = Taken::default();
     loop {
         let Some(first) = words.first() else { return };
         let name = if first.unknown {
@@ -1291,16 +1303,16 @@ fn unwrap(
                 .get(1)
                 .is_some_and(|w| w.text == "-v" || w.text == "-V")
         {
-            out.push(program(name, words, cwd, input));
+            out.push(program(name, words, cwd, input, &taken));
             return;
         }
         if name == "find" && depth < 4 {
             find_exec(&words, &cwd, out, depth);
-            out.push(program(name, words, cwd, input));
+            out.push(program(name, words, cwd, input, &taken));
             return;
         }
         let Some(wrapper) = WRAPPERS.iter().find(|w| w.name == name) else {
-            out.push(program(name, words, cwd, input));
+            out.push(program(name, words, cwd, input, &taken));
             return;
         };
         let mut i = 1;
@@ -1359,7 +1371,10 @@ fn unwrap(
         // `nice -5 cmd`, `-n`-less forms and the like are options too; then
         // assignments, then operands.
         if wrapper.assignments {
-            while words.get(i).is_some_and(|w| is_assignment(&w.text)) {
+            while let Some(w) = words.get(i).filter(|w| is_assignment(&w.text)) {
+                taken
+                    .env
+                    .extend(w.text.split_once('=').map(|(n, _)| n.to_string()));
                 i += 1;
             }
         }
@@ -1375,16 +1390,21 @@ fn unwrap(
             if wrapper.name == "xargs" {
                 let mut args = vec![Word::unknown("{items}")];
                 args.truncate(1);
+                let mut taken = taken.clone();
+                taken.wrappers.push(name.clone());
                 out.push(Program {
                     name: "echo".into(),
                     args,
                     cwd: cwd.clone(),
                     input: input.clone(),
+                    wrappers: taken.wrappers,
+                    env: taken.env,
                 });
             }
-            out.push(program(name, words, cwd, input));
+            out.push(program(name, words, cwd, input, &taken));
             return;
         }
+        taken.wrappers.push(wrapper.name.to_string());
         let mut rest: Vec<Word> = words[i..].to_vec();
         if wrapper.name == "xargs" {
             // The items read from its input become arguments: unknown ones.
@@ -1442,13 +1462,28 @@ fn is_assignment(text: &str) -> bool {
     })
 }
 
-fn program(name: String, words: Vec<Word>, cwd: Option<PathBuf>, input: Input) -> Program {
+fn program(
+    name: String,
+    words: Vec<Word>,
+    cwd: Option<PathBuf>,
+    input: Input,
+    taken: &Taken,
+) -> Program {
     Program {
         name,
         args: words.into_iter().skip(1).collect(),
         cwd,
         input,
+        wrappers: taken.wrappers.clone(),
+        env: taken.env.clone(),
     }
+}
+
+/// The wrappers taken off so far, and the variables they set.
+#[derive(Debug, Clone, Default)]
+struct Taken {
+    wrappers: Vec<String>,
+    env: Vec<String>,
 }
 
 /// The commands `find … -exec CMD … {} ;` (and `-execdir`, `-ok`, `-okdir`) runs,

@@ -256,9 +256,7 @@ pub async fn run(mut opts: AnswerOptions) -> Result<()> {
     if let Some((_, q)) = &found {
         opts.id = q.request.id.clone();
     }
-    if found.is_some()
-        && target == Which::Either
-        && held_elsewhere(server.as_ref(), &opts.id).await
+    if found.is_some() && target == Which::Either && held_elsewhere(server.as_ref(), &opts.id).await
     {
         bail!(
             "{id} names two pending requests: a question in the spool and a request made \

@@ -302,7 +302,8 @@ fn run_remote(opts: &AskOptions, server: &str) -> Result<u8> {
     let paths = Paths::from_env();
     let settings = config::load(&paths, spool.as_ref().map(|s| s.config_file()).as_deref())?;
     let (request, _who) = build_request(opts, spool.as_ref(), &settings)?;
-    let mut servers = crate::api::client::Servers::new(server, crate::api::client::Destination::Given)?;
+    let mut servers =
+        crate::api::client::Servers::new(server, crate::api::client::Destination::Given)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -373,11 +373,7 @@ fn check_tokens(report: &mut Report, paths: &Paths) {
 }
 
 /// The dashboard's port: the listener's, or the one the next listener takes.
-fn check_port(
-    report: &mut Report,
-    settings: Option<&Settings>,
-    listener: Option<&ListenerInfo>,
-) {
+fn check_port(report: &mut Report, settings: Option<&Settings>, listener: Option<&ListenerInfo>) {
     if let Some(url) = listener.and_then(|l| l.http.as_ref()) {
         report.ok(
             "port",

@@ -93,7 +93,8 @@ where
 {
     let url = ListenerInfo::running(spool).and_then(|l| l.http)?;
     let said = (|| {
-        let client = crate::api::client::Client::new(&url, crate::api::client::Destination::Listener)?;
+        let client =
+            crate::api::client::Client::new(&url, crate::api::client::Destination::Listener)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;

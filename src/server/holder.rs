@@ -25,7 +25,10 @@ impl Holder {
         let name = nix::unistd::User::from_uid(self.uid.into())
             .ok()
             .flatten()
-            .map_or_else(|| "an unnamed user".to_string(), |u| format!("user {}", u.name));
+            .map_or_else(
+                || "an unnamed user".to_string(),
+                |u| format!("user {}", u.name),
+            );
         let mut said = format!("{name} (uid {})", self.uid);
         if let Some((pid, comm)) = &self.process {
             said.push_str(&format!(", pid {pid} ({comm})"));
@@ -58,7 +61,11 @@ pub fn holder(addr: SocketAddr) -> Option<Holder> {
 fn process_with_socket(inode: u64) -> Option<(i32, String)> {
     let target = format!("socket:[{inode}]");
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
             continue;
         };
         let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {

@@ -933,7 +933,7 @@ fn service_units_verify_and_install_where_the_user_keeps_them() {
 }
 
 #[test]
-fn the_dashboard_keeps_its_address_when_the_configured_port_was_taken() {
+fn a_port_the_user_holds_is_given_way_to_for_one_run_and_taken_back_after() {
     let p = Project::new();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
@@ -941,17 +941,18 @@ fn the_dashboard_keeps_its_address_when_the_configured_port_was_taken() {
     let listener = p.listen(&["--ui", "none"]);
     let first = p.http_url();
     assert!(!first.ends_with(&format!(":{port}")), "{first}");
-    drop(listener);
-    // The next start serves where the last one did, and `hitl dashboard` finds it.
-    let _listener = p.listen(&["--ui", "none"]);
-    assert_eq!(p.http_url(), first);
+    // `hitl dashboard` finds it where it is.
     let out = p.run(&["dashboard", "--json"]);
     assert!(out.status.success(), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stdout).contains(&first),
         "{out:?}"
     );
+    drop(listener);
+    // Nothing remembers the stand-in port: with the configured one free, it is back.
     drop(taken);
+    let _listener = p.listen(&["--ui", "none"]);
+    assert_eq!(p.http_url(), format!("http://127.0.0.1:{port}"));
 }
 
 #[test]

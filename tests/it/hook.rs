@@ -701,7 +701,10 @@ fn broken_settings_never_switch_the_guard_off() {
         "pre-tool-use",
         &pre_tool_use(&p, "Read", json!({})),
     ));
-    assert!(said.contains("line 3") && said.contains("built-in rules"), "{said}");
+    assert!(
+        said.contains("line 3") && said.contains("built-in rules"),
+        "{said}"
+    );
     assert_eq!(
         hook(&p, "pre-tool-use", &pre_tool_use(&p, "Read", json!({}))),
         None

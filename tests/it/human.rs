@@ -16,12 +16,7 @@ use crate::support::{Project, hitl_bin};
 fn commands_that_answer_refuse_inside_an_agents_session() {
     let p = Project::new();
     let refused = |args: &[&str]| {
-        let out = p
-            .hitl()
-            .args(args)
-            .env("CLAUDECODE", "1")
-            .output()
-            .unwrap();
+        let out = p.hitl().args(args).env("CLAUDECODE", "1").output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
             !out.status.success() && err.contains("is for a human"),
@@ -29,7 +24,14 @@ fn commands_that_answer_refuse_inside_an_agents_session() {
         );
     };
     refused(&["dashboard", "--json"]);
-    refused(&["listen", "--auto-answer", "yes", "--ui", "none", "--no-http"]);
+    refused(&[
+        "listen",
+        "--auto-answer",
+        "yes",
+        "--ui",
+        "none",
+        "--no-http",
+    ]);
     refused(&["listen", "--ui", "none"]);
     refused(&["serve", "--http", "127.0.0.1:0"]);
     refused(&["token"]);
@@ -52,7 +54,12 @@ fn commands_that_answer_refuse_inside_an_agents_session() {
         "{out:?}"
     );
     // The ask-only token is for agents: it asks and waits, never answers.
-    let out = p.hitl().args(["token", "--asker"]).env("CLAUDECODE", "1").output().unwrap();
+    let out = p
+        .hitl()
+        .args(["token", "--asker"])
+        .env("CLAUDECODE", "1")
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{out:?}");
 }
 
@@ -171,7 +178,10 @@ fn the_users_token_goes_only_to_servers_the_users_settings_name() {
     // Named in the user's settings: the server is the user's own.
     p.user_config(&format!("[client]\nservers = [\"{}/\"]\n", fake.url));
     let out = p.run(&["dashboard", "--server", &fake.url, "--json"]);
-    assert!(!out.status.success(), "the fake server answers 503: {out:?}");
+    assert!(
+        !out.status.success(),
+        "the fake server answers 503: {out:?}"
+    );
     assert_eq!(fake.seen().last(), Some(&format!("Bearer {master}")));
 
     // A project's settings cannot name one (agents can write them).
@@ -245,9 +255,19 @@ fn a_listener_never_gives_its_port_to_another_user_quietly() {
     let listener = p.listen(&["--ui", "none"]);
     let url = p.http_url();
     assert!(!url.ends_with(&format!(":{own_port}")), "{url}");
-    assert!(listener.log().contains("taken by your own"), "{}", listener.log());
+    assert!(
+        listener.log().contains("taken by your own"),
+        "{}",
+        listener.log()
+    );
     drop(listener);
-    let out = p.run(&["listen", "--ui", "none", "--http", &format!("127.0.0.1:{own_port}")]);
+    let out = p.run(&[
+        "listen",
+        "--ui",
+        "none",
+        "--http",
+        &format!("127.0.0.1:{own_port}"),
+    ]);
     assert!(!out.status.success(), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("is taken by user"),
@@ -262,7 +282,13 @@ fn a_listener_never_gives_its_port_to_another_user_quietly() {
     p.user_config(&format!("[http]\nlisten_addr = \"127.0.0.1:{port}\"\n"));
     for args in [
         vec!["listen", "--ui", "none"],
-        vec!["listen", "--ui", "none", "--http", &format!("127.0.0.1:{port}")],
+        vec![
+            "listen",
+            "--ui",
+            "none",
+            "--http",
+            &format!("127.0.0.1:{port}"),
+        ],
     ] {
         let out = p.hitl().args(&args).output().unwrap();
         assert!(!out.status.success(), "{args:?}: {out:?}");
