@@ -106,8 +106,18 @@ fn command_findings(command: &Command, scope: &Scope, out: &mut Vec<Finding>) {
 /// Whether `w` names one of `secrets`: as a path (relative to `cwd`), or by a glob
 /// in its folder.
 fn names_secret(w: &Word, cwd: Option<&Path>, secrets: &[PathBuf]) -> bool {
+    // The folder that holds them, read whole (`grep -r . ~/.config/hitl`, `tar -c`).
+    let folder = secrets.first().and_then(|s| s.parent());
+    let folder_name = folder
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned());
+    let names_folder = folder_name
+        .as_deref()
+        .is_some_and(|n| !n.is_empty() && w.text.contains(n));
     // Most words name no such file: their text says so without building a path.
-    if secrets.is_empty() || !(w.text.contains("token") || w.text.contains("sessions") || w.glob) {
+    if secrets.is_empty()
+        || !(w.text.contains("token") || w.text.contains("sessions") || w.glob || names_folder)
+    {
         return false;
     }
     let path = match (Path::new(&w.text).is_absolute(), cwd) {
@@ -116,6 +126,9 @@ fn names_secret(w: &Word, cwd: Option<&Path>, secrets: &[PathBuf]) -> bool {
         (false, None) => PathBuf::from(&w.text),
     };
     let path = lexical(&path);
+    if names_folder && folder.is_some_and(|f| path == f) {
+        return true;
+    }
     secrets.iter().any(|s| {
         path == *s
             || (w.glob && s.parent().is_some_and(|dir| path.parent() == Some(dir)))

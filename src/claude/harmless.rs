@@ -34,6 +34,9 @@ pub struct Scope<'a> {
     pub project: &'a Path,
     /// Folders anything may be written in (temp folders).
     pub scratch: &'a [PathBuf],
+    /// The user's home: nothing in it is written unasked but inside the project
+    /// (a project or home may itself sit in a temp folder).
+    pub home: Option<&'a Path>,
     /// `[hook] trusted_tools`: command prefixes the user trusts (`cargo test`),
     /// each as its words.
     pub trusted: &'a [Vec<String>],
@@ -130,8 +133,9 @@ const TABLE: &[Entry] = &[
     check(&["uniq"], at_most_one_operand, "prints; a second operand is a file it writes"),
     check(&["xxd"], at_most_one_operand, "prints; a second operand is a file it writes"),
     check(&["sed"], sed_prints_only, "prints edited text; -i, w, W and e write or run"),
-    check(&["tee", "mkdir", "touch"], writes_inside,
-        "writes only into the project or a temp folder (protected files are judged apart)"),
+    check(&["mkdir", "touch"], makes_inside,
+        "makes folders or empty files only in the project or a temp folder"),
+    check(&["tee"], writes_scratch, "writes only into a temp folder"),
     check(&["command"], command_lookup, "`command -v` says where a program is"),
     check(&["git"], git_reads, "git's reading commands; those that change history or config do not pass"),
     check(&["cargo"], cargo_reads, "cargo's commands that run none of the project's code"),
@@ -180,7 +184,7 @@ fn command_is_harmless(command: &Command, scope: &Scope) -> Result<(), Unproven>
         .unwrap_or_else(|| "(redirection)".to_string());
     for r in &command.redirects {
         if r.kind == RedirectKind::Write {
-            writable(&r.target, command.cwd.as_deref(), scope)
+            writable(&r.target, command.cwd.as_deref(), scope, false)
                 .map_err(|why| unproven(&shown, &why))?;
         }
     }
@@ -486,21 +490,34 @@ fn unescaped(text: &str, delim: char) -> Option<usize> {
     None
 }
 
-/// `tee`, `mkdir`, `touch`: every file they name inside the project or a temp
-/// folder (whether one is protected is the guard's other check).
-fn writes_inside(program: &Program, scope: &Scope) -> Result<(), String> {
+/// `mkdir`, `touch`: every folder or file they name inside the project or a temp
+/// folder (whether one is protected is the guard's other check). Neither changes
+/// what a file holds.
+fn makes_inside(program: &Program, scope: &Scope) -> Result<(), String> {
     if program.args.iter().any(|a| a.unknown) {
         return Err("an argument is known only when it runs".into());
     }
     for a in operands(program) {
-        writable(a, program.cwd.as_deref(), scope)?;
+        writable(a, program.cwd.as_deref(), scope, true)?;
     }
     Ok(())
 }
 
-/// Whether a file written may be: a device that discards or shows, or a plain path
-/// inside the project or a temp folder.
-fn writable(target: &Word, cwd: Option<&Path>, scope: &Scope) -> Result<(), String> {
+/// `tee`: every file it names in a temp folder (it empties what it writes).
+fn writes_scratch(program: &Program, scope: &Scope) -> Result<(), String> {
+    if program.args.iter().any(|a| a.unknown) {
+        return Err("an argument is known only when it runs".into());
+    }
+    for a in operands(program) {
+        writable(a, program.cwd.as_deref(), scope, false)?;
+    }
+    Ok(())
+}
+
+/// Whether a file may be written: a device that discards or shows, a plain path
+/// in a temp folder (not in the home), or with `project` also one in the project.
+/// Writing over a project file is not harmless: `> src/main.rs` empties it.
+fn writable(target: &Word, cwd: Option<&Path>, scope: &Scope, project: bool) -> Result<(), String> {
     if ["/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"].contains(&target.text.as_str())
         || target.text.starts_with("&")
     {
@@ -524,12 +541,21 @@ fn writable(target: &Word, cwd: Option<&Path>, scope: &Scope) -> Result<(), Stri
         }
     };
     let inside = |root: &Path| path.starts_with(root) && path != root;
-    if inside(scope.project) || scope.scratch.iter().any(|s| inside(s)) {
+    if project && inside(scope.project) {
+        return Ok(());
+    }
+    let in_home = scope.home.is_some_and(|h| path.starts_with(h));
+    if !in_home && !inside(scope.project) && scope.scratch.iter().any(|s| inside(s)) {
         return Ok(());
     }
     Err(format!(
-        "it writes {}, outside the project and temp folders",
-        path.display()
+        "it writes {}, {}",
+        path.display(),
+        if project {
+            "outside the project and temp folders"
+        } else {
+            "outside the temp folders"
+        }
     ))
 }
 
@@ -786,6 +812,7 @@ mod tests {
             &Scope {
                 project: &project,
                 scratch: &scratch,
+                home: Some(Path::new("/home/u")),
                 trusted: &trusted,
             },
         )
@@ -808,7 +835,8 @@ mod tests {
             "RUST_LOG=debug cat x",
             "for f in a b; do wc -l $f; done",
             "mkdir -p target/tmp && ls target",
-            "cat <<'EOF' > notes/todo.md\nhello\nEOF",
+            "cat <<'EOF' > /tmp/notes.md\nhello\nEOF",
+            "ls 2>&1 | tee /tmp/test.log",
             "node --version",
             "sort -u names.txt",
         ] {
@@ -842,6 +870,9 @@ mod tests {
             "env LD_PRELOAD=/tmp/x.so ls",
             "sudo ls",
             "echo x > ~/.bashrc",
+            ": > src/main.rs",
+            "> README.md",
+            "echo x | tee src/lib.rs",
             "echo x >> $FILE",
             "f() { ls; }; f",
             "alias ls='rm -rf ~'",

@@ -232,7 +232,7 @@ fn decide(
         Some(e) => Ok(Some(Concern::Elicitation {
             server: e.server.clone(),
         })),
-        None => policy::concern(&settings, &place, tool, &tool_input),
+        None => policy::concern(settings, &place, tool, &tool_input),
     };
     // Validated above: an error here is the file system's, and the call is asked.
     let found = match found {
@@ -288,7 +288,7 @@ fn decide(
     }
     // Only now: working out who asks walks the process tree.
     let mut request =
-        approval_request(event, tool, &tool_input, &concern, input, &settings, &place);
+        approval_request(event, tool, &tool_input, &concern, input, settings, &place);
     if let Some(form) = form {
         request.content = form_summary(&form);
         request.kind = Kind::Questions;

@@ -197,6 +197,26 @@ pub const GUARD_PATHS: &[&str] = &[
     "~/.claude/settings*.json",
     "~/.claude.json",
     "~/.config/hitl/**",
+    // Other agents' hook wiring, which `hitl init` writes.
+    ".codex/**",
+    ".gemini/**",
+    "~/.codex/**",
+    "~/.gemini/**",
+    // What runs later as the user, outside any agent: git's hooks and
+    // configuration, shell start-up files, user services.
+    ".git/hooks/**",
+    ".git/config",
+    ".git/commondir",
+    "**/.envrc",
+    "~/.bashrc",
+    "~/.bash_profile",
+    "~/.bash_login",
+    "~/.profile",
+    "~/.zshrc",
+    "~/.zprofile",
+    "~/.zshenv",
+    "~/.config/systemd/user/**",
+    "~/.config/autostart/**",
 ];
 
 /// Files whose content answers for the human: the API token and the dashboard's
@@ -389,6 +409,7 @@ fn shell_concern(settings: &HookSettings, place: &Place, command: &str) -> Resul
         let scope = harmless::Scope {
             project: &project,
             scratch: &scratch,
+            home: place.home.as_deref(),
             trusted: &trusted,
         };
         if let Err(u) = harmless::judge(&line, &scope) {

@@ -3,6 +3,7 @@
 //! links once.
 
 mod badinput;
+mod classifier;
 mod cli;
 mod compat;
 mod crash;
