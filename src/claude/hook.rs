@@ -64,9 +64,21 @@ pub fn run(event: HookEvent) -> Result<()> {
             return Ok(());
         }
     };
-    let (decision, asked) = match prepare(event, &input, None, false)? {
-        Step::Decided(d) => (d, false),
-        Step::Ask(question) => (question.ask(), true),
+    let (decision, asked) = match prepare(event, &input, None, false) {
+        Ok(Step::Decided(d)) => (d, false),
+        Ok(Step::Ask(question)) => (question.ask(), true),
+        // A call hitl could not judge is not waved through.
+        Err(e) => {
+            eprintln!("hitl hook: {e:#}");
+            let reason = format!("hitl could not judge this call ({e:#})");
+            let tool = input.get("tool_name").and_then(Value::as_str).unwrap_or("");
+            let decision = if PermissionMode::of(&input).runs_unasked(tool) {
+                Decision::Deny { reason }
+            } else {
+                Decision::Ask { reason }
+            };
+            (decision, false)
+        }
     };
     if let Some(out) = output(event, &decision) {
         let mut stdout = std::io::stdout().lock();
@@ -162,11 +174,33 @@ pub(crate) fn prepare(
         &Paths::from_env(),
         spool.as_ref().map(|s| s.config_file()).as_deref(),
     ) {
-        Ok(s) => match policy::validate(&s.hook) {
-            Ok(()) => (s.hook, s.spool.fsync, None),
-            Err(e) => (HookSettings::default(), s.spool.fsync, Some(e)),
-        },
+        Ok(s) => (s.hook, s.spool.fsync, None),
         Err(e) => (HookSettings::default(), false, Some(e)),
+    };
+    // A pattern of the settings that does not compile is found when the call
+    // needs it (compiling every one on each call would cost more than the call).
+    let (step, broken) = match decide(
+        event,
+        input,
+        &settings,
+        fsync,
+        place.clone(),
+        spool.clone(),
+        always_ask,
+    ) {
+        Err(e) if e.is::<BrokenSettings>() => (
+            decide(
+                event,
+                input,
+                &HookSettings::default(),
+                fsync,
+                place,
+                spool,
+                always_ask,
+            )?,
+            Some(e),
+        ),
+        step => (step?, broken),
     };
     let broken = broken.map(|e| {
         eprintln!("hitl hook: {e:#}");
@@ -175,7 +209,6 @@ pub(crate) fn prepare(
              are fixed (`hitl status` shows the error): {e:#}"
         )
     });
-    let step = decide(event, input, &settings, fsync, place, spool, always_ask)?;
     let Some(message) = broken else {
         return Ok(step);
     };
@@ -200,6 +233,11 @@ pub(crate) fn prepare(
         other => other,
     })
 }
+
+/// A pattern in the settings that does not compile (the built-in rules decide).
+#[derive(Debug, thiserror::Error)]
+#[error("{0:#}")]
+struct BrokenSettings(anyhow::Error);
 
 /// [`prepare`] once the settings are known.
 fn decide(
@@ -234,14 +272,7 @@ fn decide(
         })),
         None => policy::concern(settings, &place, tool, &tool_input),
     };
-    // Validated above: an error here is the file system's, and the call is asked.
-    let found = match found {
-        Ok(found) => found,
-        Err(e) => Some(Concern::DangerousCommand {
-            part: tool.to_string(),
-            why: format!("could not be checked ({e:#})"),
-        }),
-    };
+    let found = found.map_err(BrokenSettings)?;
     let concern = match (event, found) {
         (_, Some(c)) => c,
         (HookEvent::PermissionRequest, None) if always_ask || settings.permission_requests => {
@@ -287,8 +318,7 @@ fn decide(
         return decided(when_unanswered(unanswered, &concern, why));
     }
     // Only now: working out who asks walks the process tree.
-    let mut request =
-        approval_request(event, tool, &tool_input, &concern, input, settings, &place);
+    let mut request = approval_request(event, tool, &tool_input, &concern, input, settings, &place);
     if let Some(form) = form {
         request.content = form_summary(&form);
         request.kind = Kind::Questions;
