@@ -188,9 +188,21 @@ fn main() {
                 "Write",
                 serde_json::json!({ "file_path": spool.project().join("src/lib.rs"), "content": "x" }),
             ),
+            (
+                "Bash `git status && ls` in bypassPermissions (proven harmless)",
+                "Bash",
+                serde_json::json!({ "command": "git status --short && ls -la src | head" }),
+            ),
         ] {
+            // Where Claude Code asks nobody, the line must be proven harmless.
+            let mode = if name.contains("bypassPermissions") {
+                "bypassPermissions"
+            } else {
+                "default"
+            };
             let body = serde_json::json!({
                 "session_id": "bench", "cwd": spool.project(), "hook_event_name": "PreToolUse",
+                "permission_mode": mode,
                 "tool_name": tool, "tool_input": input, "tool_use_id": "toolu_bench",
             })
             .to_string();
