@@ -99,9 +99,11 @@ impl Client {
             // Handed over, and not the user's own: the user chose where it goes.
             (Some(h), u) if u.as_deref() != Some(h.as_str()) => (Some(h), Credential::Handed),
             (_, Some(u)) if ours => (Some(u), Credential::User),
-            _ => match crate::server::load_or_create_asker_token(&config_dir) {
-                Ok(t) => (Some(t), Credential::Asker),
-                Err(_) => (None, Credential::None),
+            // Made by the user's listener or server at its start (or `hitl token
+            // --asker`); none yet, none presented.
+            _ => match read("asker-token") {
+                Some(t) => (Some(t), Credential::Asker),
+                None => (None, Credential::None),
             },
         };
         let mut client = Client::with_token(base, token)?;
