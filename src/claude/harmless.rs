@@ -494,22 +494,21 @@ fn unescaped(text: &str, delim: char) -> Option<usize> {
 /// folder (whether one is protected is the guard's other check). Neither changes
 /// what a file holds.
 fn makes_inside(program: &Program, scope: &Scope) -> Result<(), String> {
-    if program.args.iter().any(|a| a.unknown) {
-        return Err("an argument is known only when it runs".into());
-    }
-    for a in operands(program) {
-        writable(a, program.cwd.as_deref(), scope, true)?;
-    }
-    Ok(())
+    operands_writable(program, scope, true)
 }
 
 /// `tee`: every file it names in a temp folder (it empties what it writes).
 fn writes_scratch(program: &Program, scope: &Scope) -> Result<(), String> {
+    operands_writable(program, scope, false)
+}
+
+/// Every operand of `program` [`writable`] (`project`: in the project too).
+fn operands_writable(program: &Program, scope: &Scope, project: bool) -> Result<(), String> {
     if program.args.iter().any(|a| a.unknown) {
         return Err("an argument is known only when it runs".into());
     }
     for a in operands(program) {
-        writable(a, program.cwd.as_deref(), scope, false)?;
+        writable(a, program.cwd.as_deref(), scope, project)?;
     }
     Ok(())
 }
