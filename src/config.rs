@@ -87,6 +87,27 @@ pub struct Settings {
     /// `[client]`: how this user's commands reach servers (read from the user's
     /// settings only).
     pub client: ClientSettings,
+    /// `[run]`: `hitl run`'s boundary (read from the user's settings only).
+    pub run: RunSettings,
+}
+
+/// `[run]` settings: what an agent started by `hitl run` may write besides the
+/// project, temp folders and the usual caches.
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunSettings {
+    /// More folders (or files) the agent may write, like `~/.gradle` (`~/` is the
+    /// home). What decides for the human stays read-only inside them.
+    pub writable: Vec<String>,
+}
+
+/// `path` with a leading `~/` (or `~` alone) read as `home`.
+pub fn expand_home(path: &str, home: &Path) -> PathBuf {
+    match path.strip_prefix("~/") {
+        Some(rest) => home.join(rest),
+        None if path == "~" => home.to_path_buf(),
+        None => PathBuf::from(path),
+    }
 }
 
 /// `[client]` settings.
@@ -593,6 +614,12 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # a session types tasks into an agent with your rights, so only agents you name.
 # agents = ["claude"]
 
+[run]
+# `hitl run AGENT`: folders the agent may write besides the project, temp folders and
+# the usual caches (~/.cache, ~/.cargo/registry, ~/.cargo/git, ~/.npm, Claude Code's
+# state in ~/.claude). Read from your user settings only.
+# writable = ["~/.gradle"]
+
 [history]
 # Ended requests and agent events older than this many days are deleted (0: never),
 # then the oldest ended ones while history is over max_mb MiB (0: no limit). The
@@ -715,7 +742,11 @@ pub fn load(paths: &Paths, project_config: Option<&Path>) -> Result<Settings> {
     {
         // A project's settings sit beside the agents that work in it: they may not
         // send the human's questions anywhere.
-        for (key, shown) in [("webhooks", "[[webhooks]]"), ("client", "[client]")] {
+        for (key, shown) in [
+            ("webhooks", "[[webhooks]]"),
+            ("client", "[client]"),
+            ("run", "[run]"),
+        ] {
             if t.remove(key).is_some() {
                 eprintln!(
                     "hitl: {}: {shown} is read from your user settings only ({}); ignored here",

@@ -13,6 +13,7 @@
 
 pub mod agents;
 pub mod api;
+pub mod boundary;
 pub mod broker;
 pub mod claude;
 pub mod cmd;

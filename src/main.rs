@@ -265,6 +265,12 @@ enum Command {
         #[arg(long)]
         asker: bool,
     },
+    /// Start an agent (claude, codex, gemini, a shell) inside a boundary the kernel
+    /// keeps: hitl's files, secrets and hook wiring, git's hooks and your shell's
+    /// start-up files cannot be changed or read by it or anything it starts. Exit
+    /// status: the agent's; 125 no boundary could be made, 126 the agent could not
+    /// start, 127 it was not found.
+    Run(hitl::cmd::run::RunOptions),
     /// Print a one-time login link for the dashboard of the project's listener
     /// (the link printed at its start is spent once opened).
     Dashboard {
@@ -390,6 +396,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             daemon_runtime(&opts.db)?.block_on(hitl::cmd::serve::run(opts))?
         }
         Command::Ask(opts) => return Ok(run_ask(opts)),
+        // Before any thread starts: a user namespace is made by a process of one.
+        Command::Run(opts) => return Ok(ExitCode::from(hitl::cmd::run::run(opts))),
         Command::Hook { event } => return Ok(run_hook(event)),
         Command::Mcp { dir } => hitl::claude::mcp::run(dir)?,
         Command::Task { dir, action } => {

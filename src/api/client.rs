@@ -122,7 +122,9 @@ impl Client {
         match self.credential {
             Credential::User | Credential::Handed => Ok(()),
             _ => bail!(
-                "{what} needs your hitl token, which is sent only to your own listener and                  to the servers your settings name: {} is not one of them. Add it to                  [client] servers in {} if it is yours, or set HITL_TOKEN to its token",
+                "{what} needs your hitl token, which is sent only to your own listener and \
+                 to the servers your settings name: {} is not one of them. Add it to \
+                 [client] servers in {} if it is yours, or set HITL_TOKEN to its token",
                 self.base,
                 Paths::from_env().user_config().display()
             ),

@@ -13,6 +13,7 @@ pub mod inspect;
 pub mod listen;
 pub mod mailbox;
 pub mod rules;
+pub mod run;
 pub mod serve;
 pub mod service;
 pub mod task;

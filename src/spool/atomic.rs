@@ -44,12 +44,27 @@ fn temp_path(tmp_dir: &Path, dest: &Path) -> PathBuf {
 }
 
 fn write_temp(tmp_dir: &Path, dest: &Path, bytes: &[u8], durable: bool) -> io::Result<PathBuf> {
+    let create = |tmp: &Path| {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(tmp)
+    };
     let tmp = temp_path(tmp_dir, dest);
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
+    let (tmp, file) = match create(&tmp) {
+        Ok(file) => (tmp, file),
+        // Inside `hitl run`'s boundary `tmp/` is read-only (the listener's temp
+        // files and the answers' slots are there): an asker's temp file goes beside
+        // its destination, under a dot name every reader of the spool ignores.
+        Err(e) if e.kind() == io::ErrorKind::ReadOnlyFilesystem => {
+            let name = temp_path(Path::new(""), dest);
+            let tmp = parent(dest).join(format!(".{}", name.display()));
+            let file = create(&tmp)?;
+            (tmp, file)
+        }
+        Err(e) => return Err(e),
+    };
     fill(file, tmp, bytes, durable)
 }
 

@@ -1,0 +1,432 @@
+//! What the boundary makes of the file system, worked out before anything is
+//! mounted: plain data, so that `hitl run --dry-run` can show it and tests can read it.
+//!
+//! Only folders are protected where a folder will do: a read-only bind of a folder
+//! follows what happens inside it outside the boundary (the listener rewriting
+//! `.listener.json`, a rule added to `.helpers/config.toml`), while a bind of a file
+//! holds the file it found, and the kernel detaches it when that name is replaced
+//! outside (since Linux 3.18). Files are bound only where their folder must stay
+//! writable (`.mcp.json` in the project, Claude Code's settings in `~/.claude`).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// Where the boundary's inputs come from.
+#[derive(Debug, Clone)]
+pub struct Inputs {
+    /// The project (the folder holding `.helpers/`, or where `hitl run` started).
+    pub project: PathBuf,
+    /// The user's home.
+    pub home: PathBuf,
+    /// hitl's user settings folder (`config.toml`, `token`, `asker-token`, `sessions`).
+    pub config_dir: PathBuf,
+    /// hitl's data folder (`hitl.db`); may be `config_dir` (`HITL_HOME`).
+    pub data_dir: PathBuf,
+    /// The session's runtime folder (`XDG_RUNTIME_DIR`, `/run/user/UID`): its sockets
+    /// (the session bus, which starts programs outside as the user) stay outside.
+    pub runtime_dir: Option<PathBuf>,
+    /// More folders the agent may write, from `[run] writable`.
+    pub writable: Vec<PathBuf>,
+}
+
+/// One folder or file bound onto itself, read-only or writable. Binds are made in
+/// order, shallowest first, so that a read-only folder inside a writable one (and a
+/// writable one inside that) each take effect.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Bind {
+    /// The path, bound onto itself.
+    pub path: PathBuf,
+    /// Whether the agent may write below it.
+    pub writable: bool,
+}
+
+/// A folder replaced by an empty one of the boundary's own, with only `keep` (files
+/// of the original) shown in it, read-only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Mask {
+    /// The folder.
+    pub dir: PathBuf,
+    /// The names of the files shown, read-only, when they exist.
+    pub keep: Vec<String>,
+}
+
+/// The boundary's file system.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    /// Folders replaced by a private, empty one (temp folders, the runtime folder).
+    pub private: Vec<PathBuf>,
+    /// Paths below a private folder that stay visible there (a project or home in
+    /// `/tmp`), bound back in after the private folder is made.
+    pub carried: Vec<PathBuf>,
+    /// Binds over a file system that is otherwise read-only, in order.
+    pub binds: Vec<Bind>,
+    /// Folders whose secrets are hidden (hitl's settings and data folders).
+    pub masks: Vec<Mask>,
+    /// Folders and files made before the boundary starts, so that they can be
+    /// protected (a bind needs something to bind onto).
+    pub created: Vec<PathBuf>,
+}
+
+/// The project's own files that decide what the agent may do, protected where they
+/// exist (`.claude/` is made if missing). `.git` is handled apart.
+pub const PROJECT_GUARDS: &[&str] = &[
+    ".helpers",
+    ".claude",
+    ".mcp.json",
+    ".codex",
+    ".gemini",
+    ".envrc",
+];
+
+/// What in `.helpers/` an asker writes: a question, its withdrawal, a kept marker, an
+/// activity note. Everything else there (answers, the listener's files, settings,
+/// `tmp/` with the answers' slots) is read-only.
+pub const SPOOL_WRITABLE: &[&str] = &["questions", "activity", "kept"];
+
+/// In Claude Code's folder (`~/.claude`, its state stays writable), what is its
+/// configuration: settings (hooks, permissions), memory loaded into every session,
+/// and what runs code or instructs it (agents, commands, skills, plugins, hooks).
+pub const CLAUDE_CONFIG: &[&str] = &[
+    "settings.json",
+    "settings.local.json",
+    "CLAUDE.md",
+    "agents",
+    "commands",
+    "skills",
+    "plugins",
+    "hooks",
+    "output-styles",
+];
+
+/// Caches and tools' state below the home that stay writable.
+pub const HOME_WRITABLE: &[&str] = &[".cache", ".cargo/registry", ".cargo/git", ".npm", ".claude"];
+
+/// Temp folders made private.
+pub const PRIVATE: &[&str] = &["/tmp", "/var/tmp"];
+
+impl Plan {
+    /// The plan for `inputs`, as the file system is now.
+    pub fn new(inputs: &Inputs) -> Plan {
+        let mut plan = Plan {
+            private: Vec::new(),
+            carried: Vec::new(),
+            binds: Vec::new(),
+            masks: Vec::new(),
+            created: Vec::new(),
+        };
+        for p in PRIVATE {
+            let p = Path::new(p);
+            if p.is_dir() {
+                plan.private.push(p.to_path_buf());
+            }
+        }
+        if let Some(run) = &inputs.runtime_dir
+            && run.is_dir()
+            && !plan.private.iter().any(|p| run.starts_with(p))
+        {
+            plan.private.push(run.clone());
+        }
+
+        let project = &inputs.project;
+        plan.binds.push(Bind {
+            path: project.clone(),
+            writable: true,
+        });
+        for name in PROJECT_GUARDS {
+            let path = project.join(name);
+            if *name == ".claude" && !exists(&path) {
+                plan.created.push(path.clone());
+            } else if !exists(&path) {
+                continue;
+            }
+            plan.binds.push(Bind {
+                path,
+                writable: false,
+            });
+        }
+        for name in SPOOL_WRITABLE {
+            let path = project.join(".helpers").join(name);
+            if path.is_dir() {
+                plan.binds.push(Bind {
+                    path,
+                    writable: true,
+                });
+            }
+        }
+        git_binds(&project.join(".git"), &mut plan);
+
+        let home = &inputs.home;
+        for name in HOME_WRITABLE {
+            let path = home.join(name);
+            if *name == ".claude" && !exists(&path) {
+                plan.created.push(path.clone());
+            } else if !path.is_dir() {
+                continue;
+            }
+            plan.binds.push(Bind {
+                path,
+                writable: true,
+            });
+        }
+        for path in &inputs.writable {
+            if path.is_dir() || path.is_file() {
+                plan.binds.push(Bind {
+                    path: path.clone(),
+                    writable: true,
+                });
+            }
+        }
+        // Claude Code's configuration inside its writable folder: made if missing
+        // (an empty folder, `{}` settings, an empty CLAUDE.md), so nothing can be
+        // planted there for a later session.
+        let claude = home.join(".claude");
+        for name in CLAUDE_CONFIG {
+            let path = claude.join(name);
+            if !exists(&path) {
+                plan.created.push(path.clone());
+            }
+            plan.binds.push(Bind {
+                path,
+                writable: false,
+            });
+        }
+
+        plan.masks.push(Mask {
+            dir: inputs.config_dir.clone(),
+            keep: vec!["config.toml".into(), "asker-token".into()],
+        });
+        if inputs.data_dir != inputs.config_dir {
+            plan.masks.push(Mask {
+                dir: inputs.data_dir.clone(),
+                keep: Vec::new(),
+            });
+        }
+        for mask in &plan.masks {
+            if !mask.dir.is_dir() {
+                plan.created.push(mask.dir.clone());
+            }
+        }
+
+        // Inside a writable bind only what is below it matters; a read-only bind
+        // outside every writable one adds nothing (the rest is read-only already)
+        // and is dropped. Shallowest first; among equals, the order above.
+        let writable: Vec<PathBuf> = plan
+            .binds
+            .iter()
+            .filter(|b| b.writable)
+            .map(|b| b.path.clone())
+            .collect();
+        plan.binds
+            .retain(|b| b.writable || writable.iter().any(|w| b.path.starts_with(w)));
+        plan.binds.sort_by_key(|b| b.path.components().count());
+        plan.binds.dedup_by(|a, b| a.path == b.path);
+
+        let roots = plan
+            .binds
+            .iter()
+            .map(|b| &b.path)
+            .chain(std::iter::once(home))
+            .chain(plan.masks.iter().map(|m| &m.dir));
+        for path in roots {
+            if plan
+                .private
+                .iter()
+                .any(|p| path.starts_with(p) && path != p)
+                && !plan.carried.iter().any(|c| path.starts_with(c))
+            {
+                plan.carried.retain(|c| !c.starts_with(path));
+                plan.carried.push(path.clone());
+            }
+        }
+        plan
+    }
+}
+
+/// Git runs what its configuration and hooks say, later, as the user, outside any
+/// boundary: `.git/hooks` and `.git/config` are read-only, and `.git/commondir` (which
+/// would point git at a configuration and hooks folder of the agent's) is made
+/// holding `.` (this same folder) when missing. `.git` itself is bound onto itself, a
+/// mount point, so it cannot be renamed away and a new one planted.
+fn git_binds(git: &Path, plan: &mut Plan) {
+    let Ok(meta) = std::fs::symlink_metadata(git) else {
+        return;
+    };
+    if !meta.is_dir() {
+        // A worktree's `.git` file names the repository's folder: read-only.
+        plan.binds.push(Bind {
+            path: git.to_path_buf(),
+            writable: false,
+        });
+        return;
+    }
+    plan.binds.push(Bind {
+        path: git.to_path_buf(),
+        writable: true,
+    });
+    for name in ["hooks", "config", "commondir"] {
+        let path = git.join(name);
+        if name == "commondir" && !exists(&path) {
+            plan.created.push(path.clone());
+        } else if !exists(&path) {
+            continue;
+        }
+        plan.binds.push(Bind {
+            path,
+            writable: false,
+        });
+    }
+    // Submodules' repositories: their hooks and configuration too.
+    if let Ok(modules) = std::fs::read_dir(git.join("modules")) {
+        for m in modules.flatten() {
+            for name in ["hooks", "config"] {
+                let path = m.path().join(name);
+                if exists(&path) {
+                    plan.binds.push(Bind {
+                        path,
+                        writable: false,
+                    });
+                }
+            }
+        }
+    }
+}
+
+fn exists(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
+}
+
+/// Makes what `plan.created` names: folders, and the files among them (`commondir`
+/// holding `.`, Claude Code's settings as `{}`, an empty `CLAUDE.md`).
+pub fn create(plan: &Plan) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    for path in &plan.created {
+        if exists(path) {
+            continue;
+        }
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let contents: Option<&[u8]> = match name {
+            "commondir" => Some(b".\n"),
+            "settings.json" | "settings.local.json" => Some(b"{}\n"),
+            "CLAUDE.md" => Some(b""),
+            _ => None,
+        };
+        match contents {
+            Some(bytes) => {
+                if let Some(parent) = path.parent() {
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o700)
+                        .create(parent)?;
+                }
+                std::fs::write(path, bytes)?;
+            }
+            None => std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(path)?,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs(root: &Path) -> Inputs {
+        let project = root.join("proj");
+        let home = root.join("home");
+        std::fs::create_dir_all(project.join(".helpers/questions")).unwrap();
+        std::fs::create_dir_all(project.join(".helpers/answers")).unwrap();
+        std::fs::create_dir_all(project.join(".git/hooks")).unwrap();
+        std::fs::write(project.join(".git/config"), "").unwrap();
+        std::fs::create_dir_all(home.join(".cache")).unwrap();
+        Inputs {
+            project,
+            home: home.clone(),
+            config_dir: home.join(".config/hitl"),
+            data_dir: home.join(".local/share/hitl"),
+            runtime_dir: None,
+            writable: Vec::new(),
+        }
+    }
+
+    fn bind(plan: &Plan, path: &Path) -> Option<bool> {
+        plan.binds
+            .iter()
+            .find(|b| b.path == path)
+            .map(|b| b.writable)
+    }
+
+    #[test]
+    fn the_spool_is_read_only_but_where_an_asker_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let i = inputs(dir.path());
+        let plan = Plan::new(&i);
+        assert_eq!(bind(&plan, &i.project), Some(true));
+        assert_eq!(bind(&plan, &i.project.join(".helpers")), Some(false));
+        assert_eq!(
+            bind(&plan, &i.project.join(".helpers/questions")),
+            Some(true)
+        );
+        assert_eq!(bind(&plan, &i.project.join(".helpers/answers")), None);
+        // Shallowest first: the read-only spool before the writable folder in it.
+        let at = |p: &Path| plan.binds.iter().position(|b| b.path == p).unwrap();
+        assert!(at(&i.project.join(".helpers")) < at(&i.project.join(".helpers/questions")));
+        assert!(at(&i.project) < at(&i.project.join(".helpers")));
+    }
+
+    #[test]
+    fn git_cannot_be_pointed_at_the_agents_hooks() {
+        let dir = tempfile::tempdir().unwrap();
+        let i = inputs(dir.path());
+        let plan = Plan::new(&i);
+        assert_eq!(bind(&plan, &i.project.join(".git")), Some(true));
+        assert_eq!(bind(&plan, &i.project.join(".git/hooks")), Some(false));
+        assert_eq!(bind(&plan, &i.project.join(".git/config")), Some(false));
+        assert_eq!(bind(&plan, &i.project.join(".git/commondir")), Some(false));
+        assert!(plan.created.contains(&i.project.join(".git/commondir")));
+        assert!(plan.created.contains(&i.project.join(".claude")));
+    }
+
+    #[test]
+    fn claude_codes_configuration_is_read_only_in_its_writable_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let i = inputs(dir.path());
+        let plan = Plan::new(&i);
+        assert_eq!(bind(&plan, &i.home.join(".claude")), Some(true));
+        assert_eq!(
+            bind(&plan, &i.home.join(".claude/settings.json")),
+            Some(false)
+        );
+        assert_eq!(bind(&plan, &i.home.join(".claude/skills")), Some(false));
+        assert_eq!(bind(&plan, &i.home.join(".cache")), Some(true));
+        // Not there: nothing to bind, the home is read-only anyway.
+        assert_eq!(bind(&plan, &i.home.join(".npm")), None);
+        assert_eq!(bind(&plan, &i.home), None);
+    }
+
+    #[test]
+    fn hitls_secrets_are_masked_and_its_settings_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let i = inputs(dir.path());
+        let plan = Plan::new(&i);
+        assert_eq!(plan.masks[0].dir, i.config_dir);
+        assert_eq!(plan.masks[0].keep, ["config.toml", "asker-token"]);
+        assert_eq!(plan.masks[1].dir, i.data_dir);
+        assert!(plan.masks[1].keep.is_empty());
+    }
+
+    #[test]
+    fn a_project_and_home_in_a_temp_folder_are_carried_into_the_private_one() {
+        let dir = tempfile::tempdir_in("/tmp").unwrap();
+        let i = inputs(dir.path());
+        let plan = Plan::new(&i);
+        assert!(plan.private.contains(&PathBuf::from("/tmp")));
+        // The topmost paths only: the project and the home, not what is below them.
+        let mut carried = plan.carried.clone();
+        carried.sort();
+        assert_eq!(carried, [i.home.clone(), i.project.clone()]);
+    }
+}

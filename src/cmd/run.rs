@@ -1,0 +1,303 @@
+//! `hitl run [--] AGENT [ARGS…]`: starts an agent (Claude Code, Codex, Gemini CLI, a
+//! shell) inside the boundary (`crate::boundary`), so that nothing it or anything it
+//! starts does can change what decides for the human: the guard's files, hitl's
+//! secrets, the hooks' wiring, what runs later as the user.
+//!
+//! The process enters the boundary itself and then becomes the agent (`exec`): the
+//! agent's exit status is `hitl run`'s. Exit codes of its own, chosen as `env` and
+//! `docker run` choose them: 125 the boundary could not be made (nothing ran), 126
+//! the agent could not be started, 127 it was not found.
+
+use std::{
+    ffi::OsString,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::{
+    boundary::{self, Inputs, Plan},
+    config::{self, Paths},
+    spool::Spool,
+};
+
+/// The boundary could not be made; the agent did not start.
+pub const EXIT_NO_BOUNDARY: u8 = 125;
+/// The agent was found but could not be started.
+pub const EXIT_CANNOT_START: u8 = 126;
+/// The agent was not found.
+pub const EXIT_NOT_FOUND: u8 = 127;
+
+/// `hitl run`'s flags.
+#[derive(clap::Args, Debug)]
+pub struct RunOptions {
+    /// The project folder (default: the nearest one with .helpers/, else the
+    /// nearest git repository, else this folder).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Run the agent without a boundary (said on stderr): only the hook's checks
+    /// stand between it and hitl's files.
+    #[arg(long)]
+    pub no_boundary: bool,
+    /// Print what the boundary would make read-only, writable and hidden, and
+    /// whether this machine can make it; run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// With --dry-run: print JSON.
+    #[arg(long, requires = "dry_run")]
+    pub json: bool,
+    /// Print the macOS sandbox-exec profile of the same boundary (written, untested
+    /// here) and run nothing.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub macos_profile: bool,
+    /// The agent and its arguments, like `claude` or `codex --full-auto`.
+    #[arg(required_unless_present_any = ["dry_run", "macos_profile"], trailing_var_arg = true, allow_hyphen_values = true, value_name = "AGENT")]
+    pub command: Vec<OsString>,
+}
+
+/// What `--dry-run --json` prints.
+#[derive(Serialize)]
+struct DryRun<'a> {
+    project: &'a Path,
+    /// `null` when this machine can make the boundary, else why not.
+    unavailable: Option<String>,
+    landlock_abi: i64,
+    plan: &'a Plan,
+}
+
+/// Runs `hitl run`; returns only when the agent could not be started (or for
+/// `--dry-run`), with the exit status.
+pub fn run(opts: RunOptions) -> u8 {
+    match start(opts) {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("hitl run: {:#}", failure.error);
+            failure.code
+        }
+    }
+}
+
+struct Failure {
+    error: anyhow::Error,
+    code: u8,
+}
+
+fn fail(code: u8) -> impl FnOnce(anyhow::Error) -> Failure {
+    move |error| Failure { error, code }
+}
+
+fn start(opts: RunOptions) -> Result<u8, Failure> {
+    let paths = Paths::from_env();
+    let project = project_dir(opts.dir.as_deref()).map_err(fail(EXIT_NO_BOUNDARY))?;
+    let inputs = inputs(&paths, &project).map_err(fail(EXIT_NO_BOUNDARY))?;
+    let plan = Plan::new(&inputs);
+
+    if opts.macos_profile {
+        print!("{}", boundary::macos::profile(&plan));
+        return Ok(0);
+    }
+    if opts.dry_run {
+        let support = boundary::enter::check_support();
+        let unavailable = support.as_ref().err().map(|e| format!("{e:#}"));
+        if opts.json {
+            let shown = DryRun {
+                project: &project,
+                unavailable,
+                landlock_abi: boundary::enter::landlock_abi(),
+                plan: &plan,
+            };
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&shown).unwrap_or_default()
+            );
+        } else {
+            print!("{}", describe(&project, &plan, unavailable.as_deref()));
+        }
+        return Ok(0);
+    }
+
+    let mut command = std::process::Command::new(&opts.command[0]);
+    command.args(&opts.command[1..]);
+    if opts.no_boundary {
+        eprintln!(
+            "hitl run: no boundary (--no-boundary): {} can change hitl's files and read its \
+             secrets; only the hook's checks stand in its way",
+            opts.command[0].to_string_lossy()
+        );
+        return Err(exec(command));
+    }
+    if boundary::holds(&project, &paths.config_dir) {
+        // Already inside one (an agent's `hitl run`): it holds for this one too.
+        return Err(exec(command));
+    }
+    boundary::enter::check_support()
+        .context(
+            "no boundary can be made on this machine (--no-boundary runs without one, said so)",
+        )
+        .map_err(fail(EXIT_NO_BOUNDARY))?;
+    prepare(&paths, &plan).map_err(fail(EXIT_NO_BOUNDARY))?;
+    claude_state(&inputs.home, &mut command).map_err(fail(EXIT_NO_BOUNDARY))?;
+    boundary::enter::enter(&plan)
+        .context("making the boundary")
+        .map_err(fail(EXIT_NO_BOUNDARY))?;
+    Err(exec(command))
+}
+
+/// Becomes the agent; returns only when that failed.
+fn exec(mut command: std::process::Command) -> Failure {
+    use std::os::unix::process::CommandExt;
+    let program = command.get_program().to_string_lossy().into_owned();
+    let e = command.exec();
+    let code = if e.kind() == std::io::ErrorKind::NotFound {
+        EXIT_NOT_FOUND
+    } else {
+        EXIT_CANNOT_START
+    };
+    Failure {
+        error: anyhow::Error::new(e).context(format!("starting {program}")),
+        code,
+    }
+}
+
+/// The project: the nearest folder with `.helpers/`, else the nearest git
+/// repository, else `dir` (or this folder).
+fn project_dir(dir: Option<&Path>) -> Result<PathBuf> {
+    let start = match dir {
+        Some(d) => d.to_path_buf(),
+        None => std::env::current_dir().context("reading the current folder")?,
+    };
+    let start =
+        std::fs::canonicalize(&start).with_context(|| format!("reading {}", start.display()))?;
+    if let Some(spool) = Spool::find(&start) {
+        return Ok(spool.project().to_path_buf());
+    }
+    Ok(start
+        .ancestors()
+        .find(|d| d.join(".git").exists())
+        .unwrap_or(&start)
+        .to_path_buf())
+}
+
+fn inputs(paths: &Paths, project: &Path) -> Result<Inputs> {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .context("HOME is not set")?;
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let project_config = Spool::new(project).config_file();
+    let settings = config::load(
+        paths,
+        project_config.is_file().then_some(project_config.as_path()),
+    )?;
+    let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            Some(PathBuf::from(format!(
+                "/run/user/{}",
+                nix::unistd::Uid::current()
+            )))
+        });
+    Ok(Inputs {
+        project: project.to_path_buf(),
+        home: canonical(&home),
+        config_dir: canonical(&paths.config_dir),
+        data_dir: canonical(&paths.data_dir),
+        runtime_dir: runtime_dir.map(|d| canonical(&d)),
+        writable: settings
+            .run
+            .writable
+            .iter()
+            .map(|w| canonical(&config::expand_home(w, &home)))
+            .collect(),
+    })
+}
+
+/// What must exist before the boundary: what the plan binds onto, and the ask-only
+/// token (an agent inside asks over HTTP with it; the user's token is hidden).
+fn prepare(paths: &Paths, plan: &Plan) -> Result<()> {
+    boundary::plan::create(plan).context("making what the boundary protects")?;
+    crate::server::load_or_create_asker_token(&paths.config_dir)
+        .context("making the ask-only token")?;
+    Ok(())
+}
+
+/// Claude Code keeps its state and its configuration in one file, `~/.claude.json`
+/// (projects' trust, MCP servers, which run programs), saved by renaming a temp file
+/// over it in the home. Inside the boundary the home is read-only, so Claude Code is
+/// pointed at `~/.claude` (`CLAUDE_CONFIG_DIR`), its writable folder, where it keeps
+/// `.claude.json` (first copied from the home's); the home's file stays read-only and
+/// what an agent writes into its own copy reaches only agents run inside a boundary.
+/// Its settings, `~/.claude/settings*.json`, are the same files either way (read-only).
+fn claude_state(home: &Path, command: &mut std::process::Command) -> Result<()> {
+    if std::env::var_os("CLAUDE_CONFIG_DIR").is_some() {
+        return Ok(());
+    }
+    let dir = home.join(".claude");
+    let own = dir.join(".claude.json");
+    let theirs = home.join(".claude.json");
+    if !own.exists() && theirs.is_file() {
+        std::fs::copy(&theirs, &own)
+            .with_context(|| format!("copying {} to {}", theirs.display(), own.display()))?;
+    }
+    command.env("CLAUDE_CONFIG_DIR", &dir);
+    Ok(())
+}
+
+/// The plan in words, for `--dry-run`.
+fn describe(project: &Path, plan: &Plan, unavailable: Option<&str>) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "project: {}", project.display());
+    match unavailable {
+        None => {
+            let _ = writeln!(out, "this machine can make the boundary");
+        }
+        Some(why) => {
+            let _ = writeln!(out, "this machine cannot make the boundary: {why}");
+        }
+    }
+    let _ = writeln!(out, "read-only: everything but what follows");
+    for b in &plan.binds {
+        let _ = writeln!(
+            out,
+            "{}: {}",
+            if b.writable { "writable" } else { "read-only" },
+            b.path.display()
+        );
+    }
+    for p in &plan.private {
+        let _ = writeln!(out, "private, empty: {}", p.display());
+    }
+    for m in &plan.masks {
+        let _ = writeln!(
+            out,
+            "hidden: {} (shown: {})",
+            m.dir.display(),
+            if m.keep.is_empty() {
+                "nothing".to_string()
+            } else {
+                m.keep.join(", ")
+            }
+        );
+    }
+    let _ = writeln!(
+        out,
+        "outside processes: no signals, no tracing, no abstract sockets (Landlock); no typing into the terminal (seccomp); no capabilities"
+    );
+    if !plan.created.is_empty() {
+        let _ = writeln!(out, "made first (to be protected):");
+        for c in &plan.created {
+            let _ = writeln!(out, "  {}", c.display());
+        }
+    }
+    out
+}
+
+/// Whether `hitl run` would refuse here; `None` when it can. For `hitl doctor`.
+pub fn unavailable() -> Option<String> {
+    boundary::enter::check_support()
+        .err()
+        .map(|e| format!("{e:#}"))
+}
