@@ -3,6 +3,7 @@
 //! links once.
 
 mod badinput;
+mod boundary;
 mod classifier;
 mod cli;
 mod compat;
