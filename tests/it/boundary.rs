@@ -52,8 +52,10 @@ struct Stage {
     abs_server: Child,
     /// What must never be printed: the token and a dashboard session's cookie.
     secrets: Vec<String>,
-    /// Questions taken back by an attack (asked again after).
+    /// Questions taken back by an attack.
     withdrawn: usize,
+    /// Whether a question taken back is asked again (for the next attack).
+    ask_again: bool,
 }
 
 impl Drop for Stage {
@@ -113,12 +115,21 @@ fn payload(stage_payload: &Path, mark: &Path) {
     let _ = std::fs::remove_dir_all(p);
     let hook = format!("#!/bin/sh\ntouch '{}'\n", mark.display());
     write(&p.join(".claude/settings.local.json"), "{}\n");
-    write(&p.join(".helpers/config.toml"), "[hook]\nallow = [\"Bash(*)\"]\n");
-    write(&p.join(".mcp.json"), "{\"mcpServers\":{\"x\":{\"command\":\"sh\"}}}\n");
+    write(
+        &p.join(".helpers/config.toml"),
+        "[hook]\nallow = [\"Bash(*)\"]\n",
+    );
+    write(
+        &p.join(".mcp.json"),
+        "{\"mcpServers\":{\"x\":{\"command\":\"sh\"}}}\n",
+    );
     write(&p.join("empty.json"), "{}\n");
     std::fs::create_dir_all(p.join("empty")).unwrap();
     write(&p.join("config.toml"), "[hook]\nallow = [\"Bash(*)\"]\n");
-    write(&p.join("answer.json"), "{\"approved\":true,\"answer\":\"yes\"}\n");
+    write(
+        &p.join("answer.json"),
+        "{\"approved\":true,\"answer\":\"yes\"}\n",
+    );
     for dir in [p.join("hooks"), p.join("gitdir/hooks")] {
         let f = dir.join("pre-commit");
         write(&f, &hook);
@@ -152,7 +163,10 @@ impl Stage {
             (".zshrc", "# mine\n"),
             (".codex/config.toml", "# mine\n"),
             (".gitconfig", "[user]\n\tname = u\n"),
-            (".config/hitl/config.toml", "[http]\nlisten_addr = \"127.0.0.1:0\"\n"),
+            (
+                ".config/hitl/config.toml",
+                "[http]\nlisten_addr = \"127.0.0.1:0\"\n",
+            ),
         ] {
             write(&home.join(file), text);
         }
@@ -212,7 +226,10 @@ impl Stage {
         assert!(secrets.len() >= 2, "the login set no cookie");
 
         let tsrv = format!("hitl-victim-{}", std::process::id());
-        let tsrv = format!("{tsrv}-{}", tmp.path().file_name().unwrap().to_string_lossy());
+        let tsrv = format!(
+            "{tsrv}-{}",
+            tmp.path().file_name().unwrap().to_string_lossy()
+        );
         let status = Command::new("tmux")
             .args(["-L", &tsrv, "new-session", "-d", "-s", "victim"])
             .env("HOME", &home)
@@ -250,6 +267,7 @@ impl Stage {
             abs_server,
             secrets,
             withdrawn: 0,
+            ask_again: true,
         }
     }
 
@@ -411,6 +429,9 @@ impl Stage {
                 harm.push(format!("the question ended: {how}"));
             }
             self.withdrawn += 1;
+            if !self.ask_again {
+                return harm;
+            }
             let _ = self.asker.kill();
             let _ = self.asker.wait();
             let known = vec![self.qid.clone()];
@@ -418,7 +439,11 @@ impl Stage {
         }
         let state = std::fs::read_to_string(format!("/proc/{}/stat", self.listener.pid()))
             .ok()
-            .and_then(|s| s.rsplit(')').next().map(|r| r.trim().chars().next().unwrap_or('?')));
+            .and_then(|s| {
+                s.rsplit(')')
+                    .next()
+                    .map(|r| r.trim().chars().next().unwrap_or('?'))
+            });
         match state {
             Some('T') | Some('t') => harm.push("stopped the listener".into()),
             Some('Z') | None => harm.push("killed the listener".into()),
@@ -482,10 +507,16 @@ fn ask(project: &Path, home: &Path, known: &[String]) -> (Child, String) {
     let asker = ask.spawn().unwrap();
     let start = Instant::now();
     loop {
-        if let Some(id) = pending(project, home).into_iter().find(|id| !known.contains(id)) {
+        if let Some(id) = pending(project, home)
+            .into_iter()
+            .find(|id| !known.contains(id))
+        {
             return (asker, id);
         }
-        assert!(start.elapsed() < Duration::from_secs(20), "the question never came");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the question never came"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -493,7 +524,8 @@ fn ask(project: &Path, home: &Path, known: &[String]) -> (Child, String) {
 /// How a question ended, by history (`None` while pending or unknown).
 fn ended(project: &Path, home: &Path, id: &str) -> Option<String> {
     let mut c = Command::new(hitl_bin());
-    c.args(["history", "--id", id, "--json"]).current_dir(project);
+    c.args(["history", "--id", id, "--json"])
+        .current_dir(project);
     env(&mut c, home);
     let out = c.output().unwrap();
     let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
@@ -520,7 +552,10 @@ fn http_url(project: &Path) -> String {
         &std::fs::read(project.join(".helpers/.listener.json")).unwrap_or_default(),
     )
     .unwrap_or_default();
-    info["http"].as_str().unwrap_or("http://127.0.0.1:1").to_string()
+    info["http"]
+        .as_str()
+        .unwrap_or("http://127.0.0.1:1")
+        .to_string()
 }
 
 /// `hitl run` refuses here only where this machine cannot make a boundary; CI's can.
@@ -557,7 +592,10 @@ fn attacks_inside_hitl_run_change_nothing_print_nothing_answer_nothing() {
         let printed = stage.attack(line, true);
         let harm = stage.harm(&before, &printed);
         if !harm.is_empty() {
-            failures.push(format!("[{heading}] {line}\n    {harm:?}\n    {}", clip(&printed)));
+            failures.push(format!(
+                "[{heading}] {line}\n    {harm:?}\n    {}",
+                clip(&printed)
+            ));
         }
     }
     assert!(
@@ -587,6 +625,7 @@ fn attacks_outside_hitl_run_are_reported() {
     let mut through = Vec::new();
     for (heading, line) in &attacks {
         let mut stage = Stage::new();
+        stage.ask_again = false;
         let before = stage.snapshot();
         let printed = stage.attack(line, false);
         let harm = stage.harm(&before, &printed);
@@ -607,7 +646,11 @@ fn attacks_outside_hitl_run_are_reported() {
     }
     eprintln!("{report}");
     let _ = std::io::stderr().flush();
-    assert!(total > 0, "nothing did harm even outside: the stage is not real\n{}", through.join("\n"));
+    assert!(
+        total > 0,
+        "nothing did harm even outside: the stage is not real\n{}",
+        through.join("\n")
+    );
 }
 
 fn clip(s: &str) -> String {
