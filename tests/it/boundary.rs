@@ -490,6 +490,7 @@ fn walk(path: &Path, out: &mut BTreeMap<String, String>) {
 
 /// Asks a question outside, as an agent of the user's would; the asker and the
 /// question's id once pending (`known`: ids pending before).
+#[allow(clippy::zombie_processes)] // the asker is the caller's, killed and waited for by it
 fn ask(project: &Path, home: &Path, known: &[String]) -> (Child, String) {
     let mut ask = Command::new(hitl_bin());
     ask.args([
