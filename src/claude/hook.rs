@@ -209,6 +209,13 @@ pub(crate) fn prepare(
              are fixed (`hitl status` shows the error): {e:#}"
         )
     });
+    // Where the call stands is said in every decision that gives a reason.
+    let step = match step {
+        Step::Decided(d @ (Decision::Ask { .. } | Decision::Deny { .. })) => {
+            Step::Decided(noted(d, &spool_of(input, project)))
+        }
+        other => other,
+    };
     let Some(message) = broken else {
         return Ok(step);
     };
@@ -234,6 +241,38 @@ pub(crate) fn prepare(
     })
 }
 
+/// `decision` with where it was made said in its reason: inside `hitl run`'s
+/// boundary (tested), or not.
+fn noted(decision: Decision, spool: &Option<Spool>) -> Decision {
+    let note = if inside_boundary(spool.as_ref()) {
+        "inside hitl run's boundary"
+    } else {
+        return decision;
+    };
+    match decision {
+        Decision::Ask { reason } => Decision::Ask {
+            reason: format!("{reason} ({note})"),
+        },
+        Decision::Deny { reason } => Decision::Deny {
+            reason: format!("{reason} ({note})"),
+        },
+        other => other,
+    }
+}
+
+fn spool_of(input: &Value, project: Option<&Path>) -> Option<Spool> {
+    let place = place(input);
+    let project = project.map(Path::to_path_buf).unwrap_or(place.project);
+    Spool::find(&project).or_else(|| Spool::find(&place.cwd))
+}
+
+/// Whether this hook runs inside `hitl run`'s boundary, and it holds: tested (the
+/// spool on a read-only mount, the token out of sight), never taken from an
+/// environment variable an agent could set.
+fn inside_boundary(spool: Option<&Spool>) -> bool {
+    spool.is_some_and(|s| crate::boundary::holds(s.project(), &Paths::from_env().config_dir))
+}
+
 /// A pattern in the settings that does not compile (the built-in rules decide).
 #[derive(Debug, thiserror::Error)]
 #[error("{0:#}")]
@@ -254,6 +293,8 @@ fn decide(
     let tool_input = input.get("tool_input").cloned().unwrap_or(Value::Null);
     let mode = PermissionMode::of(input);
     place.unasked = mode.runs_unasked(tool);
+    // Tested only where it changes what passes (two system calls).
+    place.contained = place.unasked && inside_boundary(spool.as_ref());
     // An MCP server's request for input: a form (or a page to open) for the human.
     let elicitation = match event {
         HookEvent::Elicitation if !settings.elicitations => return decided(Decision::NoOpinion),
@@ -361,6 +402,7 @@ fn place(input: &Value) -> Place {
         cwd,
         home: std::env::var_os("HOME").map(PathBuf::from),
         unasked: false,
+        contained: false,
     }
 }
 

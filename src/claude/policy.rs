@@ -94,6 +94,10 @@ pub struct Place {
     /// Claude Code runs this call without asking anyone (its permission mode says
     /// so): a Bash line then passes only when proven harmless ([`harmless`]).
     pub unasked: bool,
+    /// The call runs inside `hitl run`'s boundary, which holds (tested, see
+    /// [`crate::boundary::holds`]): the project's own code (builds, tests, its
+    /// scripts) may then run unasked, the boundary containing it.
+    pub contained: bool,
 }
 
 /// Checks every pattern of the policy, as `hitl init --claude` and `hitl listen`
@@ -411,6 +415,7 @@ fn shell_concern(settings: &HookSettings, place: &Place, command: &str) -> Resul
             scratch: &scratch,
             home: place.home.as_deref(),
             trusted: &trusted,
+            contained: place.contained,
         };
         if let Err(u) = harmless::judge(&line, &scope) {
             let why = format!("is not proven harmless: {}", u.why);
@@ -711,6 +716,7 @@ mod tests {
             cwd: dir.to_path_buf(),
             home: Some(PathBuf::from("/home/u")),
             unasked: false,
+            contained: false,
         }
     }
 

@@ -160,6 +160,9 @@ pub struct Program {
     pub wrappers: Vec<String>,
     /// Variables the wrappers set for it (`env PATH=… cmd`, `sudo X=1 cmd`).
     pub env: Vec<String>,
+    /// The folders it and its wrappers were named in (`./scripts` of
+    /// `./scripts/test.sh`), as written; empty when every one is found on the PATH.
+    pub folders: Vec<PathBuf>,
 }
 
 impl Program {
@@ -1399,12 +1402,14 @@ fn unwrap(
                     input: input.clone(),
                     wrappers: taken.wrappers,
                     env: taken.env,
+                    folders: taken.folders,
                 });
             }
             out.push(program(name, words, cwd, input, &taken));
             return;
         }
         taken.wrappers.push(wrapper.name.to_string());
+        taken.folders.extend(folder_of(words.first()));
         let mut rest: Vec<Word> = words[i..].to_vec();
         if wrapper.name == "xargs" {
             // The items read from its input become arguments: unknown ones.
@@ -1469,6 +1474,8 @@ fn program(
     input: Input,
     taken: &Taken,
 ) -> Program {
+    let mut folders = taken.folders.clone();
+    folders.extend(folder_of(words.first()));
     Program {
         name,
         args: words.into_iter().skip(1).collect(),
@@ -1476,14 +1483,24 @@ fn program(
         input,
         wrappers: taken.wrappers.clone(),
         env: taken.env.clone(),
+        folders,
     }
 }
 
-/// The wrappers taken off so far, and the variables they set.
+/// The folder a program is named in (`/tmp/x` of `/tmp/x/cat`), if any.
+fn folder_of(word: Option<&Word>) -> Option<PathBuf> {
+    let text = &word?.text;
+    let (folder, _) = text.rsplit_once('/')?;
+    Some(PathBuf::from(if folder.is_empty() { "/" } else { folder }))
+}
+
+/// The wrappers taken off so far, the variables they set, and the folders they
+/// were named in.
 #[derive(Debug, Clone, Default)]
 struct Taken {
     wrappers: Vec<String>,
     env: Vec<String>,
+    folders: Vec<PathBuf>,
 }
 
 /// The commands `find … -exec CMD … {} ;` (and `-execdir`, `-ok`, `-okdir`) runs,

@@ -561,7 +561,7 @@ fn http_url(project: &Path) -> String {
 }
 
 /// `hitl run` refuses here only where this machine cannot make a boundary; CI's can.
-fn require_boundary() -> bool {
+pub fn require_boundary() -> bool {
     let out = Command::new(hitl_bin())
         .args(["run", "--dry-run", "--json"])
         .output()

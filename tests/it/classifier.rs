@@ -57,6 +57,16 @@ fn project() -> Project {
 /// What the hook said of each line in `mode`: `None` for no opinion (or allow),
 /// else the decision and its reason. Four hooks at a time.
 fn decide_all(p: &Project, lines: &[String], mode: &str) -> Vec<Option<(String, String)>> {
+    decide_all_in(p, lines, mode, false)
+}
+
+/// As [`decide_all`], the hook run inside `hitl run`'s boundary when `inside`.
+fn decide_all_in(
+    p: &Project,
+    lines: &[String],
+    mode: &str,
+    inside: bool,
+) -> Vec<Option<(String, String)>> {
     let results = Arc::new(Mutex::new(vec![None; lines.len()]));
     let next = Arc::new(Mutex::new(0usize));
     std::thread::scope(|s| {
@@ -71,7 +81,7 @@ fn decide_all(p: &Project, lines: &[String], mode: &str) -> Vec<Option<(String, 
                         i
                     };
                     let Some(line) = lines.get(i) else { return };
-                    let said = decide(p, line, mode);
+                    let said = decide(p, line, mode, inside);
                     results.lock().unwrap()[i] = said;
                 }
             });
@@ -80,14 +90,17 @@ fn decide_all(p: &Project, lines: &[String], mode: &str) -> Vec<Option<(String, 
     Arc::try_unwrap(results).unwrap().into_inner().unwrap()
 }
 
-fn decide(p: &Project, line: &str, mode: &str) -> Option<(String, String)> {
+fn decide(p: &Project, line: &str, mode: &str, inside: bool) -> Option<(String, String)> {
     let body = json!({
         "session_id": "classifier", "transcript_path": "/tmp/t.jsonl", "cwd": p.dir,
         "permission_mode": mode, "hook_event_name": "PreToolUse",
         "tool_name": "Bash", "tool_input": { "command": line }, "tool_use_id": "toolu_c",
     });
-    let mut child = p
-        .hitl()
+    let mut command = p.hitl();
+    if inside {
+        command.args(["run", "--"]).arg(crate::support::hitl_bin());
+    }
+    let mut child = command
         .args(["hook", "pre-tool-use"])
         .env("CLAUDE_PROJECT_DIR", &p.dir)
         .env("HOME", p.tmp.path().join("userhome"))
@@ -148,16 +161,36 @@ fn dangerous_lines_are_refused_where_claude_code_asks_nobody() {
         "every one refused, none left to a prompt nobody sees"
     );
     let default = decide_all(&p, &lines, "default");
+    // Inside a boundary the project's own code passes; what is dangerous still asks.
+    let inside = crate::boundary::require_boundary().then(|| {
+        let inside = decide_all_in(&p, &lines, "bypassPermissions", true);
+        for (l, s) in lines.iter().zip(&inside) {
+            if s.is_none() {
+                eprintln!("classifier: passed unasked inside: {l:?}");
+            }
+        }
+        share(&inside)
+    });
     eprintln!(
         "classifier: dangerous lines asked: {:.1}% in bypassPermissions ({} of {}), {:.1}% in \
-         default mode (where Claude Code's own prompt sees the rest)",
+         default mode (where Claude Code's own prompt sees the rest), {} in bypassPermissions \
+         inside hitl run's boundary",
         100.0 * share(&bypass),
         bypass.iter().flatten().count(),
         lines.len(),
         100.0 * share(&default),
+        inside.map_or("(no boundary here)".into(), |s| format!(
+            "{:.1}%",
+            100.0 * s
+        )),
     );
     for l in &passed {
         eprintln!("classifier: passed unasked: {l:?}");
+    }
+    // Inside, only what the boundary contains may pass (a file of the project
+    // emptied, a signal that cannot leave it).
+    if let Some(inside) = inside {
+        assert!(inside >= 0.97, "{:.1}% asked inside", 100.0 * inside);
     }
     assert!(
         share(&bypass) >= 0.98,
@@ -179,9 +212,21 @@ fn everyday_lines_pass_in_default_mode() {
         .filter_map(|(l, s)| s.as_ref().map(|s| (l, s)))
         .collect();
     let bypass = decide_all(&p, &lines, "bypassPermissions");
+    let inside = if crate::boundary::require_boundary() {
+        let inside = decide_all_in(&p, &lines, "bypassPermissions", true);
+        for (l, s) in lines.iter().zip(&inside) {
+            if let Some((_, why)) = s {
+                assert!(why.contains("inside hitl run's boundary"), "{l}: {why}");
+                eprintln!("classifier: asked inside: {l:?}: {why}");
+            }
+        }
+        format!("{:.1}%", 100.0 * share(&inside))
+    } else {
+        "(no boundary here)".to_string()
+    };
     eprintln!(
         "classifier: everyday lines asked: {:.1}% in default mode ({} of {}), {:.1}% in \
-         bypassPermissions outside a boundary",
+         bypassPermissions outside a boundary, {inside} inside hitl run's",
         100.0 * share(&default),
         asked.len(),
         lines.len(),
