@@ -6,7 +6,8 @@
 //! running, does its HTTP API answer), who is present to answer, inotify instances
 //! against what waits, the token files' modes, the dashboard's port, the history
 //! store (reachable, migrated), Claude Code's wiring (settings files, MCP server),
-//! and whether the `hitl` those hooks run is on the PATH.
+//! whether the `hitl` those hooks run is on the PATH, and whether `hitl run` can make
+//! its boundary here.
 
 use std::{
     os::unix::fs::{MetadataExt, PermissionsExt},
@@ -119,6 +120,7 @@ pub fn run(dir: Option<PathBuf>, json: bool) -> Result<u8> {
         .map(|d| check_claude(&mut report, d))
         .unwrap_or_default();
     check_path(&mut report, &hooks);
+    check_boundary(&mut report);
 
     let failed = report.0.iter().any(|f| f.status == Health::Fail);
     if json {
@@ -152,6 +154,27 @@ pub fn run(dir: Option<PathBuf>, json: bool) -> Result<u8> {
         }
     }
     Ok(u8::from(failed))
+}
+
+/// Whether `hitl run` can start agents inside a boundary here. Without one the
+/// hook's checks are all there is, so it is a warning, not a failure.
+fn check_boundary(report: &mut Report) {
+    match super::run::unavailable() {
+        None => report.ok(
+            "boundary",
+            format!(
+                "`hitl run AGENT` can keep agents out of hitl's files (mount namespace, Landlock ABI {})",
+                crate::boundary::enter::landlock_abi()
+            ),
+        ),
+        Some(why) => report.warn(
+            "boundary",
+            format!("`hitl run` cannot make a boundary here: {why}"),
+            "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or \
+             AppArmor's kernel.apparmor_restrict_unprivileged_userns=0) and use Linux 6.12 or \
+             later with Landlock enabled",
+        ),
+    }
 }
 
 /// Permission bits others have.

@@ -77,6 +77,13 @@ fn a_project_in_order_passes_and_each_broken_part_is_reported_with_its_fix() {
             .unwrap()
             .contains("settings.local.json")
     );
+    // This machine (CI's too) can start agents inside a boundary.
+    assert!(
+        finding(&report, "boundary")["summary"]
+            .as_str()
+            .unwrap()
+            .contains("hitl run")
+    );
     assert!(
         finding(&report, "presence")["summary"]
             .as_str()
