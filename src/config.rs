@@ -168,12 +168,16 @@ fn all_webhook_events() -> Vec<String> {
 pub struct TaskSettings {
     /// Programs a task session may run, by file name or full path.
     pub agents: Vec<String>,
+    /// Start them inside `hitl run`'s boundary (a session refuses to start where
+    /// this machine cannot make one, rather than run without).
+    pub boundary: bool,
 }
 
 impl Default for TaskSettings {
     fn default() -> TaskSettings {
         TaskSettings {
             agents: vec!["claude".to_string()],
+            boundary: true,
         }
     }
 }
@@ -613,6 +617,10 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # Programs a task session may run (`hitl task session --command`), by name or path:
 # a session types tasks into an agent with your rights, so only agents you name.
 # agents = ["claude"]
+# Start them inside `hitl run`'s boundary, where nothing they do can change hitl's
+# files or read its secrets (a session refuses to start where this machine cannot
+# make one; false runs them without).
+# boundary = true
 
 [run]
 # `hitl run AGENT`: folders the agent may write besides the project, temp folders and

@@ -28,6 +28,9 @@ pub struct Inputs {
     pub runtime_dir: Option<PathBuf>,
     /// More folders the agent may write, from `[run] writable`.
     pub writable: Vec<PathBuf>,
+    /// Folders that stay visible, read-only, even in a private temp folder: the
+    /// PATH's, where the agent's own programs are.
+    pub visible: Vec<PathBuf>,
 }
 
 /// One folder or file bound onto itself, read-only or writable. Binds are made in
@@ -80,9 +83,9 @@ pub const PROJECT_GUARDS: &[&str] = &[
 ];
 
 /// What in `.helpers/` an asker writes: a question, its withdrawal, a kept marker, an
-/// activity note. Everything else there (answers, the listener's files, settings,
+/// activity note, a task session's hook event. Everything else there (answers, the listener's files, settings,
 /// `tmp/` with the answers' slots) is read-only.
-pub const SPOOL_WRITABLE: &[&str] = &["questions", "activity", "kept"];
+pub const SPOOL_WRITABLE: &[&str] = &["questions", "activity", "kept", "tasks/events"];
 
 /// In Claude Code's folder (`~/.claude`, its state stays writable), what is its
 /// configuration: settings (hooks, permissions), memory loaded into every session,
@@ -97,6 +100,35 @@ pub const CLAUDE_CONFIG: &[&str] = &[
     "plugins",
     "hooks",
     "output-styles",
+];
+
+/// What runs later as the user, or decides what an agent may do, in the home: kept
+/// read-only where a writable folder (`[run] writable`, `--writable`) covers it.
+pub const HOME_GUARDS: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".bash_aliases",
+    ".profile",
+    ".zshrc",
+    ".zprofile",
+    ".zshenv",
+    ".zlogin",
+    ".gitconfig",
+    ".config/git",
+    ".npmrc",
+    ".config/systemd",
+    ".config/autostart",
+    ".local/bin",
+    ".cargo/bin",
+    ".cargo/config.toml",
+    ".ssh",
+    ".claude.json",
+    ".codex",
+    ".gemini",
+    ".config/hitl",
+    ".local/share/hitl",
 ];
 
 /// Caches and tools' state below the home that stay writable.
@@ -177,6 +209,15 @@ impl Plan {
                 });
             }
         }
+        for name in HOME_GUARDS {
+            let path = home.join(name);
+            if exists(&path) {
+                plan.binds.push(Bind {
+                    path,
+                    writable: false,
+                });
+            }
+        }
         // Claude Code's configuration inside its writable folder: made if missing
         // (an empty folder, `{}` settings, an empty CLAUDE.md), so nothing can be
         // planted there for a later session.
@@ -227,7 +268,8 @@ impl Plan {
             .iter()
             .map(|b| &b.path)
             .chain(std::iter::once(home))
-            .chain(plan.masks.iter().map(|m| &m.dir));
+            .chain(plan.masks.iter().map(|m| &m.dir))
+            .chain(inputs.visible.iter().filter(|v| v.is_dir()));
         for path in roots {
             if plan
                 .private
@@ -349,6 +391,7 @@ mod tests {
             data_dir: home.join(".local/share/hitl"),
             runtime_dir: None,
             writable: Vec::new(),
+            visible: Vec::new(),
         }
     }
 

@@ -249,6 +249,12 @@ fn claude_hooks(dir: &Path, scope: Scope, install: bool) -> Result<()> {
              team commits (.claude/settings.json, .mcp.json)"
         );
     }
+    if install {
+        eprintln!(
+            "hitl: start Claude Code as `hitl run claude`: the kernel then keeps it out of \
+             hitl's files, secrets and these hooks"
+        );
+    }
     Ok(())
 }
 

@@ -36,6 +36,15 @@ pub struct RunOptions {
     /// nearest git repository, else this folder).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Another folder (or file) the agent may write, besides the project, temp
+    /// folders, the usual caches and `[run] writable`; what decides for the human
+    /// stays read-only inside it. Repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub writable: Vec<PathBuf>,
+    /// A folder the agent may read, kept read-only, even where it lies in a temp
+    /// folder the boundary makes private. Repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub visible: Vec<PathBuf>,
     /// Run the agent without a boundary (said on stderr): only the hook's checks
     /// stand between it and hitl's files.
     #[arg(long)]
@@ -90,7 +99,10 @@ fn fail(code: u8) -> impl FnOnce(anyhow::Error) -> Failure {
 fn start(opts: RunOptions) -> Result<u8, Failure> {
     let paths = Paths::from_env();
     let project = project_dir(opts.dir.as_deref()).map_err(fail(EXIT_NO_BOUNDARY))?;
-    let inputs = inputs(&paths, &project).map_err(fail(EXIT_NO_BOUNDARY))?;
+    let mut inputs = inputs(&paths, &project).map_err(fail(EXIT_NO_BOUNDARY))?;
+    let canonical = |w: &PathBuf| std::fs::canonicalize(w).unwrap_or_else(|_| w.clone());
+    inputs.writable.extend(opts.writable.iter().map(canonical));
+    inputs.visible.extend(opts.visible.iter().map(canonical));
     let plan = Plan::new(&inputs);
 
     if opts.macos_profile {
@@ -211,6 +223,10 @@ fn inputs(paths: &Paths, project: &Path) -> Result<Inputs> {
             .iter()
             .map(|w| canonical(&config::expand_home(w, &home)))
             .collect(),
+        // The PATH's folders, so that an agent installed in one under /tmp is found.
+        visible: std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).map(|d| canonical(&d)).collect())
+            .unwrap_or_default(),
     })
 }
 
@@ -227,8 +243,9 @@ fn prepare(paths: &Paths, plan: &Plan) -> Result<()> {
 /// (projects' trust, MCP servers, which run programs), saved by renaming a temp file
 /// over it in the home. Inside the boundary the home is read-only, so Claude Code is
 /// pointed at `~/.claude` (`CLAUDE_CONFIG_DIR`), its writable folder, where it keeps
-/// `.claude.json` (first copied from the home's); the home's file stays read-only and
-/// what an agent writes into its own copy reaches only agents run inside a boundary.
+/// `.claude.json` (copied from the home's, again whenever that one changed since);
+/// the home's file stays read-only and what an agent writes into its own copy
+/// reaches only agents run inside a boundary.
 /// Its settings, `~/.claude/settings*.json`, are the same files either way (read-only).
 fn claude_state(home: &Path, command: &mut std::process::Command) -> Result<()> {
     if std::env::var_os("CLAUDE_CONFIG_DIR").is_some() {
@@ -237,7 +254,15 @@ fn claude_state(home: &Path, command: &mut std::process::Command) -> Result<()> 
     let dir = home.join(".claude");
     let own = dir.join(".claude.json");
     let theirs = home.join(".claude.json");
-    if !own.exists() && theirs.is_file() {
+    // Taken again when the user's own changed since (a project trusted, a server
+    // added, outside): their settings win over what was kept inside.
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let stale = match (modified(&own), modified(&theirs)) {
+        (None, _) => true,
+        (Some(o), Some(t)) => t > o,
+        (Some(_), None) => false,
+    };
+    if stale && theirs.is_file() {
         std::fs::copy(&theirs, &own)
             .with_context(|| format!("copying {} to {}", theirs.display(), own.display()))?;
     }

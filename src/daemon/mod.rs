@@ -154,6 +154,7 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
             crate::tasks::files::TaskFiles::new(spool),
             crate::tasks::tmux::Tmux::default(),
             settings.tasks.agents.clone(),
+            settings.tasks.boundary,
             Some(handle.clone()),
         ) {
             Ok((runner, task)) => {

@@ -36,7 +36,7 @@ impl Runner {
             serde_json::to_vec_pretty(&mcp_config(&self.exe, &project))?,
         )
         .with_context(|| format!("writing {}", config.display()))?;
-        let line = command_line(&session.command, &config, resume);
+        let line = self.contained(&session, command_line(&session.command, &config, resume));
         let open = |path: &Path| {
             std::fs::OpenOptions::new()
                 .create(true)

@@ -238,6 +238,8 @@ pub(super) struct Runner {
     pub(super) exe: PathBuf,
     /// The programs a session may run (`[tasks] agents`).
     pub(super) agents: Vec<String>,
+    /// Agents start inside `hitl run`'s boundary (`[tasks] boundary`).
+    pub(super) boundary: bool,
     pub(super) sessions: HashMap<String, TaskSession>,
     pub(super) live: HashMap<String, Live>,
     /// Sessions whose agent is still finishing the turn that ended its last task
@@ -274,6 +276,7 @@ pub fn spawn(
     files: TaskFiles,
     tmux: Tmux,
     agents: Vec<String>,
+    boundary: bool,
     broker: Option<crate::broker::BrokerHandle>,
 ) -> Result<(TaskHandle, tokio::task::JoinHandle<()>)> {
     files.ensure()?;
@@ -290,6 +293,7 @@ pub fn spawn(
         next_seq: tasks.iter().map(|t| t.seq).max().unwrap_or(0) + 1,
         exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("hitl")),
         agents,
+        boundary,
         files: files.clone(),
         tmux,
         live: sessions
@@ -655,6 +659,7 @@ impl Runner {
             command.push("--settings".into());
             command.push(self.files.agent_settings().to_string_lossy().into_owned());
         }
+        let command = self.contained(session, command);
         let env = vec![
             ("HITL_TASK_SESSION".to_string(), session.name.clone()),
             (
@@ -670,6 +675,34 @@ impl Runner {
                 env: &env,
             })
             .map_err(|e| TaskError::Failed(format!("{e:#}")))
+    }
+
+    /// `command` as the runner starts it: through `hitl run`, inside its boundary,
+    /// unless `[tasks] boundary = false` (`hitl run` refuses, and the agent does not
+    /// start, where this machine cannot make one).
+    pub(super) fn contained(&self, session: &TaskSession, command: Vec<String>) -> Vec<String> {
+        if !self.boundary {
+            return command;
+        }
+        // The workspace is the agent's; its hooks' events go to the runner's folder.
+        let mut line = vec![
+            self.exe.to_string_lossy().into_owned(),
+            "run".to_string(),
+            "--dir".to_string(),
+            session.workspace.to_string_lossy().into_owned(),
+            "--writable".to_string(),
+            self.files.events_dir().to_string_lossy().into_owned(),
+            // The runner's settings for the agent, its MCP configuration, the
+            // listener's address: read where the workspace lies apart from them.
+            "--visible".to_string(),
+            crate::spool::Spool::new(self.files.project())
+                .root()
+                .to_string_lossy()
+                .into_owned(),
+            "--".to_string(),
+        ];
+        line.extend(command);
+        line
     }
 
     /// The Claude Code settings with hitl's task hooks.
