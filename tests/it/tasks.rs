@@ -1029,6 +1029,105 @@ fn a_task_whose_agent_asks_a_human_waits_in_input_required() {
     assert!(!ws.join("build").exists());
 }
 
+/// Under `hitl run` (how the runner starts every agent), the real Claude Code works
+/// as it does without: it edits a project file, runs the project's tests, writes its
+/// task summary, its hooks still ask through hitl, and its own state is saved — while
+/// the home's `.claude.json` and the project's hook wiring stay as they were.
+#[test]
+fn claude_code_works_inside_hitl_run_and_its_hooks_still_ask() {
+    let Some(rig) = ClaudeRig::start() else {
+        return;
+    };
+    let project = Project::new();
+    let _listener = rig.listen_with(&project, &["--attended"]);
+    let mut init = project.hitl();
+    rig.env(&mut init);
+    let out = init.args(["init", "--claude"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let ws = project.dir.canonicalize().unwrap();
+    std::fs::create_dir_all(ws.join("build")).unwrap();
+    std::fs::create_dir_all(ws.join("tests")).unwrap();
+    std::fs::write(
+        ws.join("tests/run.sh"),
+        "#!/bin/sh\necho 'tests passed' > test-output.txt\n",
+    )
+    .unwrap();
+    rig.trust(&ws);
+    let home_config = std::fs::read(rig.home.join(".claude.json")).unwrap();
+    let wiring = std::fs::read(ws.join(".claude/settings.local.json")).unwrap();
+    let claude = rig.claude.to_string_lossy().into_owned();
+    let wss = ws.to_string_lossy().into_owned();
+    rig.task_json(
+        &project,
+        &[
+            "session",
+            "inside",
+            "--workspace",
+            &wss,
+            "--command",
+            &claude,
+        ],
+    );
+    let task = scripted(
+        "Add the function, run the tests, clean the build",
+        json!({
+            "write": { "src/lib.rs": "pub fn x() {}\n" },
+            "bash": "sh tests/run.sh && grep NoNewPrivs /proc/self/status >> test-output.txt && rm -rf build",
+        }),
+    );
+    let id = rig.submit(&project, &["inside", &task]);
+    // The hook asks about the recursive delete, through hitl, from inside.
+    let question = rig.question(&project, &id, "the hook's question", |q| {
+        q["origin"] == "hook" && q["content"].to_string().contains("rm -rf build")
+    });
+    let out = project.run(&["answer", question["id"].as_str().unwrap(), "--approve"]);
+    assert!(out.status.success(), "{out:?}");
+    let (out, ended) = rig.wait(&project, &id, 90);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{ended:#}\n{}",
+        rig.peek(&project)
+    );
+    assert_eq!(
+        (&ended["outcome"], &ended["delivered"]),
+        (&json!("completed"), &json!(true)),
+        "{ended:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("src/lib.rs")).unwrap(),
+        "pub fn x() {}\n"
+    );
+    let tests = std::fs::read_to_string(ws.join("test-output.txt")).unwrap();
+    assert!(tests.contains("tests passed"), "{tests}");
+    // It ran inside the boundary: nothing it started could gain a privilege.
+    assert!(tests.contains("NoNewPrivs:\t1"), "{tests}");
+    assert!(!ws.join("build").exists());
+    // Its state: the conversation's transcript and its own .claude.json.
+    let transcripts = std::fs::read_dir(rig.home.join(".claude/projects"))
+        .unwrap()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten())
+        .filter(|f| f.path().extension().is_some_and(|e| e == "jsonl"))
+        .count();
+    assert!(transcripts > 0, "no transcript saved");
+    let own: Value =
+        serde_json::from_slice(&std::fs::read(rig.home.join(".claude/.claude.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        own["projects"][wss.as_str()]["hasTrustDialogAccepted"],
+        true
+    );
+    assert_eq!(
+        std::fs::read(rig.home.join(".claude.json")).unwrap(),
+        home_config
+    );
+    assert_eq!(
+        std::fs::read(ws.join(".claude/settings.local.json")).unwrap(),
+        wiring
+    );
+}
+
 /// The headless mode: `--command "claude -p"` runs the same task through Claude Code's
 /// print mode, once per task. Its writes need permission, which it asks through
 /// hitl's MCP tool (`--permission-prompt-tool mcp__hitl__permission_prompt`, added by
@@ -1280,19 +1379,20 @@ fn first_run_screens_are_asked_of_a_person_and_their_choice_made() {
         std::fs::read_to_string(ws.join("hello.txt")).unwrap(),
         "hi\n"
     );
+    // Inside `hitl run`'s boundary Claude Code keeps its state in its own folder
+    // (`CLAUDE_CONFIG_DIR=~/.claude`), the home's `.claude.json` read-only to it.
     let config: Value =
-        serde_json::from_slice(&std::fs::read(rig.home.join(".claude.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(rig.home.join(".claude/.claude.json")).unwrap())
+            .unwrap();
     let here = &config["projects"][wss.as_str()];
     assert_eq!(here["hasTrustDialogAccepted"], true, "{here:#}");
-    // "Use this MCP server" is kept in the project's local settings.
-    let local = std::fs::read_to_string(ws.join(".claude/settings.local.json")).unwrap_or_default();
+    // "Use this MCP server" was chosen on the screen (the task ran); Claude Code
+    // keeps that choice in the workspace's `.claude/settings.local.json`, which the
+    // boundary keeps read-only: nothing inside writes there.
     assert!(
-        here["enabledMcpjsonServers"].to_string().contains("extra") || local.contains("extra"),
-        "{here:#}\n{local}\n{:?}",
-        std::fs::read_dir(&ws)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect::<Vec<_>>()
+        !ws.join(".claude/settings.local.json").exists(),
+        "{:?}",
+        std::fs::read_to_string(ws.join(".claude/settings.local.json"))
     );
 }
 
