@@ -110,7 +110,21 @@ pub fn find(spool: &Spool, r: &Request) -> Option<Found> {
         let _ = fs::remove_file(&marker);
         return None;
     };
-    match read_answer(&spool.answers().join(&name)) {
+    let answer_path = spool.answers().join(&name);
+    // An answer written before its question file was made answered another
+    // question under the same id: a question file made later, to collect an old
+    // approval, is not the kept one. The file's birth time, which no one can set, and
+    // the answer's modification time, which only the listener (whose `answers/` it
+    // is) can.
+    let filled = fs::symlink_metadata(&answer_path).and_then(|m| m.modified());
+    let born = fs::symlink_metadata(spool.questions().join(&name)).and_then(|m| m.created());
+    if let (Ok(filled), Ok(born)) = (filled, born)
+        && filled < born
+    {
+        let _ = fs::remove_file(&marker);
+        return None;
+    }
+    match read_answer(&answer_path) {
         Some(answer) => Some(Found::Answered {
             request: Box::new(kept),
             answer: Box::new(answer),
@@ -219,5 +233,34 @@ mod tests {
         );
         forget(&spool, &kept);
         assert!(find(&spool, &again).is_none());
+    }
+
+    #[test]
+    fn an_old_answer_is_not_collected_by_a_question_file_written_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::new(dir.path());
+        spool.ensure_layout().unwrap();
+        // An approval of some earlier question, still there as a tombstone.
+        let old = request("Clean the build?");
+        let answer = Answer::from_reply(&old, crate::protocol::Reply::Text("yes".into()), "test");
+        fs::write(
+            spool.answers().join(format!("{}.json", old.id)),
+            serde_json::to_vec(&answer).unwrap(),
+        )
+        .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // Then a question file under its id asking something else, and its marker.
+        let mut forged = request("Drop the database?");
+        forged.id = old.id.clone();
+        leave(&spool, &forged).unwrap();
+        fs::write(
+            spool.questions().join(format!("{}.json", forged.id)),
+            serde_json::to_vec(&forged).unwrap(),
+        )
+        .unwrap();
+        let mut again = request("Drop the database?");
+        again.agent_id = forged.agent_id.clone();
+        assert!(find(&spool, &again).is_none());
+        assert!(!marker_path(&spool, &forged).exists());
     }
 }
