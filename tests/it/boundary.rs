@@ -680,3 +680,56 @@ fn attacks_outside_hitl_run_are_reported() {
 fn clip(s: &str) -> String {
     s.chars().take(400).collect()
 }
+
+/// `hitl run`'s own ways of ending, and the boundary seen from inside.
+#[test]
+fn hitl_run_passes_on_the_agents_status_and_says_what_it_could_not_do() {
+    if !require_boundary() {
+        return;
+    }
+    let p = crate::support::Project::new();
+    let run = |args: &[&str]| {
+        let mut c = p.hitl();
+        c.arg("run").args(args);
+        c.output().unwrap()
+    };
+    // The agent's status is hitl run's.
+    assert_eq!(run(&["--", "sh", "-c", "exit 7"]).status.code(), Some(7));
+    // Not found: 127, saying what.
+    let out = run(&["--", "no-such-agent-hitl"]);
+    assert_eq!(out.status.code(), Some(127), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("starting no-such-agent-hitl"));
+    // Inside: no capabilities, no new privileges, the spool read-only, a nested run
+    // runs inside the same boundary.
+    let out = run(&[
+        "--",
+        "sh",
+        "-c",
+        "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; touch .helpers/x 2>&1; \"$0\" run -- true && echo nested",
+        hitl_bin().to_str().unwrap(),
+    ]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("CapEff:\t0000000000000000"), "{said}");
+    assert!(said.contains("NoNewPrivs:\t1"), "{said}");
+    assert!(said.contains("Read-only file system"), "{said}");
+    assert!(said.contains("nested"), "{said}");
+    // Without the boundary, said so, and nothing is kept from the agent.
+    let out = run(&["--no-boundary", "--", "sh", "-c", "touch .helpers/x"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no boundary"));
+    assert!(p.helpers().join("x").exists());
+    // What it would do, as data; and the macOS profile.
+    let out = run(&["--dry-run", "--json"]);
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(plan["unavailable"].is_null(), "{plan:#}");
+    assert!(
+        plan["plan"]["binds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["path"].as_str().unwrap().ends_with(".helpers") && b["writable"] == false),
+        "{plan:#}"
+    );
+    let out = run(&["--macos-profile"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(version 1)"));
+}
