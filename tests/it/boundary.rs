@@ -733,3 +733,66 @@ fn hitl_run_passes_on_the_agents_status_and_says_what_it_could_not_do() {
     let out = run(&["--macos-profile"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("(version 1)"));
 }
+
+/// As an unprivileged user the boundary is made with a user namespace of its own:
+/// the same rules hold (root is what CI runs as; this runs the other way).
+#[test]
+fn an_unprivileged_user_gets_the_same_boundary() {
+    if !require_boundary() {
+        return;
+    }
+    if !nix::unistd::Uid::current().is_root() || !crate::support::have("setpriv") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root, with setpriv, to try another user"
+        );
+        return;
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("hitl-nobody-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let bin = tmp.path().join("hitl");
+    std::fs::copy(hitl_bin(), &bin).unwrap();
+    let (project, home) = (tmp.path().join("project"), tmp.path().join("home"));
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    for p in [tmp.path(), &project, &home, &bin] {
+        nix::unistd::chown(p, Some(65534.into()), Some(65534.into())).unwrap();
+    }
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = "\"$0\" init >/dev/null 2>&1 && \"$0\" run -- sh -c \
+        'id -u; grep -E \"^(CapEff|NoNewPrivs)\" /proc/self/status; cat /proc/self/uid_map; \
+         touch .helpers/x 2>&1; echo ok > mine.txt; cat ~/.config/hitl/token 2>&1; true'";
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "sh",
+            "-c",
+            script,
+        ])
+        .arg(&bin)
+        .current_dir(&project)
+        .env("HOME", &home)
+        .env_remove("HITL_HOME")
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(said.starts_with("65534\n"), "{said}");
+    assert!(said.contains("CapEff:\t0000000000000000"), "{said}");
+    assert!(said.contains("NoNewPrivs:\t1"), "{said}");
+    assert!(said.contains("65534      65534          1"), "{said}");
+    assert!(said.contains("Read-only file system"), "{said}");
+    assert!(said.contains("No such file"), "the token is hidden: {said}");
+    assert_eq!(
+        std::fs::read_to_string(project.join("mine.txt")).unwrap(),
+        "ok\n"
+    );
+}
