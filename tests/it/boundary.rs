@@ -637,6 +637,12 @@ fn attacks_outside_hitl_run_are_reported() {
     if !require_boundary() {
         return;
     }
+    // A report, the same whichever paths the spool takes: made once, in CI's first
+    // pass (the second runs with the fast paths off).
+    if std::env::var("HITL_FAST_PATHS").as_deref() == Ok("0") {
+        eprintln!("the attacks outside hitl run were reported in the run with the fast paths");
+        return;
+    }
     let attacks = attacks();
     let mut by_heading: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut through = Vec::new();
