@@ -166,16 +166,7 @@ impl Plan {
             writable: true,
         });
         for name in PROJECT_GUARDS {
-            let path = project.join(name);
-            if *name == ".claude" && !exists(&path) {
-                plan.created.push(path.clone());
-            } else if !exists(&path) {
-                continue;
-            }
-            plan.binds.push(Bind {
-                path,
-                writable: false,
-            });
+            plan.read_only(project.join(name), *name == ".claude");
         }
         for name in SPOOL_WRITABLE {
             let path = project.join(".helpers").join(name);
@@ -210,27 +201,14 @@ impl Plan {
             }
         }
         for name in HOME_GUARDS {
-            let path = home.join(name);
-            if exists(&path) {
-                plan.binds.push(Bind {
-                    path,
-                    writable: false,
-                });
-            }
+            plan.read_only(home.join(name), false);
         }
         // Claude Code's configuration inside its writable folder: made if missing
         // (an empty folder, `{}` settings, an empty CLAUDE.md), so nothing can be
         // planted there for a later session.
         let claude = home.join(".claude");
         for name in CLAUDE_CONFIG {
-            let path = claude.join(name);
-            if !exists(&path) {
-                plan.created.push(path.clone());
-            }
-            plan.binds.push(Bind {
-                path,
-                writable: false,
-            });
+            plan.read_only(claude.join(name), true);
         }
 
         plan.masks.push(Mask {
@@ -285,6 +263,23 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// Binds `path` read-only where it exists; where it does not, makes it first
+    /// when `make` (so nothing can be planted there), else leaves it.
+    fn read_only(&mut self, path: PathBuf, make: bool) {
+        if !exists(&path) {
+            if !make {
+                return;
+            }
+            self.created.push(path.clone());
+        }
+        self.binds.push(Bind {
+            path,
+            writable: false,
+        });
+    }
+}
+
 /// Git runs what its configuration and hooks say, later, as the user, outside any
 /// boundary: `.git/hooks` and `.git/config` are read-only, and `.git/commondir` (which
 /// would point git at a configuration and hooks folder of the agent's) is made
@@ -307,28 +302,13 @@ fn git_binds(git: &Path, plan: &mut Plan) {
         writable: true,
     });
     for name in ["hooks", "config", "commondir"] {
-        let path = git.join(name);
-        if name == "commondir" && !exists(&path) {
-            plan.created.push(path.clone());
-        } else if !exists(&path) {
-            continue;
-        }
-        plan.binds.push(Bind {
-            path,
-            writable: false,
-        });
+        plan.read_only(git.join(name), name == "commondir");
     }
     // Submodules' repositories: their hooks and configuration too.
     if let Ok(modules) = std::fs::read_dir(git.join("modules")) {
         for m in modules.flatten() {
             for name in ["hooks", "config"] {
-                let path = m.path().join(name);
-                if exists(&path) {
-                    plan.binds.push(Bind {
-                        path,
-                        writable: false,
-                    });
-                }
+                plan.read_only(m.path().join(name), false);
             }
         }
     }

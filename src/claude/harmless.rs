@@ -237,11 +237,11 @@ fn program_is_harmless(program: &Program, scope: &Scope) -> Result<(), String> {
         return Ok(());
     }
     // `/tmp/x/cat` is whatever was written there, not cat.
-    if let Some(folder) = program.folders.iter().find(|f| {
-        !SYSTEM_FOLDERS
-            .iter()
-            .any(|s| lexical(&cwd_of(program, scope).join(f)) == Path::new(s))
-    }) {
+    if let Some(folder) = program
+        .folders
+        .iter()
+        .find(|f| !is_system_folder(program, scope, f))
+    {
         return Err(format!(
             "it is run from {}, not from the system's folders",
             folder.display()
@@ -977,6 +977,12 @@ const LEAVES_THE_MACHINE: &[&str] = &[
 /// file there, whatever its name.
 const SYSTEM_FOLDERS: &[&str] = &["/bin", "/usr/bin", "/sbin", "/usr/sbin", "/usr/local/bin"];
 
+/// Whether `folder`, as `program` names it, is one of [`SYSTEM_FOLDERS`].
+fn is_system_folder(program: &Program, scope: &Scope, folder: &Path) -> bool {
+    let resolved = lexical(&cwd_of(program, scope).join(folder));
+    SYSTEM_FOLDERS.iter().any(|s| resolved == Path::new(s))
+}
+
 fn cwd_of(program: &Program, scope: &Scope) -> PathBuf {
     program
         .cwd
@@ -1063,12 +1069,11 @@ fn runs_project_code(program: &Program, scope: &Scope) -> bool {
         // Named on its own: found on the PATH.
         None => PROJECT_RUNNERS.contains(&program.name.as_str()),
         Some(f) => {
-            program.folders.iter().all(|f| {
-                in_project(f)
-                    || SYSTEM_FOLDERS
-                        .iter()
-                        .any(|s| lexical(&cwd_of(program, scope).join(f)) == Path::new(s))
-            }) && (in_project(f) || PROJECT_RUNNERS.contains(&program.name.as_str()))
+            program
+                .folders
+                .iter()
+                .all(|f| in_project(f) || is_system_folder(program, scope, f))
+                && (in_project(f) || PROJECT_RUNNERS.contains(&program.name.as_str()))
         }
     }
 }

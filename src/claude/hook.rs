@@ -195,7 +195,7 @@ pub(crate) fn prepare(
                 &HookSettings::default(),
                 fsync,
                 place,
-                spool,
+                spool.clone(),
                 always_ask,
             )?,
             Some(e),
@@ -211,8 +211,10 @@ pub(crate) fn prepare(
     });
     // Where the call stands is said in every decision that gives a reason.
     let step = match step {
-        Step::Decided(d @ (Decision::Ask { .. } | Decision::Deny { .. })) => {
-            Step::Decided(noted(d, &spool_of(input, project)))
+        Step::Decided(d @ (Decision::Ask { .. } | Decision::Deny { .. }))
+            if inside_boundary(spool.as_ref()) =>
+        {
+            Step::Decided(with_note(d, "inside hitl run's boundary"))
         }
         other => other,
     };
@@ -231,24 +233,14 @@ pub(crate) fn prepare(
                 Decision::NoOpinion
             })
         }
-        Step::Decided(Decision::Ask { reason }) => Step::Decided(Decision::Ask {
-            reason: format!("{reason} ({message})"),
-        }),
-        Step::Decided(Decision::Deny { reason }) => Step::Decided(Decision::Deny {
-            reason: format!("{reason} ({message})"),
-        }),
+        Step::Decided(d) => Step::Decided(with_note(d, &message)),
         other => other,
     })
 }
 
-/// `decision` with where it was made said in its reason: inside `hitl run`'s
-/// boundary (tested), or not.
-fn noted(decision: Decision, spool: &Option<Spool>) -> Decision {
-    let note = if inside_boundary(spool.as_ref()) {
-        "inside hitl run's boundary"
-    } else {
-        return decision;
-    };
+/// `decision` with `note` said after its reason (an ask's or a denial's; the rest
+/// carry none).
+fn with_note(decision: Decision, note: &str) -> Decision {
     match decision {
         Decision::Ask { reason } => Decision::Ask {
             reason: format!("{reason} ({note})"),
@@ -258,12 +250,6 @@ fn noted(decision: Decision, spool: &Option<Spool>) -> Decision {
         },
         other => other,
     }
-}
-
-fn spool_of(input: &Value, project: Option<&Path>) -> Option<Spool> {
-    let place = place(input);
-    let project = project.map(Path::to_path_buf).unwrap_or(place.project);
-    Spool::find(&project).or_else(|| Spool::find(&place.cwd))
 }
 
 /// Whether this hook runs inside `hitl run`'s boundary, and it holds: tested (the

@@ -380,6 +380,22 @@ impl ClaudeRig {
         }
     }
 
+    /// A project that is its own workspace, with hitl's hooks in Claude Code (`hitl
+    /// init --claude`), trusted, a `build/` folder in it, and a listener someone
+    /// attends.
+    fn hooked_project(&self) -> (Project, Listener, PathBuf) {
+        let project = Project::new();
+        let listener = self.listen_with(&project, &["--attended"]);
+        let mut init = project.hitl();
+        self.env(&mut init);
+        let out = init.args(["init", "--claude"]).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let ws = project.dir.canonicalize().unwrap();
+        std::fs::create_dir_all(ws.join("build")).unwrap();
+        self.trust(&ws);
+        (project, listener, ws)
+    }
+
     /// A session named `name` running the real Claude Code in a new workspace.
     fn session(&self, project: &Project, name: &str) -> PathBuf {
         let workspace = project.tmp.path().join(format!("ws-{name}"));
@@ -979,16 +995,7 @@ fn a_task_whose_agent_asks_a_human_waits_in_input_required() {
     let Some(rig) = ClaudeRig::start() else {
         return;
     };
-    let project = Project::new();
-    let _listener = rig.listen_with(&project, &["--attended"]);
-    // The project itself is the workspace, with hitl's hooks in Claude Code.
-    let mut init = project.hitl();
-    rig.env(&mut init);
-    let out = init.args(["init", "--claude"]).output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let ws = project.dir.canonicalize().unwrap();
-    std::fs::create_dir_all(ws.join("build")).unwrap();
-    rig.trust(&ws);
+    let (project, _listener, ws) = rig.hooked_project();
     let claude = rig.claude.to_string_lossy().into_owned();
     let wss = ws.to_string_lossy().into_owned();
     rig.task_json(
@@ -1038,21 +1045,13 @@ fn claude_code_works_inside_hitl_run_and_its_hooks_still_ask() {
     let Some(rig) = ClaudeRig::start() else {
         return;
     };
-    let project = Project::new();
-    let _listener = rig.listen_with(&project, &["--attended"]);
-    let mut init = project.hitl();
-    rig.env(&mut init);
-    let out = init.args(["init", "--claude"]).output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let ws = project.dir.canonicalize().unwrap();
-    std::fs::create_dir_all(ws.join("build")).unwrap();
+    let (project, _listener, ws) = rig.hooked_project();
     std::fs::create_dir_all(ws.join("tests")).unwrap();
     std::fs::write(
         ws.join("tests/run.sh"),
         "#!/bin/sh\necho 'tests passed' > test-output.txt\n",
     )
     .unwrap();
-    rig.trust(&ws);
     let home_config = std::fs::read(rig.home.join(".claude.json")).unwrap();
     let wiring = std::fs::read(ws.join(".claude/settings.local.json")).unwrap();
     let claude = rig.claude.to_string_lossy().into_owned();
