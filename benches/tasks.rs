@@ -108,9 +108,11 @@ fn main() {
         "[tasks]\nagents = [\"python3\"]\n[http]\ncreate_rate_limit = 0\n",
     )
     .unwrap();
-    let agent = tmp.path().join("agent.py");
+    // The agent starts inside `hitl run`'s boundary (the default), where the temp
+    // folder is private: its program and log live in the workspace it works in.
+    let agent = workspace.join("agent.py");
     std::fs::write(&agent, AGENT).unwrap();
-    let log = tmp.path().join("agent.log");
+    let log = workspace.join("agent.log");
     let env = |c: &mut Command| {
         c.env("HITL_HOME", &home)
             .env("TMUX_TMPDIR", &tmux_dir)
