@@ -3,6 +3,7 @@
 //! * Rebuilds when a migration is added: `sqlx::migrate!` embeds the folders' files
 //!   at compile time, and cargo does not otherwise notice a new one.
 //! * Links `hitl` at a fixed address (see below; `HITL_PIE=1` opts out).
+//! * Strips the release binary's symbols (`HITL_KEEP_SYMBOLS=1` keeps them).
 //! * Links the functions every short-lived `hitl` process runs (start-up, `ask`,
 //!   `hook`), then those of the server's request path, next to each other, in the
 //!   order `tools/hot-symbols.txt` lists them (made by `tools/hot-symbols`). Spread over the 13 MB of code they cost a page
@@ -25,6 +26,16 @@ fn main() {
     println!("cargo:rerun-if-env-changed=HITL_PIE");
     if std::env::var_os("HITL_PIE").is_none_or(|v| v.is_empty() || v == "0") {
         println!("cargo:rustc-link-arg-bin=hitl=-no-pie");
+    }
+    // The release binary's symbols, stripped here (see Cargo.toml's release
+    // profile): a build with debug info (dev, `profiling`) keeps them, as does one
+    // made with `HITL_KEEP_SYMBOLS=1` for tools/hot-symbols to trace.
+    println!("cargo:rerun-if-env-changed=HITL_KEEP_SYMBOLS");
+    let with_debug_info = std::env::var("DEBUG").is_ok_and(|d| d == "true");
+    let keep_symbols =
+        std::env::var_os("HITL_KEEP_SYMBOLS").is_some_and(|v| !v.is_empty() && v != "0");
+    if !with_debug_info && !keep_symbols {
+        println!("cargo:rustc-link-arg-bin=hitl=-Wl,--strip-all");
     }
     if default_lld && !own_linker && order.exists() {
         println!(

@@ -102,12 +102,26 @@ pub fn enter(plan: &Plan) -> Result<()> {
         tmpfs(dir, "1777").with_context(|| format!("making {} private", dir.display()))?;
     }
     for (path, fd) in &carried {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(path)
-            .with_context(|| format!("making {} in the private folder", path.display()))?;
-        bind_fd(fd, path, true).with_context(|| format!("carrying {} in", path.display()))?;
+        // A folder, or a file named on the agent's command line.
+        let folder =
+            nix::sys::stat::fstat(fd).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+        let made = if folder {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(path)
+        } else {
+            path.parent()
+                .map_or(Ok(()), |p| {
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o755)
+                        .create(p)
+                })
+                .and_then(|()| File::create(path).map(drop))
+        };
+        made.with_context(|| format!("making {} in the private folder", path.display()))?;
+        bind_fd(fd, path, folder).with_context(|| format!("carrying {} in", path.display()))?;
         set_read_only(path, true, true)?;
     }
     for b in &plan.binds {

@@ -247,7 +247,7 @@ impl Plan {
             .map(|b| &b.path)
             .chain(std::iter::once(home))
             .chain(plan.masks.iter().map(|m| &m.dir))
-            .chain(inputs.visible.iter().filter(|v| v.is_dir()));
+            .chain(inputs.visible.iter().filter(|v| exists(v)));
         for path in roots {
             if plan
                 .private

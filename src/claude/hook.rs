@@ -25,7 +25,7 @@ use super::{
     feed,
     mode::PermissionMode,
     policy::{self, Concern, Place},
-    rules,
+    rules, shell,
 };
 use crate::{
     config::{self, HookSettings, Paths, Unanswered},
@@ -165,6 +165,17 @@ pub(crate) fn prepare(
     let mut place = place(input);
     if let Some(project) = project {
         place.project = project.to_path_buf();
+    }
+    // A Bash line is read on a thread of its own while the spool is found and the
+    // settings load: the parser's cost hides behind theirs.
+    if input.get("tool_name").and_then(Value::as_str) == Some("Bash")
+        && let Some(command) = input.pointer("/tool_input/command").and_then(Value::as_str)
+    {
+        place.reading = Some(shell::Reading::start(
+            command,
+            &place.cwd,
+            place.home.as_deref(),
+        ));
     }
     let spool = Spool::find(&place.project).or_else(|| Spool::find(&place.cwd));
     // Settings that cannot be read do not switch the guard off (an agent that can
@@ -389,6 +400,7 @@ fn place(input: &Value) -> Place {
         home: std::env::var_os("HOME").map(PathBuf::from),
         unasked: false,
         contained: false,
+        reading: None,
     }
 }
 

@@ -98,6 +98,9 @@ pub struct Place {
     /// [`crate::boundary::holds`]): the project's own code (builds, tests, its
     /// scripts) may then run unasked, the boundary containing it.
     pub contained: bool,
+    /// The call's Bash line, already being read (the hook starts it before loading
+    /// its settings); read here when absent or of another line.
+    pub reading: Option<shell::Reading>,
 }
 
 /// Checks every pattern of the policy, as `hitl init --claude` and `hitl listen`
@@ -334,7 +337,13 @@ fn hard_link_twin(place: &Place, paths: &Candidates, globs: &[String]) -> Result
 /// command an "always allow" rule covers is [`Concern::Allowed`]. A line that
 /// cannot be read is asked.
 fn shell_concern(settings: &HookSettings, place: &Place, command: &str) -> Result<Option<Concern>> {
-    let line = match shell::read(command, &place.cwd, place.home.as_deref()) {
+    let (cwd, home) = (&place.cwd, place.home.as_deref());
+    let read = place
+        .reading
+        .as_ref()
+        .and_then(|r| r.take(command, cwd, home))
+        .unwrap_or_else(|| shell::read(command, cwd, home));
+    let line = match read {
         Ok(line) => line,
         Err(why) => {
             let shown: String = command.chars().take(200).collect();
@@ -717,6 +726,7 @@ mod tests {
             home: Some(PathBuf::from("/home/u")),
             unasked: false,
             contained: false,
+            reading: None,
         }
     }
 

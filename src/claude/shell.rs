@@ -220,55 +220,139 @@ impl std::fmt::Display for Unreadable {
 /// line it cannot read in time is asked, not waited on. A reader still busy past
 /// its budget is left to finish; while two are, lines are not read at all (asked).
 pub fn read(line: &str, cwd: &Path, home: Option<&Path>) -> Result<Line, Unreadable> {
-    use std::sync::{
-        Arc,
-        atomic::{AtomicBool, AtomicUsize, Ordering},
-    };
-    static OVERDUE: AtomicUsize = AtomicUsize::new(0);
-    if OVERDUE.load(Ordering::Relaxed) >= 2 {
-        return Err(Unreadable(
-            "the shell reader is still busy with earlier lines".into(),
-        ));
-    }
-    let (line, cwd, home) = (
-        line.to_string(),
-        cwd.to_path_buf(),
-        home.map(Path::to_path_buf),
-    );
-    let abandoned = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader = {
-        let abandoned = abandoned.clone();
-        std::thread::Builder::new()
-            .name("shell-reader".into())
-            .stack_size(32 << 20)
-            .spawn(move || {
-                let _ = tx.send(read_now(&line, &cwd, home.as_deref()));
-                if abandoned.load(Ordering::SeqCst) {
-                    OVERDUE.fetch_sub(1, Ordering::SeqCst);
-                }
-            })
-    };
-    if reader.is_err() {
-        return Err(Unreadable("no thread to read it on".into()));
-    }
-    match rx.recv_timeout(READ_BUDGET) {
-        Ok(read) => read,
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            OVERDUE.fetch_add(1, Ordering::SeqCst);
-            abandoned.store(true, Ordering::SeqCst);
-            // It may have finished in between.
-            if let Ok(read) = rx.try_recv() {
-                return read;
+    Reading::start(line, cwd, home).finish()
+}
+
+/// A line being read on its thread (see [`read`]), started as soon as the line is
+/// known: the hook loads its settings meanwhile, so on a machine with two cores
+/// the thread and the parser cost the hook next to nothing. Taken once.
+#[derive(Clone)]
+pub struct Reading(std::sync::Arc<ReadingState>);
+
+struct ReadingState {
+    /// What is read, so that it is only taken for that line.
+    line: String,
+    cwd: PathBuf,
+    home: Option<PathBuf>,
+    /// When the parser started: its budget counts from then.
+    started: std::time::Instant,
+    /// The reader's answer, until taken; `None` once taken.
+    outcome: std::sync::Mutex<Option<Outcome>>,
+}
+
+/// Where a reading stands.
+enum Outcome {
+    /// On its thread; `abandoned` tells it nobody waits any more.
+    Reading {
+        answer: std::sync::mpsc::Receiver<Result<Line, Unreadable>>,
+        abandoned: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    },
+    /// It could not start (too many overdue readers, no thread).
+    Refused(Unreadable),
+}
+
+/// Readers still busy past their budget (see [`read`]).
+static OVERDUE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Reading {
+    /// Starts reading `line` on a thread of its own.
+    pub fn start(line: &str, cwd: &Path, home: Option<&Path>) -> Reading {
+        use std::sync::{Arc, atomic::AtomicBool, atomic::Ordering};
+        let outcome = if OVERDUE.load(Ordering::Relaxed) >= 2 {
+            Outcome::Refused(Unreadable(
+                "the shell reader is still busy with earlier lines".into(),
+            ))
+        } else {
+            let abandoned = Arc::new(AtomicBool::new(false));
+            let (tx, answer) = std::sync::mpsc::channel();
+            let (text, at, home_dir) = (
+                line.to_string(),
+                cwd.to_path_buf(),
+                home.map(Path::to_path_buf),
+            );
+            let gone = abandoned.clone();
+            let reader = std::thread::Builder::new()
+                .name("shell-reader".into())
+                .stack_size(32 << 20)
+                .spawn(move || {
+                    let _ = tx.send(read_now(&text, &at, home_dir.as_deref()));
+                    if gone.load(Ordering::SeqCst) {
+                        OVERDUE.fetch_sub(1, Ordering::SeqCst);
+                    }
+                });
+            match reader {
+                Ok(_) => Outcome::Reading { answer, abandoned },
+                Err(_) => Outcome::Refused(Unreadable("no thread to read it on".into())),
             }
-            Err(Unreadable(format!(
-                "reading it took longer than {} ms",
-                READ_BUDGET.as_millis()
-            )))
+        };
+        Reading(Arc::new(ReadingState {
+            line: line.to_string(),
+            cwd: cwd.to_path_buf(),
+            home: home.map(Path::to_path_buf),
+            started: std::time::Instant::now(),
+            outcome: std::sync::Mutex::new(Some(outcome)),
+        }))
+    }
+
+    /// What was read, if this reading is of `line` in `cwd` for `home` and was not
+    /// taken yet; waits for it within the budget.
+    pub fn take(
+        &self,
+        line: &str,
+        cwd: &Path,
+        home: Option<&Path>,
+    ) -> Option<Result<Line, Unreadable>> {
+        let state = &self.0;
+        if state.line != line || state.cwd != cwd || state.home.as_deref() != home {
+            return None;
         }
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-            Err(Unreadable("the shell parser gave up on it".into()))
+        let outcome = state.outcome.lock().ok()?.take()?;
+        Some(Reading::wait(outcome, state.started))
+    }
+
+    /// What was read; waits for it within the budget.
+    fn finish(self) -> Result<Line, Unreadable> {
+        let state = &self.0;
+        let outcome = state.outcome.lock().ok().and_then(|mut o| o.take());
+        match outcome {
+            Some(outcome) => Reading::wait(outcome, state.started),
+            None => Err(Unreadable("the line was read already".into())),
         }
+    }
+
+    fn wait(outcome: Outcome, started: std::time::Instant) -> Result<Line, Unreadable> {
+        use std::sync::atomic::Ordering;
+        use std::sync::mpsc::RecvTimeoutError;
+        let (answer, abandoned) = match outcome {
+            Outcome::Refused(why) => return Err(why),
+            Outcome::Reading { answer, abandoned } => (answer, abandoned),
+        };
+        match answer.recv_timeout(READ_BUDGET.saturating_sub(started.elapsed())) {
+            Ok(read) => read,
+            Err(RecvTimeoutError::Timeout) => {
+                OVERDUE.fetch_add(1, Ordering::SeqCst);
+                abandoned.store(true, Ordering::SeqCst);
+                // It may have finished in between.
+                if let Ok(read) = answer.try_recv() {
+                    return read;
+                }
+                Err(Unreadable(format!(
+                    "reading it took longer than {} ms",
+                    READ_BUDGET.as_millis()
+                )))
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                Err(Unreadable("the shell parser gave up on it".into()))
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Reading {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reading")
+            .field("line", &self.0.line)
+            .finish_non_exhaustive()
     }
 }
 
@@ -1744,6 +1828,26 @@ mod tests {
             .flat_map(Command::programs)
             .map(|p| p.shown())
             .collect()
+    }
+
+    #[test]
+    fn a_reading_started_early_is_taken_once_and_only_for_its_line() {
+        let (cwd, home) = (Path::new("/p"), Some(Path::new("/home/u")));
+        let reading = Reading::start("rm -rf ~/x", cwd, home);
+        assert!(reading.take("rm -rf ~/y", cwd, home).is_none());
+        assert!(reading.take("rm -rf ~/x", Path::new("/q"), home).is_none());
+        let line = reading.take("rm -rf ~/x", cwd, home).unwrap().unwrap();
+        let shown: Vec<String> = line
+            .commands
+            .iter()
+            .flat_map(Command::programs)
+            .map(|p| p.shown())
+            .collect();
+        assert_eq!(shown, ["rm -rf /home/u/x"]);
+        assert!(
+            reading.take("rm -rf ~/x", cwd, home).is_none(),
+            "taken once"
+        );
     }
 
     #[test]

@@ -41,8 +41,9 @@ pub struct RunOptions {
     /// stays read-only inside it. Repeatable.
     #[arg(long, value_name = "PATH")]
     pub writable: Vec<PathBuf>,
-    /// A folder the agent may read, kept read-only, even where it lies in a temp
-    /// folder the boundary makes private. Repeatable.
+    /// A folder or file the agent may read, kept read-only, even where it lies in a
+    /// temp folder the boundary makes private (paths named in the agent's command
+    /// are kept so already). Repeatable.
     #[arg(long, value_name = "PATH")]
     pub visible: Vec<PathBuf>,
     /// Run the agent without a boundary (said on stderr): only the hook's checks
@@ -103,6 +104,7 @@ fn start(opts: RunOptions) -> Result<u8, Failure> {
     let canonical = |w: &PathBuf| std::fs::canonicalize(w).unwrap_or_else(|_| w.clone());
     inputs.writable.extend(opts.writable.iter().map(canonical));
     inputs.visible.extend(opts.visible.iter().map(canonical));
+    inputs.visible.extend(named_paths(&opts.command));
     let plan = Plan::new(&inputs);
 
     if opts.macos_profile {
@@ -154,6 +156,18 @@ fn start(opts: RunOptions) -> Result<u8, Failure> {
         .context("making the boundary")
         .map_err(fail(EXIT_NO_BOUNDARY))?;
     Err(exec(command))
+}
+
+/// The existing files and folders the agent's command names (`python3
+/// /tmp/x/agent.py`): what the user named stays visible, read-only, where it lies in
+/// a folder the boundary makes private.
+fn named_paths(command: &[OsString]) -> Vec<PathBuf> {
+    command
+        .iter()
+        .map(Path::new)
+        .filter(|p| p.is_absolute() || p.components().count() > 1)
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect()
 }
 
 /// Becomes the agent; returns only when that failed.

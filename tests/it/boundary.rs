@@ -719,6 +719,40 @@ fn hitl_run_passes_on_the_agents_status_and_says_what_it_could_not_do() {
     assert!(said.contains("NoNewPrivs:\t1"), "{said}");
     assert!(said.contains("Read-only file system"), "{said}");
     assert!(said.contains("nested"), "{said}");
+    // Files the command names are there, read-only, in the private temp folder:
+    // one in a folder of its own, one in /tmp itself, whose neighbours stay hidden.
+    let script = p.tmp.path().join("scripts").join("agent.sh");
+    std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+    std::fs::write(
+        &script,
+        "echo named ran; echo x >> \"$0\" || echo read-only\n",
+    )
+    .unwrap();
+    let lone = std::env::temp_dir().join(format!("hitl-named-{}.sh", std::process::id()));
+    let neighbour = std::env::temp_dir().join(format!("hitl-neighbour-{}", std::process::id()));
+    std::fs::write(&lone, "echo lone ran; ls \"$1\" 2>&1\n").unwrap();
+    std::fs::write(&neighbour, "").unwrap();
+    let out = run(&["--", "sh", script.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("named ran") && said.contains("read-only"),
+        "{out:?}"
+    );
+    let out = run(&[
+        "--",
+        "sh",
+        lone.to_str().unwrap(),
+        neighbour.to_str().unwrap(),
+    ]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    let _ = (
+        std::fs::remove_file(&lone),
+        std::fs::remove_file(&neighbour),
+    );
+    assert!(
+        said.contains("lone ran") && said.contains("No such file"),
+        "{out:?}"
+    );
     // Without the boundary, said so, and nothing is kept from the agent.
     let out = run(&["--no-boundary", "--", "sh", "-c", "touch .helpers/x"]);
     assert!(out.status.success(), "{out:?}");
