@@ -120,11 +120,23 @@ fn main() {
                 met(ratio <= 1.3)
             ),
         );
+        // Stripped by the linker (build.rs): a symbol table is a fifth of the size.
+        let sections = Command::new("readelf")
+            .args(["-S", HITL])
+            .output()
+            .expect("readelf (binutils) lists the binary's sections");
+        let stripped = !String::from_utf8_lossy(&sections.stdout).contains(".symtab");
         println!(
-            "  the hitl binary: {size:.1} MiB ({}), target < 30 MiB {}",
+            "  the hitl binary: {size:.1} MiB ({}, {}), target < 30 MiB {}",
             HITL,
+            if stripped {
+                "stripped"
+            } else {
+                "with its symbols"
+            },
             met(size < 30.0)
         );
+        assert!(stripped, "the release binary keeps its symbol table");
         println!();
     }
     if run("ask") {

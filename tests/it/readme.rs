@@ -143,7 +143,13 @@ fn the_set_up_and_the_tour_run_as_written() {
     // The tour: nothing installed (the hitl under test is on the PATH), the demo
     // answers itself, the listener is stopped after 3 s.
     let tour = shell_block("hitl init --claude");
-    let tour = change(&tour, "cargo install --path .", "true");
+    // Installed with the versions tested (Cargo.lock), not the newest ones.
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    for line in readme.lines().filter(|l| l.contains("cargo install")) {
+        assert!(line.contains("--locked"), "without --locked: {line}");
+    }
+    let tour = change(&tour, "cargo install --locked --path .", "true");
     let tour = change(&tour, "hitl demo ", "hitl demo --auto-answer ");
     let tour = change(&tour, "hitl listen ", "timeout -s TERM 3 hitl listen ");
     let out = bash(&p, &p.dir, &home, &tour);
