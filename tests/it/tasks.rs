@@ -355,6 +355,18 @@ impl ClaudeRig {
         (out, task)
     }
 
+    /// Waits for task `id` to end completed (`hitl task wait` exits 0); its JSON.
+    fn completed(&self, project: &Project, id: &str, secs: u32) -> Value {
+        let (out, task) = self.wait(project, id, secs);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{id}: {task:#}\n{}",
+            self.peek(project)
+        );
+        task
+    }
+
     /// Waits for the pending question `pick` takes (`what` in the failure message,
     /// with task `task`'s status and every screen).
     fn question(
@@ -460,13 +472,7 @@ fn a_task_reaches_claude_code_and_returns_its_summary_and_deliverables() {
     let submitted = rig.task_json(&project, &["submit", "coder", &instruction]);
     let id = submitted["task"]["id"].as_str().unwrap().to_string();
     assert!(id.starts_with("task-"), "{submitted}");
-    let (out, ended) = rig.wait(&project, &id, 90);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{ended:#}\n{}",
-        rig.peek(&project)
-    );
+    let ended = rig.completed(&project, &id, 90);
     assert_eq!(
         (&ended["state"], &ended["outcome"], &ended["delivered"]),
         (&json!("completed"), &json!("completed"), &json!(true)),
@@ -924,13 +930,7 @@ fn a_listener_killed_mid_queue_loses_no_task() {
     listener.signal(nix::sys::signal::Signal::SIGKILL);
     let _listener = rig.listen(&project);
     for id in &ids {
-        let (out, v) = rig.wait(&project, id, 90);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{id}: {v:#}\n{}",
-            rig.peek(&project)
-        );
+        rig.completed(&project, id, 90);
     }
     // The headless agent worked on through the kill, followed by the next listener:
     // started once, its output whole.
@@ -1024,13 +1024,7 @@ fn a_task_whose_agent_asks_a_human_waits_in_input_required() {
     assert_eq!(waiting["state"], "input-required", "{waiting:#}");
     let out = project.run(&["answer", question["id"].as_str().unwrap(), "--approve"]);
     assert!(out.status.success(), "{out:?}");
-    let (out, ended) = rig.wait(&project, &id, 60);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{ended:#}\n{}",
-        rig.peek(&project)
-    );
+    let ended = rig.completed(&project, &id, 60);
     assert_eq!(ended["outcome"], "completed", "{ended:#}");
     assert!(ended["waited_ms"].as_u64().unwrap() >= 20_000, "{ended:#}");
     assert!(!ws.join("build").exists());
@@ -1081,13 +1075,7 @@ fn claude_code_works_inside_hitl_run_and_its_hooks_still_ask() {
     });
     let out = project.run(&["answer", question["id"].as_str().unwrap(), "--approve"]);
     assert!(out.status.success(), "{out:?}");
-    let (out, ended) = rig.wait(&project, &id, 90);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{ended:#}\n{}",
-        rig.peek(&project)
-    );
+    let ended = rig.completed(&project, &id, 90);
     assert_eq!(
         (&ended["outcome"], &ended["delivered"]),
         (&json!("completed"), &json!(true)),
@@ -1197,13 +1185,7 @@ fn the_headless_mode_runs_the_same_task_through_claude_print_mode() {
         let out = project.run(&["answer", question["id"].as_str().unwrap(), "--approve"]);
         assert!(out.status.success(), "{out:?}");
     }
-    let (out, ended) = rig.wait(&project, &id, 60);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{ended:#}\n{}",
-        rig.peek(&project)
-    );
+    let ended = rig.completed(&project, &id, 60);
     assert_eq!(
         (
             &ended["state"],
@@ -1367,13 +1349,7 @@ fn first_run_screens_are_asked_of_a_person_and_their_choice_made() {
         let out = project.run(&["answer", question["id"].as_str().unwrap(), "--approve"]);
         assert!(out.status.success(), "{out:?}");
     }
-    let (out, ended) = rig.wait(&project, &id, 90);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{ended:#}\n{}",
-        rig.peek(&project)
-    );
+    rig.completed(&project, &id, 90);
     assert_eq!(
         std::fs::read_to_string(ws.join("hello.txt")).unwrap(),
         "hi\n"
