@@ -220,7 +220,9 @@ impl std::fmt::Display for Unreadable {
 /// line it cannot read in time is asked, not waited on. A reader still busy past
 /// its budget is left to finish; while two are, lines are not read at all (asked).
 pub fn read(line: &str, cwd: &Path, home: Option<&Path>) -> Result<Line, Unreadable> {
-    Reading::start(line, cwd, home).finish()
+    Reading::start(line, cwd, home)
+        .outcome()
+        .unwrap_or_else(|| Err(Unreadable("the line was read already".into())))
 }
 
 /// A line being read on its thread (see [`read`]), started as soon as the line is
@@ -258,6 +260,13 @@ impl Reading {
     /// Starts reading `line` on a thread of its own.
     pub fn start(line: &str, cwd: &Path, home: Option<&Path>) -> Reading {
         use std::sync::{Arc, atomic::AtomicBool, atomic::Ordering};
+        let state = Arc::new(ReadingState {
+            line: line.to_string(),
+            cwd: cwd.to_path_buf(),
+            home: home.map(Path::to_path_buf),
+            started: std::time::Instant::now(),
+            outcome: std::sync::Mutex::new(None),
+        });
         let outcome = if OVERDUE.load(Ordering::Relaxed) >= 2 {
             Outcome::Refused(Unreadable(
                 "the shell reader is still busy with earlier lines".into(),
@@ -265,17 +274,12 @@ impl Reading {
         } else {
             let abandoned = Arc::new(AtomicBool::new(false));
             let (tx, answer) = std::sync::mpsc::channel();
-            let (text, at, home_dir) = (
-                line.to_string(),
-                cwd.to_path_buf(),
-                home.map(Path::to_path_buf),
-            );
-            let gone = abandoned.clone();
+            let (read, gone) = (state.clone(), abandoned.clone());
             let reader = std::thread::Builder::new()
                 .name("shell-reader".into())
                 .stack_size(32 << 20)
                 .spawn(move || {
-                    let _ = tx.send(read_now(&text, &at, home_dir.as_deref()));
+                    let _ = tx.send(read_now(&read.line, &read.cwd, read.home.as_deref()));
                     if gone.load(Ordering::SeqCst) {
                         OVERDUE.fetch_sub(1, Ordering::SeqCst);
                     }
@@ -285,13 +289,10 @@ impl Reading {
                 Err(_) => Outcome::Refused(Unreadable("no thread to read it on".into())),
             }
         };
-        Reading(Arc::new(ReadingState {
-            line: line.to_string(),
-            cwd: cwd.to_path_buf(),
-            home: home.map(Path::to_path_buf),
-            started: std::time::Instant::now(),
-            outcome: std::sync::Mutex::new(Some(outcome)),
-        }))
+        if let Ok(mut slot) = state.outcome.lock() {
+            *slot = Some(outcome);
+        }
+        Reading(state)
     }
 
     /// What was read, if this reading is of `line` in `cwd` for `home` and was not
@@ -306,18 +307,13 @@ impl Reading {
         if state.line != line || state.cwd != cwd || state.home.as_deref() != home {
             return None;
         }
-        let outcome = state.outcome.lock().ok()?.take()?;
-        Some(Reading::wait(outcome, state.started))
+        self.outcome()
     }
 
-    /// What was read; waits for it within the budget.
-    fn finish(self) -> Result<Line, Unreadable> {
-        let state = &self.0;
-        let outcome = state.outcome.lock().ok().and_then(|mut o| o.take());
-        match outcome {
-            Some(outcome) => Reading::wait(outcome, state.started),
-            None => Err(Unreadable("the line was read already".into())),
-        }
+    /// What was read, unless it was taken; waits for it within the budget.
+    fn outcome(&self) -> Option<Result<Line, Unreadable>> {
+        let outcome = self.0.outcome.lock().ok()?.take()?;
+        Some(Reading::wait(outcome, self.0.started))
     }
 
     fn wait(outcome: Outcome, started: std::time::Instant) -> Result<Line, Unreadable> {
