@@ -25,11 +25,9 @@ use std::{
 use serde_json::{Value, json};
 use sqlx::{Connection, Executor};
 
-/// The binary under test; `BENCH_HITL` names another (a build of an older commit, to
-/// compare two in one sitting).
-fn hitl() -> String {
-    std::env::var("BENCH_HITL").unwrap_or_else(|_| env!("CARGO_BIN_EXE_hitl").to_string())
-}
+#[path = "common/installed.rs"]
+mod installed;
+use installed::hitl;
 
 /// A running `hitl serve`, killed on drop.
 struct Server {
@@ -46,7 +44,7 @@ impl Drop for Server {
 }
 
 fn serve(home: &std::path::Path, db: &str) -> Server {
-    serve_binary(&hitl(), home, db)
+    serve_binary(hitl(), home, db)
 }
 
 fn serve_binary(binary: &str, home: &std::path::Path, db: &str) -> Server {
@@ -469,6 +467,8 @@ fn main() {
         println!("http benchmarks: run them with `cargo bench --bench http [-- --quick]`");
         return;
     }
+    // Built (or found built) before anything is timed.
+    println!("the hitl under test: {}", hitl());
     let quick = args.iter().any(|a| a == "--quick");
     // `--only sqlite` or `--only postgres` runs one backend's set; `--only seed` or
     // `--only pairs`, one part of SQLite's.
@@ -527,7 +527,7 @@ fn sqlite_set(
     if part("seed") {
         let plain_home = tmp.join("plain");
         let db = format!("sqlite://{}", tmp.join("plain.db").display());
-        let plain = serve_with(&hitl(), &plain_home, &db, false);
+        let plain = serve_with(hitl(), &plain_home, &db, false);
         fast_paths_set(rt, &sqlite, &plain, rounds);
     }
 }

@@ -28,9 +28,7 @@ use tokio_tungstenite::tungstenite::{client::IntoClientRequest, http::HeaderValu
 
 mod common;
 
-use common::{met, row, stats};
-
-const HITL: &str = env!("CARGO_BIN_EXE_hitl");
+use common::{hitl, met, row, stats};
 
 /// The seed's polling interval.
 const SEED_INTERVAL: Duration = Duration::from_secs(1);
@@ -62,6 +60,8 @@ fn main() {
         println!("mailbox benchmarks: run them with `cargo bench --bench mailbox [-- --quick]`");
         return;
     }
+    // Built (or found built) before anything is timed.
+    println!("the hitl under test: {}", hitl());
     let quick = args.iter().any(|a| a == "--quick");
     let (n, n_seed) = if quick { (200, 20) } else { (500, 60) };
     println!(
@@ -75,8 +75,8 @@ fn main() {
         std::fs::create_dir_all(d).unwrap();
     }
     std::fs::write(home.join("config.toml"), "[http]\ncreate_rate_limit = 0\n").unwrap();
-    let hitl = |args: &[&str]| {
-        let out = Command::new(HITL)
+    let run = |args: &[&str]| {
+        let out = Command::new(hitl())
             .args(args)
             .env("HITL_HOME", &home)
             .env("HITL_LOG", "error")
@@ -87,9 +87,9 @@ fn main() {
         assert!(out.status.success(), "hitl {args:?}: {out:?}");
         String::from_utf8(out.stdout).unwrap()
     };
-    hitl(&["init"]);
+    run(&["init"]);
     let (child, base) = common::start_listener(
-        Command::new(HITL)
+        Command::new(hitl())
             .args(["listen", "--ui", "none", "--http", "127.0.0.1:0"])
             .env("HITL_HOME", &home)
             .env("HITL_LOG", "error")
@@ -101,7 +101,7 @@ fn main() {
         .trim()
         .to_string();
     let run =
-        PathBuf::from(hitl(&["mailbox", "init", tmp.path().join("run").to_str().unwrap()]).trim());
+        PathBuf::from(run(&["mailbox", "init", tmp.path().join("run").to_str().unwrap()]).trim());
     let narrator = run.join("narrator");
 
     let rt = tokio::runtime::Runtime::new().unwrap();

@@ -26,16 +26,18 @@ use std::{
     time::{Duration, Instant},
 };
 
+#[path = "common/installed.rs"]
+mod installed;
+
 use hitl::{
     protocol::{Asker, Kind, Request},
     spool::{Spool, wait::AnswerWait, write_atomic},
 };
+use installed::hitl;
 use nix::{
     poll::{PollFd, PollFlags, PollTimeout, poll},
     sys::inotify::{AddWatchFlags, InitFlags, Inotify},
 };
-
-const HITL: &str = env!("CARGO_BIN_EXE_hitl");
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -48,6 +50,8 @@ fn main() {
         println!("spool benchmarks: run them with `cargo bench --bench spool [-- --quick]`");
         return;
     }
+    // Built (or found built) before anything is timed.
+    println!("the hitl under test: {}", hitl());
     let quick = args.iter().any(|a| a == "--quick");
     // `--only NAME` runs one section: roundtrip, ask, hook, concurrent, scale.
     let only = args
@@ -109,7 +113,7 @@ fn main() {
         }
         let (bare, hello) = (stats(&bare), stats(&hello));
         let ratio = bare.p50 / hello.p50;
-        let size = fs::metadata(HITL).unwrap().len() as f64 / (1 << 20) as f64;
+        let size = fs::metadata(hitl()).unwrap().len() as f64 / (1 << 20) as f64;
         println!("start-up, {n} of each alternating:");
         row("  baseline: a hello-world binary (rustc -O)", &hello, "");
         row(
@@ -122,13 +126,13 @@ fn main() {
         );
         // Stripped by the linker (build.rs): a symbol table is a fifth of the size.
         let sections = Command::new("readelf")
-            .args(["-S", HITL])
+            .args(["-S", hitl()])
             .output()
             .expect("readelf (binutils) lists the binary's sections");
         let stripped = !String::from_utf8_lossy(&sections.stdout).contains(".symtab");
         println!(
             "  the hitl binary: {size:.1} MiB ({}, {}), target < 30 MiB {}",
-            HITL,
+            hitl(),
             if stripped {
                 "stripped"
             } else {
@@ -307,7 +311,7 @@ fn main() {
             .to_string();
             let ask = || {
                 let start = Instant::now();
-                let out = Command::new(HITL)
+                let out = Command::new(hitl())
                     .args(["ask", "--type", "approval", "--dir"])
                     .arg(spool.project())
                     .arg("push?")
@@ -594,7 +598,7 @@ fn baseline_responder(project: &Path, durable: bool) {
 /// A listener with `args`, waited for until ready; returns it and how long that took.
 fn start_listener(home: &Path, project: &Path, args: &[&str]) -> (Child, f64) {
     let start = Instant::now();
-    let mut child = Command::new(HITL)
+    let mut child = Command::new(hitl())
         .arg("listen")
         .args(args)
         .arg(project)
@@ -654,7 +658,7 @@ fn ask_processes(parent: &Path, n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<
     );
     let ask = || {
         let start = Instant::now();
-        let out = Command::new(HITL)
+        let out = Command::new(hitl())
             .args(["ask", "--dir"])
             .arg(spool.project())
             .arg("fast?")
@@ -714,7 +718,7 @@ fn hook_call(project: &Path, home: &Path, body: &str) -> f64 {
 fn hook_call_expecting(project: &Path, home: &Path, body: &str, expected: &str) -> f64 {
     use std::io::Write;
     let start = Instant::now();
-    let mut child = Command::new(HITL)
+    let mut child = Command::new(hitl())
         .args(["hook", "pre-tool-use"])
         .current_dir(project)
         .env("HITL_HOME", home)
@@ -778,7 +782,7 @@ fn hello_start() -> f64 {
 /// One run of `hitl --version`, spawn to exit.
 fn bare_start() -> f64 {
     let start = Instant::now();
-    let out = Command::new(HITL)
+    let out = Command::new(hitl())
         .arg("--version")
         .stdin(Stdio::null())
         .output()
@@ -806,7 +810,7 @@ fn concurrent_ask_processes(parent: &Path, n: usize) -> Concurrent {
     let home = tmp.path().join("home");
     let children: Vec<Child> = (0..n)
         .map(|i| {
-            Command::new(HITL)
+            Command::new(hitl())
                 .args(["ask", "--timeout", "120", "--dir"])
                 .arg(spool.project())
                 .arg(format!("question {i}"))

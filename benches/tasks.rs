@@ -21,9 +21,7 @@ use serde_json::{Value, json};
 
 mod common;
 
-use common::{met, row, stats};
-
-const HITL: &str = env!("CARGO_BIN_EXE_hitl");
+use common::{hitl, met, row, stats};
 
 /// The stand-in agent: prints a line (the session is ready once its pane shows
 /// something), then for each `Task <id>:` line read: notes when, works 0 to MAX
@@ -88,6 +86,8 @@ fn main() {
         eprintln!("the task benchmarks need tmux");
         std::process::exit(1);
     }
+    // Built (or found built) before anything is timed.
+    println!("the hitl under test: {}", hitl());
     let quick = args.iter().any(|a| a == "--quick");
     let n = 200;
     println!(
@@ -119,10 +119,10 @@ fn main() {
             .env("HITL_LOG", "error")
             .current_dir(&project);
     };
-    let mut init = Command::new(HITL);
+    let mut init = Command::new(hitl());
     env(&mut init);
     assert!(init.arg("init").output().unwrap().status.success());
-    let mut listen = Command::new(HITL);
+    let mut listen = Command::new(hitl());
     env(&mut listen);
     let (child, base) =
         common::start_listener(listen.args(["listen", "--ui", "none", "--http", "127.0.0.1:0"]));

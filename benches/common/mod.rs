@@ -1,9 +1,12 @@
-//! What the benchmarks share: a listener started and its address read, the
-//! percentiles of a sample and how a row of them is printed, with a target's verdict
-//! (MET or MISSED, never asserted).
+//! What the benchmarks share: the binary they run ([`installed`]), a listener
+//! started and its address read, the percentiles of a sample and how a row of them
+//! is printed, with a target's verdict (MET or MISSED, never asserted).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+
+pub mod installed;
+pub use installed::hitl;
 
 /// Starts `listen` (a `hitl listen … --http 127.0.0.1:0` command) and returns it
 /// once ready, with the address its HTTP API is on. Its later output is drained.

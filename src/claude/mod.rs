@@ -10,6 +10,7 @@ pub mod hook;
 pub mod mcp;
 pub mod mcp_mailbox;
 pub mod mode;
+mod plain;
 pub mod policy;
 pub mod rules;
 pub mod settings;

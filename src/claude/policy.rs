@@ -563,7 +563,7 @@ impl Candidates {
             // Most writes are to ordinary files: a path lacking the glob's one piece of
             // literal text cannot match, and needs no matcher compiled.
             if let Some(literal) = required_text(&pattern)
-                && !against.iter().any(|t| t.contains(literal.as_str()))
+                && !against.iter().any(|t| t.contains(literal))
             {
                 continue;
             }
@@ -588,22 +588,30 @@ impl Candidates {
 /// The longest run of plain text that every match of `glob` contains (`None` when
 /// the glob has braces or escapes, whose text is not plain). `**` with its slashes
 /// can match nothing at all, so they are not part of any run.
-fn required_text(glob: &str) -> Option<String> {
+fn required_text(glob: &str) -> Option<&str> {
     if glob.contains(['{', '\\']) {
         return None;
     }
-    let glob = glob
-        .replace("/**/", "*")
-        .replace("**/", "*")
-        .replace("/**", "*");
+    // Runs between wildcards, without allocating: this runs for every protected
+    // glob on every file write.
     let mut best = "";
-    let mut rest = glob.as_str();
+    let mut rest = glob;
+    let mut after_globstar = false;
     while !rest.is_empty() {
         let end = rest.find(['*', '?', '[']).unwrap_or(rest.len());
-        if end > best.len() {
-            best = &rest[..end];
+        let mut run = &rest[..end];
+        if after_globstar {
+            run = run.strip_prefix('/').unwrap_or(run);
         }
         rest = &rest[end..];
+        let stars = rest.len() - rest.trim_start_matches('*').len();
+        if stars >= 2 {
+            run = run.strip_suffix('/').unwrap_or(run);
+        }
+        if run.len() > best.len() {
+            best = run;
+        }
+        after_globstar = stars >= 2;
         rest = match rest.chars().next() {
             // A class: up to its closing bracket (one right after `[` or `[!` is
             // part of the class).
@@ -618,11 +626,12 @@ fn required_text(glob: &str) -> Option<String> {
                     None => return None,
                 }
             }
+            Some('*') => &rest[stars..],
             Some(c) => &rest[c.len_utf8()..],
             None => rest,
         };
     }
-    (!best.is_empty()).then(|| best.to_string())
+    (!best.is_empty()).then_some(best)
 }
 
 /// `path` with `.`, `..` and doubled slashes worked out, without touching the disk.
@@ -864,7 +873,7 @@ mod tests {
                 assert_eq!(ours.is_match(path), want, "{glob} on {path}");
                 if want && let Some(text) = required_text(glob) {
                     assert!(
-                        path.contains(text.as_str()),
+                        path.contains(text),
                         "{glob} needs {text:?} but matched {path}"
                     );
                 }
@@ -874,6 +883,10 @@ mod tests {
         assert_eq!(required_text("**/*.config.*").unwrap(), ".config.");
         assert_eq!(required_text("[ab]*.rs").unwrap(), ".rs");
         assert_eq!(required_text("a/**/b").unwrap(), "a");
+        assert_eq!(required_text("src/**/gen/x.rs").unwrap(), "gen/x.rs");
+        assert_eq!(required_text(".git/hooks/**").unwrap(), ".git/hooks");
+        assert_eq!(required_text("a***/bcd").unwrap(), "bcd");
+        assert_eq!(required_text("**"), None);
         assert_eq!(required_text("*.{yml,json}"), None);
     }
 

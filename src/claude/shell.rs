@@ -190,7 +190,7 @@ pub fn shown_word(text: &str) -> String {
 }
 
 /// What a line holds.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Line {
     /// Every simple command, in the order met (nested ones after their parent's
     /// words were read).
@@ -251,13 +251,16 @@ enum Outcome {
     },
     /// It could not start (too many overdue readers, no thread).
     Refused(Unreadable),
+    /// A plain line, read at once without the parser (see [`super::plain`]).
+    Read(Result<Line, Unreadable>),
 }
 
 /// Readers still busy past their budget (see [`read`]).
 static OVERDUE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 impl Reading {
-    /// Starts reading `line` on a thread of its own.
+    /// Starts reading `line`: a plain line at once (see [`super::plain`]),
+    /// anything else on a thread of its own.
     pub fn start(line: &str, cwd: &Path, home: Option<&Path>) -> Reading {
         use std::sync::{Arc, atomic::AtomicBool, atomic::Ordering};
         let state = Arc::new(ReadingState {
@@ -267,7 +270,12 @@ impl Reading {
             started: std::time::Instant::now(),
             outcome: std::sync::Mutex::new(None),
         });
-        let outcome = if OVERDUE.load(Ordering::Relaxed) >= 2 {
+        let plain = crate::runtime::tuning::fast_paths()
+            .then(|| read_plain(line, cwd, home))
+            .flatten();
+        let outcome = if let Some(read) = plain {
+            Outcome::Read(read)
+        } else if OVERDUE.load(Ordering::Relaxed) >= 2 {
             Outcome::Refused(Unreadable(
                 "the shell reader is still busy with earlier lines".into(),
             ))
@@ -321,6 +329,7 @@ impl Reading {
         use std::sync::mpsc::RecvTimeoutError;
         let (answer, abandoned) = match outcome {
             Outcome::Refused(why) => return Err(why),
+            Outcome::Read(read) => return read,
             Outcome::Reading { answer, abandoned } => (answer, abandoned),
         };
         match answer.recv_timeout(READ_BUDGET.saturating_sub(started.elapsed())) {
@@ -355,18 +364,48 @@ impl std::fmt::Debug for Reading {
 /// How long a line may take to read (a long here-document takes milliseconds).
 pub const READ_BUDGET: std::time::Duration = std::time::Duration::from_millis(300);
 
-/// [`read`] on this thread, however long it takes.
+/// [`read`] on this thread, however long it takes; plain lines and words without
+/// the parser when the fast paths are on.
 fn read_now(line: &str, cwd: &Path, home: Option<&Path>) -> Result<Line, Unreadable> {
-    let mut walker = Walker {
-        line: Line::default(),
-        vars: HashMap::new(),
-        cwd: Some(cwd.to_path_buf()),
-        home: home.map(Path::to_path_buf),
-        depth: 0,
-        options: ParserOptions::default(),
-    };
+    let mut walker = Walker::new(cwd, home, Readers::PlainFirst);
     walker.line_text(line)?;
     Ok(walker.line)
+}
+
+/// A line read without the parser, if it and every line nested in it are plain
+/// (see [`super::plain`]): such a line cannot hang the reader, so it needs no
+/// thread of its own.
+fn read_plain(line: &str, cwd: &Path, home: Option<&Path>) -> Option<Result<Line, Unreadable>> {
+    let mut walker = Walker::new(cwd, home, Readers::PlainOnly);
+    let read = walker.line_text(line);
+    if walker.wanted_parser {
+        return None;
+    }
+    Some(read.map(|()| walker.line))
+}
+
+/// Whether `line` is plain: read without brush's parser (see [`super::plain`]).
+pub fn is_plain(line: &str) -> bool {
+    super::plain::program(line).is_some()
+}
+
+/// `line` read by brush's parser alone, on this thread, however long it takes:
+/// what the plain reader must agree with (the fuzz target and the tests check it).
+pub fn read_with_parser(line: &str, cwd: &Path, home: Option<&Path>) -> Result<Line, Unreadable> {
+    let mut walker = Walker::new(cwd, home, Readers::ParserOnly);
+    walker.line_text(line)?;
+    Ok(walker.line)
+}
+
+/// Which readers of shell text a walk may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Readers {
+    /// The plain reader where it can ([`super::plain`]), brush's parser elsewhere.
+    PlainFirst,
+    /// The plain reader only: a text it cannot read stops the walk.
+    PlainOnly,
+    /// brush's parser only.
+    ParserOnly,
 }
 
 /// Walks a parsed line, keeping what a shell running it would know.
@@ -380,9 +419,34 @@ struct Walker {
     home: Option<PathBuf>,
     depth: usize,
     options: ParserOptions,
+    readers: Readers,
+    /// A text was met that only the parser reads (with [`Readers::PlainOnly`]).
+    wanted_parser: bool,
 }
 
 impl Walker {
+    fn new(cwd: &Path, home: Option<&Path>, readers: Readers) -> Walker {
+        let readers = match readers {
+            Readers::PlainFirst if !crate::runtime::tuning::fast_paths() => Readers::ParserOnly,
+            other => other,
+        };
+        Walker {
+            line: Line::default(),
+            vars: HashMap::new(),
+            cwd: Some(cwd.to_path_buf()),
+            home: home.map(Path::to_path_buf),
+            depth: 0,
+            options: ParserOptions::default(),
+            readers,
+            wanted_parser: false,
+        }
+    }
+
+    /// Whether plain lines and words may be read without the parser.
+    fn plain_first(&self) -> bool {
+        self.readers != Readers::ParserOnly
+    }
+
     /// Parses and walks one line of shell text (the whole line, or a nested one).
     fn line_text(&mut self, text: &str) -> Result<(), Unreadable> {
         if text.len() > MAX_LINE_BYTES {
@@ -405,12 +469,22 @@ impl Walker {
         if let Some(why) = lines_the_parser_loops_on(text) {
             return Err(why);
         }
-        let options = &self.options;
-        let program = unpanicked(|| {
-            brush_parser::Parser::new(std::io::Cursor::new(text.as_bytes()), options)
-                .parse_program()
-        })?
-        .map_err(|e| Unreadable(format!("bash would not read it the same way: {e}")))?;
+        let plain = self.plain_first().then(|| super::plain::program(text));
+        let program = match plain.flatten() {
+            Some(program) => program,
+            None if self.readers == Readers::PlainOnly => {
+                self.wanted_parser = true;
+                return Err(Unreadable("the line is not plain".into()));
+            }
+            None => {
+                let options = &self.options;
+                unpanicked(|| {
+                    brush_parser::Parser::new(std::io::Cursor::new(text.as_bytes()), options)
+                        .parse_program()
+                })?
+                .map_err(|e| Unreadable(format!("bash would not read it the same way: {e}")))?
+            }
+        };
         for list in &program.complete_commands {
             self.compound_list(list)?;
         }
@@ -844,6 +918,13 @@ impl Walker {
 
     /// One word, as the command will receive it.
     fn word(&mut self, raw: &str) -> Result<Word, Unreadable> {
+        if self.plain_first() && super::plain::is_plain_word(raw) {
+            return Ok(Word::known(raw));
+        }
+        if self.readers == Readers::PlainOnly {
+            self.wanted_parser = true;
+            return Err(Unreadable("the word is not plain".into()));
+        }
         if unclosed_parentheses(raw) > 3 {
             return Err(unclosed());
         }
@@ -1844,6 +1925,130 @@ mod tests {
             reading.take("rm -rf ~/x", cwd, home).is_none(),
             "taken once"
         );
+    }
+
+    /// Lines of the guard's corpora, and plain lines made of words that matter to
+    /// the walk (shells, `eval`, `cd`, wrappers, declarations) and of operators.
+    fn lines_to_compare() -> Vec<String> {
+        let mut lines: Vec<String> = [
+            include_str!("../../tests/fixtures/guard/everyday.txt"),
+            include_str!("../../tests/fixtures/guard/dangerous.txt"),
+        ]
+        .iter()
+        .flat_map(|f| f.lines())
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(str::to_string)
+        .collect();
+        let words = [
+            "bash",
+            "-c",
+            "sh",
+            "eval",
+            "cd",
+            "..",
+            "/tmp",
+            "pushd",
+            "popd",
+            "sudo",
+            "-u",
+            "root",
+            "env",
+            "-C",
+            "sub",
+            "xargs",
+            "find",
+            ".",
+            "-exec",
+            "rm",
+            "-rf",
+            "git",
+            "push",
+            "--force",
+            "export",
+            "declare",
+            "local",
+            "readonly",
+            "curl",
+            "-fsSL",
+            "x.sh",
+            "echo",
+            "%1",
+            "@",
+            "+x",
+            "--a=b",
+            "a=",
+            "-",
+            "--",
+            ":",
+            "watch",
+            "su",
+            "timeout",
+            "9",
+            "busybox",
+            "nice",
+            "-n5",
+            "python3",
+            "cat",
+            "/dev/stdin",
+            "source",
+            "exec",
+        ];
+        let operators = [" ", " ", " ", " ", " | ", " && ", " || ", "; ", ";"];
+        // A fixed generator: the same lines every run.
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        for _ in 0..4000 {
+            let mut line = String::new();
+            for _ in 0..1 + next(9) {
+                line.push_str(words[next(words.len())]);
+                line.push_str(operators[next(operators.len())]);
+            }
+            lines.push(line.trim().to_string());
+        }
+        lines
+    }
+
+    #[test]
+    fn the_plain_reader_reads_as_the_parser_does() {
+        let (cwd, home) = (Path::new("/p/sub"), Some(Path::new("/home/u")));
+        let mut plain = 0;
+        for line in lines_to_compare() {
+            // Plain words are read without the parser in any line.
+            assert_eq!(
+                read_now(&line, cwd, home),
+                read_with_parser(&line, cwd, home),
+                "plain words read differently in {line:?}"
+            );
+            let Some(read) = read_plain(&line, cwd, home) else {
+                continue;
+            };
+            plain += 1;
+            assert_eq!(
+                read,
+                read_with_parser(&line, cwd, home),
+                "the plain reader and the parser differ on {line:?}"
+            );
+        }
+        assert!(plain > 2000, "only {plain} plain lines");
+    }
+
+    #[test]
+    fn plain_lines_need_no_thread() {
+        let (cwd, home) = (Path::new("/p"), Some(Path::new("/home/u")));
+        let reading = Reading::start("cargo test --quiet && git status", cwd, home);
+        let outcome = reading.0.outcome.lock().unwrap().take();
+        assert!(matches!(outcome, Some(Outcome::Read(Ok(_)))));
+        // Quotes, and a plain line nesting one that is not, go to the parser.
+        for line in ["echo 'x'", "sudo bash -c if", "eval if true"] {
+            let reading = Reading::start(line, cwd, home);
+            let outcome = reading.0.outcome.lock().unwrap().take();
+            assert!(matches!(outcome, Some(Outcome::Reading { .. })), "{line}");
+        }
     }
 
     #[test]
