@@ -622,6 +622,34 @@ fn run_hook(event: HookEvent) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Whether the command only reads and prints (or prints after its work is done),
+/// so that being killed by a closed output loses nothing. Not the daemons, the
+/// hook and MCP (stdout is their protocol), nor the commands that take something
+/// and then print it (`ask`, `mailbox recv`, `task wait`): they handle a closed
+/// output themselves.
+fn only_prints(first: Option<&std::ffi::OsStr>, second: Option<&std::ffi::OsStr>) -> bool {
+    let (Some(first), second) = (
+        first.and_then(|f| f.to_str()),
+        second.and_then(|s| s.to_str()),
+    ) else {
+        return false;
+    };
+    match first {
+        "pending" | "agents" | "history" | "rules" | "token" | "completions" | "man" | "doctor"
+        | "status" | "help" | "--help" | "-h" | "gc" | "dashboard" => true,
+        "task" => matches!(
+            second,
+            None | Some("sessions" | "peek" | "list" | "status" | "result" | "help" | "--help")
+        ),
+        "mailbox" => matches!(
+            second,
+            None | Some("list" | "status" | "state" | "help" | "--help")
+        ),
+        "service" => matches!(second, None | Some("status" | "help" | "--help")),
+        _ => false,
+    }
+}
+
 fn main() -> ExitCode {
     // `hitl --version` alone: the same line clap prints, without building clap's
     // model of every command first (a start's floor, and what benchmarks compare
@@ -639,6 +667,9 @@ fn main() -> ExitCode {
         };
     }
     hitl::runtime::logging::init(first.as_deref());
+    if only_prints(first.as_deref(), second.as_deref()) {
+        hitl::runtime::process::end_on_closed_output();
+    }
     if let Some(event) = hook_event(std::env::args_os()) {
         return run_hook(event);
     }

@@ -1050,3 +1050,72 @@ fn a_number_question_is_answered_with_a_number_in_its_range() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "-1.5\n");
 }
+
+/// `hitl history | head -1`: every command that prints ends quietly when its reader
+/// has gone, as `ls` does (killed by SIGPIPE, or exit 0), never with a panic. The
+/// pipe's reading end is closed before the command starts, so its first write
+/// meets the closed pipe whatever the timing.
+#[test]
+fn every_printing_command_ends_quietly_when_its_reader_stops() {
+    use std::os::unix::process::ExitStatusExt;
+    let p = Project::new();
+    // Something to list: a question answered and one cancelled, and a rule.
+    let listener = p.listen(&["--ui", "none", "--auto-answer", "yes"]);
+    let asked = p.run(&["ask", "--type", "approval", "Go?"]);
+    assert!(asked.status.success(), "{asked:?}");
+    drop(listener);
+    assert!(
+        p.run(&["rules", "add", "Bash(cargo test:*)"])
+            .status
+            .success()
+    );
+    let commands: &[&[&str]] = &[
+        &["pending"],
+        &["pending", "--json"],
+        &["agents"],
+        &["agents", "--json"],
+        &["history"],
+        &["history", "--json"],
+        &["rules"],
+        &["rules", "list"],
+        &["token"],
+        &["completions", "bash"],
+        &["man"],
+        &["doctor"],
+        &["status"],
+        &["status", "--json"],
+        &["help"],
+        &["--help"],
+        &["history", "--help"],
+        &["gc"],
+        &["task", "list"],
+        &["task", "sessions"],
+        &["mailbox", "list"],
+        &["service", "status"],
+        &["--version"],
+    ];
+    for args in commands {
+        let (reader, writer) = nix::unistd::pipe().unwrap();
+        drop(reader);
+        let out = p
+            .hitl()
+            .args(*args)
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "hitl {args:?} with its reader gone: {stderr}"
+        );
+        // 101 is a panic's; a command may fail for its own reasons (no listener).
+        let quiet = out.status.signal() == Some(nix::libc::SIGPIPE)
+            || out.status.code().is_some_and(|c| c != 101);
+        assert!(
+            quiet,
+            "hitl {args:?} with its reader gone: {:?}",
+            out.status
+        );
+    }
+}
