@@ -370,6 +370,17 @@ fn run_remote(opts: &AskOptions, server: &str) -> Result<u8> {
     }
 }
 
+/// An answer as `hitl ask` prints it: its text, and a denial's reason after it
+/// (`denied: wait for the changelog`), which a script would show its user.
+fn plain_answer(answer: &Answer) -> std::borrow::Cow<'_, str> {
+    match answer.comment.as_deref().map(str::trim) {
+        Some(why) if answer.approved == Some(false) && !why.is_empty() => {
+            format!("{}: {why}", answer.content).into()
+        }
+        _ => answer.content.as_str().into(),
+    }
+}
+
 fn print_answer(answer: &Answer, json: bool) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let written = if json {
@@ -382,7 +393,7 @@ fn print_answer(answer: &Answer, json: bool) -> Result<()> {
             eprintln!("hitl: {} ({why})", answer.status.as_str());
         }
         if answer.status == crate::protocol::AnswerStatus::Answered {
-            out.write_all(answer.content.as_bytes())
+            out.write_all(plain_answer(answer).as_bytes())
                 .and_then(|()| out.write_all(b"\n"))
         } else {
             Ok(())

@@ -278,6 +278,12 @@ pub fn run(opts: DemoOptions) -> Result<u8> {
                 heard += 1;
                 answer
             }
+            // A denial prints itself (`denied: its reason`); a cancel says why on
+            // stderr.
+            Some(1) if !answer.is_empty() => {
+                heard += 1;
+                answer
+            }
             Some(1) => {
                 heard += 1;
                 let why = String::from_utf8_lossy(&out.stderr).trim().to_string();

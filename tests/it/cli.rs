@@ -68,7 +68,11 @@ fn ask_exit_codes() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not now"));
 
     // 1: denied, 0: approved.
-    for (flag, code, text) in [("--deny", 1, "denied\n"), ("--approve", 0, "approved\n")] {
+    // A denial carries its reason; an approval prints the word alone.
+    for (flag, code, text) in [
+        ("--deny", 1, "denied: because\n"),
+        ("--approve", 0, "approved\n"),
+    ] {
         let child = spawn_ask(&p, &["--type", "approval", "--timeout", "30", "deploy?"]);
         let id = p.wait_pending(1, Duration::from_secs(10))[0]["id"]
             .as_str()
