@@ -151,6 +151,21 @@ pub fn user_name() -> String {
         .unwrap_or_else(|| format!("uid {uid}"))
 }
 
+/// Lets a closed standard output end this process, as it ends `ls`'s: the default
+/// action of SIGPIPE, which Rust's runtime sets to ignored (a write then fails, and
+/// `println!` panics on it). For commands that only print: `hitl history | head -1`.
+/// Call it before any other thread starts.
+pub fn end_on_closed_output() {
+    #[allow(unsafe_code)] // setting a signal's disposition is unsafe in nix's API
+    // SAFETY: the default action runs no handler code in this process.
+    let _ = unsafe {
+        nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        )
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,19 +200,4 @@ mod tests {
         assert!(is_alive(me, Some(ours.starttime)));
         assert!(!is_alive(me, Some(ours.starttime + 1)));
     }
-}
-
-/// Lets a closed standard output end this process, as it ends `ls`'s: the default
-/// action of SIGPIPE, which Rust's runtime sets to ignored (a write then fails, and
-/// `println!` panics on it). For commands that only print: `hitl history | head -1`.
-/// Call it before any other thread starts.
-pub fn end_on_closed_output() {
-    #[allow(unsafe_code)] // setting a signal's disposition is unsafe in nix's API
-    // SAFETY: the default action runs no handler code in this process.
-    let _ = unsafe {
-        nix::sys::signal::signal(
-            nix::sys::signal::Signal::SIGPIPE,
-            nix::sys::signal::SigHandler::SigDfl,
-        )
-    };
 }
