@@ -9,11 +9,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::support::{Project, eventually, shared_dir, wait_output};
+use crate::support::{Project, eventually, seeds, wait_output};
 
-/// The first ```bash block after `heading` in the seed file starting with `prefix`.
-fn seed_script(prefix: &str, heading: &str) -> String {
-    let seeds = shared_dir().join("seeds");
+/// The first ```bash block after `heading` in the seed file starting with `prefix`;
+/// `None` when the seeds are not there (see [`seeds`]).
+fn seed_script(prefix: &str, heading: &str) -> Option<String> {
+    let seeds = seeds()?;
     let file = fs::read_dir(&seeds)
         .unwrap()
         .filter_map(Result::ok)
@@ -26,7 +27,7 @@ fn seed_script(prefix: &str, heading: &str) -> String {
         .unwrap_or_else(|| panic!("{heading:?} not in {}", file.display()))..];
     let start = after.find("```bash\n").expect("a bash block") + "```bash\n".len();
     let body = &after[start..];
-    body[..body.find("\n```").expect("the end of the bash block") + 1].to_string()
+    Some(body[..body.find("\n```").expect("the end of the bash block") + 1].to_string())
 }
 
 fn install(project: &Project, name: &str, script: &str) -> std::path::PathBuf {
@@ -57,12 +58,11 @@ fn run_script(
 
 #[test]
 fn seed_001_script_text_yesno_select() {
+    let Some(text) = seed_script("001_", "## Agent-Side Bash Script") else {
+        return;
+    };
     let p = Project::new();
-    let script = install(
-        &p,
-        "seed001-ask-human.sh",
-        &seed_script("001_", "## Agent-Side Bash Script"),
-    );
+    let script = install(&p, "seed001-ask-human.sh", &text);
     let _l = p.listen(&["--ui", "none", "--auto-answer", "PostgreSQL"]);
 
     let out = run_script(&p, &script, &["Should I use PostgreSQL or MySQL?"], &[]);
@@ -113,12 +113,11 @@ fn seed_001_script_text_yesno_select() {
 
 #[test]
 fn seed_001_script_refuses_without_listener() {
+    let Some(text) = seed_script("001_", "## Agent-Side Bash Script") else {
+        return;
+    };
     let p = Project::new();
-    let script = install(
-        &p,
-        "seed001-ask-human.sh",
-        &seed_script("001_", "## Agent-Side Bash Script"),
-    );
+    let script = install(&p, "seed001-ask-human.sh", &text);
     let out = run_script(&p, &script, &["anyone?"], &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("listener not running"));
@@ -126,12 +125,11 @@ fn seed_001_script_refuses_without_listener() {
 
 #[test]
 fn seed_000_script_answer_and_timeout() {
+    let Some(text) = seed_script("000_", "### Enhanced Ask-Human Script Template") else {
+        return;
+    };
     let p = Project::new();
-    let script = install(
-        &p,
-        "seed000-ask-human.sh",
-        &seed_script("000_", "### Enhanced Ask-Human Script Template"),
-    );
+    let script = install(&p, "seed000-ask-human.sh", &text);
     {
         let _l = p.listen(&["--ui", "none", "--auto-answer", "four"]);
         let out = run_script(&p, &script, &["What is 2+2?"], &[]);
@@ -219,4 +217,37 @@ sys.exit(2)
             .count()
             == 2
     });
+}
+
+/// In a clone on its own (no `../shared/seeds` beside it) a test that runs a seed's
+/// script says SKIPPED and returns, so the test command works there; under
+/// `CI=true` the same test fails. Run as this very test binary, with the checkout
+/// moved to a folder that has nothing beside it.
+#[test]
+fn without_the_seeds_their_tests_say_skipped_and_ci_fails_them() {
+    let alone = tempfile::tempdir().unwrap();
+    let checkout = alone.path().join("hitl");
+    fs::create_dir_all(&checkout).unwrap();
+    let run = |ci: bool| {
+        let mut c = Command::new(std::env::current_exe().unwrap());
+        c.args(["--exact", "seeds::seed_001_script_refuses_without_listener"])
+            .env("CARGO_MANIFEST_DIR", &checkout)
+            .stdin(Stdio::null());
+        if ci {
+            c.env("CI", "true");
+        } else {
+            c.env_remove("CI");
+        }
+        c.output().unwrap()
+    };
+    let out = run(false);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stderr.contains("SKIPPED seeds::seed_001_script_refuses_without_listener"),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+    let out = run(true);
+    assert!(!out.status.success(), "CI=true needs the seeds: {out:?}");
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use crate::support::{Listener, Project, shared_dir};
+use crate::support::{Listener, Project, seeds};
 
 /// Seed 002's `_extract_key_deliverables_from_summary`, cut out of the seed's text and
 /// run by python3 as written, one summary per line of JSON in, its list out.
@@ -21,7 +21,7 @@ struct SeedParser {
 
 impl SeedParser {
     fn start() -> SeedParser {
-        let seed = std::fs::read_dir(shared_dir().join("seeds"))
+        let seed = std::fs::read_dir(seeds().expect("the seeds: the test looks first"))
             .unwrap()
             .map(|e| e.unwrap().path())
             .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("002_"))
@@ -123,6 +123,9 @@ fn summary() -> impl Strategy<Value = (String, Vec<String>, bool)> {
 /// `##` after it and finds nothing; ours reads to the end of the file.
 #[test]
 fn deliverables_are_read_as_the_seeds_own_parser_reads_them() {
+    if seeds().is_none() {
+        return;
+    }
     let seed = Mutex::new(SeedParser::start());
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases: 300,
