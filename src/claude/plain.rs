@@ -2,17 +2,18 @@
 //! `_./:,@%+=-`, joined by `|`, `&&`, `||` and `;`.
 //!
 //! Most lines an agent runs are like that (`cargo test --quiet && git status`).
-//! brush's parser reads them too, but it has pathological inputs, so
-//! [`super::shell`] runs it on a thread of its own under a budget, and the thread
-//! costs a hook call a tenth of a millisecond. A plain line cannot be
+//! brush's parser reads them too, but it has pathological inputs, so the shell
+//! reader (`shell.rs`) runs it on a thread of its own under a budget, and the
+//! thread costs a hook call a tenth of a millisecond. A plain line cannot be
 //! pathological: it is read here in one linear pass, on the caller's thread, into
 //! the very syntax tree brush would make of it, which the shell reader then walks
 //! as it walks brush's. Anything else (quotes, `$`, globs, `~`, redirections,
 //! assignments, reserved words, line breaks, a stray operator) is left to brush:
 //! [`program`] says `None`.
 //!
-//! That both readers agree is checked on every line of the guard's corpora
-//! (`shell`'s tests) and on every plain line the fuzzer makes (`fuzz/src/bin/shell_line.rs`).
+//! That both readers agree is checked on every line of the guard's corpora and on
+//! thousands of generated ones (`shell.rs`'s tests), and on every plain line the
+//! fuzzer makes (`fuzz/src/bin/shell_line.rs`).
 
 use brush_parser::ast;
 
