@@ -150,7 +150,7 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
-    /// Tasks (seed 002): delegate work to Claude Code sessions in tmux, one task at
+    /// Tasks: delegate work to Claude Code sessions in tmux, one task at
     /// a time per session, and get back each task's summary and deliverables.
     Task {
         /// The project whose listener runs the tasks.
@@ -159,7 +159,7 @@ enum Command {
         #[command(subcommand)]
         action: hitl::cmd::task::TaskCommand,
     },
-    /// Mailboxes (seed 003): agents working in parallel in a run folder exchange
+    /// Mailboxes: agents working in parallel in a run folder exchange
     /// requests and results and ask the user, without sleep loops; the listener
     /// relays their questions to every hitl UI.
     Mailbox {

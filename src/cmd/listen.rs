@@ -69,7 +69,7 @@ pub struct ListenOptions {
     /// answer with `hitl answer` or a script).
     #[arg(long)]
     pub attended: bool,
-    /// Relay the mailbox runs (seed 003) whose folders match GLOB, as they appear
+    /// Relay the mailbox runs (`hitl mailbox`) whose folders match GLOB, as they appear
     /// (e.g. '/tmp/historian-*'; any number), besides the runs `hitl mailbox init`
     /// registered with this project.
     #[arg(long, value_name = "GLOB")]

@@ -37,7 +37,7 @@ pub const EXIT_FAILED: u8 = 5;
 /// What `hitl mailbox` does.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum MailboxCommand {
-    /// Make a run: the folders of seed 003 (transcript.log, master.diff,
+    /// Make a run: its folders (transcript.log, master.diff,
     /// state.json, AGENT/status, AGENT/inbox/, AGENT/outbox/), private to this user,
     /// registered with the project's listener, which relays its questions. Prints
     /// the run's folder.

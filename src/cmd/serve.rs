@@ -19,7 +19,7 @@ pub struct ServeOptions {
     /// Store: sqlite://PATH (default: the user data folder's hitl.db) or postgres://…
     #[arg(long, env = "HITL_DB")]
     pub db: Option<String>,
-    /// Relay the mailbox runs (seed 003) whose folders match GLOB, as they appear
+    /// Relay the mailbox runs (`hitl mailbox`) whose folders match GLOB, as they appear
     /// (e.g. '/tmp/historian-*'; any number).
     #[arg(long, value_name = "GLOB")]
     pub mailbox: Vec<String>,

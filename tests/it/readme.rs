@@ -479,3 +479,60 @@ fn the_documents_and_the_code_point_nowhere_outside_the_repository() {
         assert!(root.join(named).exists(), "{named}");
     }
 }
+
+/// The README and every `--help` say what a thing is, never which design document
+/// ("seed 003") it came from: a reader has only this repository.
+#[test]
+fn the_readme_and_every_help_name_things_not_seeds() {
+    let names_a_seed = |text: &str| {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        words.windows(2).any(|w| {
+            w[0].trim_matches(|c: char| !c.is_ascii_alphanumeric())
+                .eq_ignore_ascii_case("seed")
+                && w[1].starts_with(|c: char| c.is_ascii_digit())
+                && w[1].len() >= 3
+        })
+    };
+    let readme = std::fs::read_to_string(checkout().join("README.md")).unwrap();
+    assert!(!names_a_seed(&readme), "README.md names a seed");
+    let help = |args: &[&str]| {
+        let out = std::process::Command::new(hitl_bin())
+            .args(args)
+            .arg("--help")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "hitl {args:?} --help: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // The commands a help lists, two spaces in, under "Commands:".
+    let commands = |text: &str| -> Vec<String> {
+        text.lines()
+            .skip_while(|l| !l.starts_with("Commands:"))
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .filter(|c| c != "help")
+            .collect()
+    };
+    let top = help(&[]);
+    let mut checked = 1;
+    assert!(!names_a_seed(&top), "hitl --help names a seed:\n{top}");
+    for command in commands(&top) {
+        let text = help(&[&command]);
+        assert!(
+            !names_a_seed(&text),
+            "hitl {command} --help names a seed:\n{text}"
+        );
+        checked += 1;
+        for sub in commands(&text) {
+            let text = help(&[&command, &sub]);
+            assert!(
+                !names_a_seed(&text),
+                "hitl {command} {sub} --help names a seed:\n{text}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 40, "only {checked} helps read");
+}
