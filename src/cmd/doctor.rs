@@ -535,10 +535,10 @@ fn check_claude(report: &mut Report, dir: &Path) -> Vec<String> {
 
 /// The `hitl` the hooks run, found the way their shell finds it.
 fn check_path(report: &mut Report, hook_programs: &[String]) {
-    let on_path = find_on_path("hitl");
+    let on_path = crate::runtime::process::find_program("hitl", Path::new("/"));
     let hooks_need_path = hook_programs.iter().any(|p| p == "hitl");
     for p in hook_programs.iter().filter(|p| p.contains('/')) {
-        if !is_executable(Path::new(p)) {
+        if !crate::runtime::process::is_executable(Path::new(p)) {
             report.fail(
                 "path",
                 format!("the hooks run {p}, which is not there: they do nothing"),
@@ -588,15 +588,4 @@ fn check_path(report: &mut Report, hook_programs: &[String]) {
             }
         }
     }
-}
-
-fn find_on_path(program: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|p| is_executable(p))
-}
-
-fn is_executable(p: &Path) -> bool {
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }

@@ -151,6 +151,25 @@ pub fn user_name() -> String {
         .unwrap_or_else(|| format!("uid {uid}"))
 }
 
+/// Where `program` is: itself when it names a folder (a relative one from `dir`),
+/// else the first executable file of that name in a folder of the PATH.
+pub fn find_program(program: &str, dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    if program.contains('/') {
+        let path = dir.join(program);
+        return is_executable(&path).then_some(path);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| is_executable(p))
+}
+
+/// Whether `path` is a file someone may run.
+pub fn is_executable(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
 /// Lets a closed standard output end this process, as it ends `ls`'s: the default
 /// action of SIGPIPE, which Rust's runtime sets to ignored (a write then fails, and
 /// `println!` panics on it). For commands that only print: `hitl history | head -1`.

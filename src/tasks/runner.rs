@@ -580,9 +580,22 @@ impl Runner {
         });
         if !allowed {
             return Err(TaskError::Forbidden(format!(
-                "{program:?} is not an agent sessions may run; name it in [tasks] agents of config.toml (now {:?})",
+                "{program:?} is not an agent sessions may run; name it in [tasks] agents of config.toml (now {:?}; the listener reads it when it starts, so restart it after a change)",
                 self.agents
             )));
+        }
+        // Said now, not as the tmux session that ended at once ("no server running").
+        if crate::runtime::process::find_program(program, &workspace).is_none() {
+            return Err(TaskError::Invalid(if program.contains('/') {
+                format!(
+                    "the agent {program:?} is not a program that can run (from {})",
+                    workspace.display()
+                )
+            } else {
+                format!(
+                    "the agent {program:?} is not on the listener's PATH: install it (Claude Code: `npm install -g @anthropic-ai/claude-code`), or name another with --command"
+                )
+            }));
         }
         let headless = is_headless(&command);
         if headless {

@@ -637,7 +637,7 @@ fn sessions_run_only_named_agents_one_per_workspace() {
         return;
     }
     let project = Project::new();
-    project.user_config("[tasks]\nagents = [\"claude\", \"sleep\"]\n");
+    project.user_config("[tasks]\nagents = [\"claude\", \"sleep\", \"hitl-no-such-agent\"]\n");
     let tmux_dir = tempfile::tempdir().unwrap();
     let mut cmd = project.hitl();
     cmd.env("TMUX_TMPDIR", tmux_dir.path())
@@ -664,6 +664,18 @@ fn sessions_run_only_named_agents_one_per_workspace() {
     let (code, err) = task(&["session", "a", "--workspace", &ws, "--command", "bash"]);
     assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("[tasks] agents"), "{err}");
+    assert!(err.contains("restart"), "a change needs a restart: {err}");
+    // An agent that is not installed is said to be missing, before any tmux.
+    let (code, err) = task(&[
+        "session",
+        "a",
+        "--workspace",
+        &ws,
+        "--command",
+        "hitl-no-such-agent",
+    ]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("not on the listener's PATH"), "{err}");
     let (code, err) = task(&[
         "session",
         "a",
@@ -766,7 +778,9 @@ fn a_task_past_its_timeout_is_interrupted_into_the_partial_fallback() {
         "Think for a long time",
         json!({ "bash": "echo thinking > notes.txt", "sleep": 60, "summary": false }),
     );
-    let first = rig.submit(&project, &["slow", &slow, "--timeout", "4"]);
+    // Long enough for Claude Code to run the first command under the whole suite's
+    // load (4 s was not, once, with the fast paths off).
+    let first = rig.submit(&project, &["slow", &slow, "--timeout", "10"]);
     let next = scripted("Then this", json!({ "write": { "after.txt": "after" } }));
     let next = rig.submit(&project, &["slow", &next]);
 
