@@ -552,7 +552,8 @@ impl Default for ListenSettings {
 }
 
 /// The commented defaults `hitl init` writes to `.helpers/config.toml`.
-pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key is optional: the values shown are the defaults.
+pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key is optional: a value shown is its default, unless
+# the line says "for example".
 # Layers, later wins: defaults < ~/.config/hitl/config.toml < this file < HITL_* env < flags.
 
 [ask]
@@ -626,7 +627,7 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # `hitl run AGENT`: folders the agent may write besides the project, temp folders and
 # the usual caches (~/.cache, ~/.cargo/registry, ~/.cargo/git, ~/.npm, Claude Code's
 # state in ~/.claude). Read from your user settings only.
-# writable = ["~/.gradle"]
+# writable = ["~/.gradle"]  # for example
 
 [history]
 # Ended requests and agent events older than this many days are deleted (0: never),
@@ -642,10 +643,14 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # decision_tools = ["AskUserQuestion", "ExitPlanMode", "EnterPlanMode"]
 # Files whose writing asks first: a glob without "/" matches a file name anywhere,
 # one with "/" the path from the project root ("**" for any folders) or an absolute
-# path ("~/" for home). Setting the list replaces the defaults (seed 004's and more:
-# .env files, package.json, settings.json, *.config.*, CLAUDE.md, .claude/, Docker
-# and CI files, .git/, .helpers/, keys, /etc, ~/.ssh).
-# protected_paths = [".env", ".env.*", "**/package.json"]
+# path ("~/" for home). Setting the list replaces these defaults (hitl's own files,
+# its hooks and your shell's start-up files are protected whatever it says):
+# protected_paths = [
+#   ".env", ".env.*", "*.env", "**/package.json", "**/settings.json", "**/*.config.*",
+#   "**/CLAUDE.md", ".claude/**", "**/docker-compose*.yml", "**/Dockerfile*",
+#   "**/.gitlab-ci.yml", "**/.github/**", ".git/**", ".helpers/**", "*.pem", "*.key",
+#   "id_rsa*", "id_ed25519*", "/etc/**", "~/.ssh/**", "~/.bashrc", "~/.profile", "~/.zshrc",
+# ]
 # Shell commands are read as bash reads them and judged by what they do: recursive
 # deletes of /, ~, the project or anything outside it, force pushes and other
 # history rewrites, SQL that drops or deletes every row, disks formatted or written
@@ -654,35 +659,39 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # sed -i, cp, mv, ln, dd, truncate) to protected files.
 # Your own patterns besides (regular expressions, matched against each command a
 # line runs, quotes removed and wrappers like sudo taken off):
-# dangerous_commands = ['^terraform destroy']
+# dangerous_commands = ['^terraform destroy']  # for example
 # Paths rm -rf may delete without asking (absolute, or from the project root, like
-# "target/**" or "node_modules"); every other recursive delete asks:
-# safe_deletes = ["/tmp/?*/**", "/tmp/?*", "**/node_modules", "**/__pycache__", "target/**"]
+# "target/**"); every other recursive delete asks. Setting the list replaces these:
+# safe_deletes = [
+#   "/tmp/?*/**", "/tmp/?*", "/var/tmp/?*/**", "/var/tmp/?*", "**/node_modules",
+#   "**/node_modules/**", "**/__pycache__", "**/.pytest_cache", "**/.mypy_cache",
+#   "**/.ruff_cache",
+# ]
 # Ask every PermissionRequest (Claude Code about to show its permission dialog).
 # permission_requests = true
 # Ask every Elicitation (an MCP server asking you for input) as a form.
 # elicitations = true
 # Seconds to wait for the human, and per tool.
 # timeout = 120
-# timeouts = { AskUserQuestion = 300, EnterPlanMode = 60 }
+# timeouts = { AskUserQuestion = 300, EnterPlanMode = 60 }  # for example
 # The request type per tool: "approval" (the default) or "permission".
-# types = { Bash = "permission" }
+# types = { Bash = "permission" }  # for example
 # When no human answers (no listener, nobody at its prompt or dashboard, no answer
 # in time): "ask" (Claude Code's own prompt), "deny" (for unattended runs such as
 # bypassPermissions or CI, where nobody sees that prompt) or "none" (no opinion);
 # for protected files and dangerous commands, and for the rest.
-# unanswered_dangerous = "ask"   (where Claude Code asks nobody: "deny")
+# unanswered_dangerous = "ask"  # "deny" where Claude Code asks nobody
 # unanswered_other = "none"
 # "Always allow this here": calls these rules cover are allowed without asking.
 # Added when you approve with "always", or by `hitl rules add`; `hitl rules` lists
 # them. Bash(CMD) is that command exactly, Bash(CMD:*) any starting with its words,
 # Edit(GLOB) writing matching files from the project root (any file-writing tool).
-# allow = ["Bash(npm publish:*)", "Edit(config/*.json)"]
+# allow = ["Bash(npm publish:*)", "Edit(config/*.json)"]  # for example
 # Where Claude Code asks nobody (bypassPermissions, dontAsk, auto), a Bash call
 # passes unasked only when hitl proves every command in it harmless (reading,
 # listing, searching; see README). Builds and tests run the project's own code:
 # name the ones you trust, matched word for word from their start.
-# trusted_tools = ["cargo test", "cargo build", "npm test"]
+# trusted_tools = ["cargo test", "cargo build", "npm test"]  # for example
 "#;
 
 impl Settings {
@@ -794,6 +803,35 @@ mod tests {
         let t: toml::Table = PROJECT_CONFIG_TEMPLATE.parse().unwrap();
         let s: Settings = toml::Value::Table(t).try_into().unwrap();
         assert_eq!(s, Settings::default());
+    }
+
+    /// "A value shown is its default": every commented `key = value` of the
+    /// template that is not an example, uncommented, gives the defaults (a list
+    /// shown in part would drop the rest when uncommented).
+    #[test]
+    fn every_value_the_template_shows_is_the_default() {
+        let mut text = String::new();
+        let mut depth = 0i32;
+        for line in PROJECT_CONFIG_TEMPLATE.lines() {
+            let setting = line.strip_prefix("# ").filter(|rest| {
+                depth > 0
+                    || rest
+                        .split_once(" = ")
+                        .is_some_and(|(k, _)| k.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+            });
+            match setting {
+                Some(rest) if !rest.ends_with("# for example") => {
+                    depth += rest.matches(['[', '{']).count() as i32
+                        - rest.matches([']', '}']).count() as i32;
+                    text.push_str(rest);
+                }
+                _ => text.push_str(line),
+            }
+            text.push('\n');
+        }
+        let shown: Settings = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(shown, Settings::default(), "{text}");
+        assert!(text.contains("\nprotected_paths = ["), "{text}");
     }
 
     #[test]
