@@ -98,6 +98,9 @@ struct Held {
     real: *mut ffi::sqlite3_file,
     /// Writes that reached the file.
     writes: u64,
+    /// Tests: one write in this many fails as a full disk does (0: none).
+    #[cfg(test)]
+    fail_one_in: u64,
 }
 
 // SAFETY: the platform file is used only under the mutex that holds it, and SQLite
@@ -119,9 +122,13 @@ impl Held {
                 return rc;
             }
             self.end = off + data.len() as i64;
-            self.writes += 1;
-            // SAFETY: `real` is open while this file is (closing takes the lock).
-            return unsafe { real_write(self.real, data, off) };
+            let rc = self.put(data, off);
+            // A commit frame's header written alone (a one-frame commit where the
+            // last write failed, so this one does not continue it): its page, held
+            // next, must still go out before the commit returns, and fail it if it
+            // cannot. Held, it would meet the publishing barrier, too late to fail.
+            self.commit_page_next = rc == ffi::SQLITE_OK && is_commit_header(data);
+            return rc;
         }
         if self.bytes.is_empty() {
             self.at = off;
@@ -132,12 +139,30 @@ impl Held {
         if self.commit_page_next {
             return self.write_out();
         }
-        if data.len() == FRAME_HEADER && data[4..8] != [0; 4] {
+        if is_commit_header(data) {
             self.commit_page_next = true;
         } else if self.bytes.len() >= MAX_HELD {
             return self.write_out();
         }
         ffi::SQLITE_OK
+    }
+
+    /// Writes `data` at `off` to the file now.
+    fn put(&mut self, data: &[u8], off: i64) -> c_int {
+        self.writes += 1;
+        #[cfg(test)]
+        if self.fail_one_in > 0 {
+            // xorshift64* over the write count: spread, and the same every run.
+            let mut x = self.writes ^ 0x2545_f491_4f6c_dd1d;
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            if x.wrapping_mul(0x2545_f491_4f6c_dd1d) % self.fail_one_in == 0 {
+                return ffi::SQLITE_FULL;
+            }
+        }
+        // SAFETY: `real` is open while this file is (closing takes the lock).
+        unsafe { real_write(self.real, data, off) }
     }
 
     /// Writes what is held.
@@ -148,19 +173,26 @@ impl Held {
         }
         let mut rc = ffi::SQLITE_OK;
         let mut at = self.at;
-        for chunk in self.bytes.chunks(MAX_HELD) {
-            self.writes += 1;
-            // SAFETY: as in `write`.
-            rc = unsafe { real_write(self.real, chunk, at) };
+        let bytes = std::mem::take(&mut self.bytes);
+        for chunk in bytes.chunks(MAX_HELD) {
+            rc = self.put(chunk, at);
             if rc != ffi::SQLITE_OK {
                 break;
             }
             at += chunk.len() as i64;
         }
+        // The buffer kept for the next commit's frames.
+        self.bytes = bytes;
         self.bytes.clear();
         HOLDING.fetch_sub(1, Ordering::AcqRel);
         rc
     }
+}
+
+/// Whether `data`, written on its own, is a commit frame's header: a frame header
+/// whose "database size" field is set.
+fn is_commit_header(data: &[u8]) -> bool {
+    data.len() == FRAME_HEADER && data[4..8] != [0; 4]
 }
 
 type SharedHeld = Arc<Mutex<Held>>;
@@ -321,6 +353,8 @@ unsafe extern "C" fn x_open(
                     commit_page_next: false,
                     real,
                     writes: 0,
+                    #[cfg(test)]
+                    fail_one_in: 0,
                 }));
                 lock(&OPEN_WALS).push((name.to_owned(), held.clone()));
                 file.wal = Some(held);
@@ -520,6 +554,13 @@ unsafe extern "C" fn x_shm_barrier(f: *mut ffi::sqlite3_file) {
                 eprintln!(
                     "hitl: writing SQLite's WAL failed (code {rc}) as a commit was being published; stopping so that no reader sees it"
                 );
+                // Tests count it (the test that fails writes asserts none happen).
+                #[cfg(test)]
+                {
+                    tests::LATE_FAILURES.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                #[cfg(not(test))]
                 std::process::abort();
             }
         }
@@ -595,7 +636,7 @@ static METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 
     use rusqlite::{Connection, OpenFlags, params};
 
@@ -837,6 +878,119 @@ mod tests {
             "four pages changed"
         );
         assert_eq!(writes() - before, 1);
+    }
+
+    /// Commits published while a write the barrier made failed (counted in tests,
+    /// where the process would otherwise stop).
+    pub(super) static LATE_FAILURES: AtomicUsize = AtomicUsize::new(0);
+
+    /// A full disk, as the soak meets it: writes fail now and then (one in
+    /// 3 to 40), through one-page commits (a lone frame whose header is the
+    /// commit's), many-page ones, spilled ones rolled back, and WAL restarts, with a
+    /// reader and a checkpointer beside. Every failed write fails its commit then
+    /// and there, never the publishing of one (which stops the process); and the
+    /// database holds exactly the commits that returned.
+    #[test]
+    fn a_failed_write_fails_its_commit_never_its_publication() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.db");
+        let w = writer(&path);
+        w.pragma_update(None, "journal_size_limit", 1 << 20)
+            .unwrap();
+        w.pragma_update(None, "cache_size", 20).unwrap();
+        w.execute_batch(
+            "CREATE TABLE t (n INTEGER, pad BLOB); CREATE INDEX t_n ON t (n);
+             CREATE TABLE u (n INTEGER);",
+        )
+        .unwrap();
+        let wal = CString::new(format!("{}-wal", path.display())).unwrap();
+        let set_failures = |one_in: u64| {
+            let wals = lock(&OPEN_WALS);
+            let (_, held) = wals.iter().find(|(p, _)| *p == wal).unwrap();
+            lock(held).fail_one_in = one_in;
+        };
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let beside = std::thread::spawn({
+            let (path, stop) = (path.clone(), stop.clone());
+            move || {
+                let c = Connection::open(&path).unwrap();
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                    let _ = c.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0));
+                }
+            }
+        });
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |below: u64| {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            state.wrapping_mul(0x2545_f491_4f6c_dd1d) % below.max(1)
+        };
+        let (mut t_rows, mut u_rows, mut failed) = (0i64, 0i64, 0);
+        for round in 0..3000i64 {
+            set_failures(if next(3) == 0 { 0 } else { 3 + next(38) });
+            let lone = next(2) == 0;
+            let most = if next(10) == 0 { 200 } else { 5 };
+            let n = 1 + next(most) as i64;
+            let pad = 50 + next(3000) as i64;
+            let ops = |w: &Connection| -> rusqlite::Result<()> {
+                if lone {
+                    w.prepare_cached("INSERT INTO u VALUES (?1)")?
+                        .execute([round])?;
+                } else {
+                    for i in 0..n {
+                        w.prepare_cached("INSERT INTO t VALUES (?1, zeroblob(?2))")?
+                            .execute(params![round * 1000 + i, pad])?;
+                    }
+                }
+                Ok(())
+            };
+            // As the store's writer does: one transaction, rolled back on failure.
+            w.prepare_cached("BEGIN IMMEDIATE")
+                .unwrap()
+                .execute([])
+                .unwrap();
+            let done = ops(&w).and_then(|()| w.prepare_cached("COMMIT")?.execute([]));
+            match done {
+                Ok(_) if lone => u_rows += 1,
+                Ok(_) => t_rows += n,
+                Err(_) => {
+                    failed += 1;
+                    if !w.is_autocommit() {
+                        let _ = w.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([]));
+                    }
+                }
+            }
+            set_failures(0);
+            if round % 97 == 0 {
+                let _ = w.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()));
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        beside.join().unwrap();
+        assert!(failed > 100, "too few failures to mean anything: {failed}");
+        assert_eq!(
+            LATE_FAILURES.load(Ordering::Relaxed),
+            0,
+            "a commit was published whose frames could not be written"
+        );
+        drop(w);
+        let again = Connection::open(&path).unwrap();
+        let ok: String = again
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(ok, "ok");
+        let count = |table: &str| -> i64 {
+            again
+                .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(
+            (count("t"), count("u")),
+            (t_rows, u_rows),
+            "every commit that returned, and no other"
+        );
     }
 
     /// Frames in the WAL after the latest commit of `a_commit_is_one_write`.

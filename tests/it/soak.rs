@@ -496,6 +496,14 @@ impl Drop for SmallDisk {
     }
 }
 
+/// A listener that gave up on a full disk would leave askers unanswered: it must
+/// still be running, and what it said is shown if not.
+fn assert_serving(listener: &mut Listener) {
+    if let Some(status) = listener.child.try_wait().unwrap() {
+        panic!("the listener ended ({status}):\n{}", listener.log());
+    }
+}
+
 #[test]
 fn a_full_disk_loses_and_repeats_nothing() {
     let fills = env_or("HITL_SOAK_FILLS", 10);
@@ -521,6 +529,7 @@ fn a_full_disk_loses_and_repeats_nothing() {
         std::thread::sleep(Duration::from_millis(rng.between(200, 1500)));
         // Sometimes the listener dies while the disk is full.
         if rng.between(0, 3) == 0 {
+            assert_serving(&mut listener);
             listener.signal(nix::sys::signal::Signal::SIGKILL);
             kills += 1;
             std::fs::remove_file(filler).unwrap();
@@ -530,6 +539,7 @@ fn a_full_disk_loses_and_repeats_nothing() {
         }
     }
     let outcomes = load.finish();
+    assert_serving(&mut listener);
     // An asker that could not write its question was told so (exit 3) and asked
     // nothing; every other one was answered once.
     let (refused, asked): (HashMap<_, _>, HashMap<_, _>) =
