@@ -67,6 +67,7 @@ export function widget(r, shape) {
       });
       form.append(...present(text, numeric ? null : dictation(text), el("button", { type: "submit", class: "send",
         text: "Send", onclick: () => send({ [field]: text.value }) })));
+      if (numeric) form.append(el("p", { class: "range", text: `Answer with ${rangeText(rule)}.` }));
     }
   }
   form.append(el("button", { type: "button", class: "dismiss", text: "Dismiss",
@@ -79,12 +80,24 @@ function present(...nodes) {
   return nodes.filter((n) => n);
 }
 
-/** `attrs` for a number field under `rule` (its type, `minimum`, `maximum`). */
+/** `attrs` for a number field under `rule` (its type, `minimum`, `maximum`); the
+ * range also said in words, as the placeholder. */
 function numberAttrs(rule, attrs) {
-  const out = { ...attrs, type: "number", step: rule.type === "integer" ? "1" : "any" };
+  const out = { ...attrs, type: "number", step: rule.type === "integer" ? "1" : "any",
+    placeholder: rangeText(rule) };
   if (rule.minimum !== undefined) out.min = String(rule.minimum);
   if (rule.maximum !== undefined) out.max = String(rule.maximum);
   return out;
+}
+
+/** What a number rule takes, in words: "a whole number from 1 to 8". */
+function rangeText(rule) {
+  const what = rule.type === "integer" ? "a whole number" : "a number";
+  const [min, max] = [rule.minimum, rule.maximum];
+  if (min !== undefined && max !== undefined) return `${what} from ${min} to ${max}`;
+  if (min !== undefined) return `${what} of ${min} or more`;
+  if (max !== undefined) return `${what} of ${max} or less`;
+  return what;
 }
 
 /** A form of questions (Claude Code's AskUserQuestion, an MCP elicitation). */

@@ -459,14 +459,24 @@ function showKept(card, p) {
     : "";
 }
 
-/** What a request's tool context says, for people: the command, the file. */
+/** What a request's context says, for people: a tool call's command or file; the
+ * asker's own context (`hitl ask --context`) as its fields, one per line, as the TUI
+ * shows them; anything else as its JSON. Cut to size: the card is not a viewer. */
 function context_of(r) {
   const c = r.context;
-  if (!c || typeof c !== "object") return "";
-  const input = c.tool_input || {};
-  if (input.command) return `$ ${input.command}`;
-  if (input.file_path) return input.file_path;
-  return "";
+  if (c === undefined || c === null) return "";
+  const cut = (s, n) => (s.length > n ? `${s.slice(0, n)}…` : s);
+  if (typeof c !== "object") return cut(typeof c === "string" ? c : JSON.stringify(c), 400);
+  if (Array.isArray(c)) return cut(JSON.stringify(c), 400);
+  if (c.tool_name) {
+    const input = c.tool_input || {};
+    if (input.command) return `$ ${input.command}`;
+    if (input.file_path) return input.file_path;
+    return "";
+  }
+  return Object.entries(c).slice(0, 8)
+    .map(([k, v]) => `${cut(k, 30)}: ${cut(typeof v === "string" ? v : JSON.stringify(v), 300)}`)
+    .join("\n");
 }
 
 /** How long ago `ts` (RFC 3339, or ms since 1970) was, shortly. */

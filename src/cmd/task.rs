@@ -60,6 +60,16 @@ pub enum TaskCommand {
         #[arg(long)]
         json: bool,
     },
+    /// End a session: its agent stopped (its tmux session killed) and the session
+    /// forgotten. Refused while a task of it runs or waits: cancel those first. Its
+    /// tasks stay on record; a worktree it worked in stays.
+    End {
+        /// The session.
+        name: String,
+        /// Print JSON (the session as it stood).
+        #[arg(long)]
+        json: bool,
+    },
     /// Attach this terminal to a session (detach with C-b d).
     Attach {
         /// The session.
@@ -320,6 +330,28 @@ async fn call(client: &Client, command: TaskCommand) -> Result<u8> {
                     state,
                     s.current_task_id.as_deref().unwrap_or("-"),
                     s.queued_tasks,
+                    s.session.workspace.display()
+                );
+            }
+        }
+        TaskCommand::End { name, json } => {
+            let (_, v) = client
+                .call(
+                    Method::DELETE,
+                    &format!("/api/v1/task-sessions/{name}"),
+                    None,
+                    "ending the session",
+                )
+                .await?;
+            if json {
+                print_json(&v);
+                return Ok(0);
+            }
+            let s: SessionStatus = serde_json::from_value(v)?;
+            println!("ended session {}", s.session.name);
+            if s.session.worktree.is_some() {
+                eprintln!(
+                    "its worktree stays, with the work in it: {}",
                     s.session.workspace.display()
                 );
             }

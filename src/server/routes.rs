@@ -15,7 +15,7 @@ use axum::{
     http::{HeaderValue, Method},
     middleware,
     response::{IntoResponse, Response},
-    routing::{MethodRouter, get, post},
+    routing::{MethodRouter, delete, get, post},
 };
 use futures_util::future::Either;
 use serde_json::{Map, Value, json};
@@ -223,6 +223,17 @@ pub fn table() -> Vec<Route> {
             Detail {
                 errors: &[503],
                 ..ok(200, Some(of::<Vec<crate::tasks::SessionStatus>>()))
+            },
+        ),
+        route(
+            M::DELETE,
+            "/api/v1/task-sessions/{name}",
+            Token,
+            "End a task session: its agent stopped, the session forgotten (its tasks stay on record, a worktree stays). Refused while a task of it runs or waits.",
+            delete(tasks::end_session),
+            Detail {
+                errors: &[404, 409, 503],
+                ..ok(200, Some(of::<crate::tasks::SessionStatus>()))
             },
         ),
         route(

@@ -56,6 +56,14 @@ pub async fn sessions(State(state): State<Arc<AppState>>) -> Result<Response, Ap
     Ok(Json(runner(&state)?.sessions().await).into_response())
 }
 
+/// `DELETE /api/v1/task-sessions/{name}`.
+pub async fn end_session(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    Ok(Json(runner(&state)?.end_session(&name).await?).into_response())
+}
+
 /// `POST /api/v1/tasks`.
 pub async fn submit(
     State(state): State<Arc<AppState>>,

@@ -56,6 +56,10 @@ pub(super) enum Command {
     Sessions {
         done: oneshot::Sender<Vec<SessionStatus>>,
     },
+    EndSession {
+        name: String,
+        done: oneshot::Sender<Result<SessionStatus, TaskError>>,
+    },
     Submit {
         spec: TaskSpec,
         done: oneshot::Sender<Result<Submitted, TaskError>>,
@@ -125,6 +129,16 @@ impl TaskHandle {
         self.call(|done| Command::Sessions { done })
             .await
             .unwrap_or_default()
+    }
+
+    /// Ends session `name`: its agent stopped, the session forgotten. Refused while
+    /// it has a task running or waiting (cancel them first): nothing submitted is
+    /// dropped by ending its session.
+    pub async fn end_session(&self, name: &str) -> Result<SessionStatus, TaskError> {
+        let name = name.to_string();
+        self.call(|done| Command::EndSession { name, done })
+            .await
+            .unwrap_or(Err(TaskError::Stopped))
     }
 
     /// Queues a task.
@@ -361,6 +375,9 @@ impl Runner {
                 names.sort();
                 let list = names.into_iter().map(|n| self.status_of(n)).collect();
                 let _ = done.send(list);
+            }
+            Command::EndSession { name, done } => {
+                let _ = done.send(self.end_session(&name));
             }
             Command::Submit { spec, done } => {
                 let _ = done.send(self.submit(spec, 0));
@@ -629,6 +646,53 @@ impl Runner {
         let name = session.name.clone();
         self.sessions.insert(name.clone(), session);
         Ok(self.status_of(&name))
+    }
+
+    /// Ends session `name` (see [`TaskHandle::end_session`]); how it stood last. Its
+    /// tasks stay on record, and a worktree it worked in stays (it holds the work).
+    pub(super) fn end_session(&mut self, name: &str) -> Result<SessionStatus, TaskError> {
+        if !self.sessions.contains_key(name) {
+            return Err(TaskError::NotFound(format!("no task session {name}")));
+        }
+        let status = self.status_of(name);
+        if let Some(running) = &status.current_task_id {
+            return Err(TaskError::Conflict(format!(
+                "session {name} is working on task {running}{}: cancel what it has first (`hitl task cancel ID`), or wait for it",
+                match status.queued_tasks {
+                    0 => String::new(),
+                    n => format!(" and {n} more wait"),
+                }
+            )));
+        }
+        if status.queued_tasks > 0 {
+            let waiting: Vec<&str> = self.queued(name).map(|t| t.id.as_str()).collect();
+            return Err(TaskError::Conflict(format!(
+                "session {name} has {} waiting ({}): cancel {} first (`hitl task cancel ID`), or wait for {}",
+                match waiting.len() {
+                    1 => "a task".to_string(),
+                    n => format!("{n} tasks"),
+                },
+                waiting.join(", "),
+                if waiting.len() == 1 { "it" } else { "them" },
+                if waiting.len() == 1 { "it" } else { "them" },
+            )));
+        }
+        self.files
+            .remove_session(name)
+            .map_err(|e| TaskError::Failed(format!("{e:#}")))?;
+        self.files.set_current_task(name, None);
+        if !is_headless(&status.session.command) {
+            self.tmux.kill_session(name);
+        }
+        self.sessions.remove(name);
+        self.live.remove(name);
+        self.settling.remove(name);
+        self.finishing.remove(name);
+        self.first_runs.remove(name);
+        Ok(SessionStatus {
+            alive: false,
+            ..status
+        })
     }
 
     /// Watches `session`'s `summaries/` (and, with the first, `events/`).

@@ -1450,6 +1450,71 @@ async fn a_number_request_is_answered_in_a_number_field_within_its_range() {
     gone(&c, &card(&q), Duration::from_secs(5)).await;
 }
 
+/// The asker's own `--context` is on the card, as its fields (as the TUI shows it),
+/// and a number question says its range in words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requests_context_and_a_numbers_range_are_on_its_card() {
+    let Some(driver) = driver() else { return };
+    let p = Project::new();
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let c = browser(&driver, 1280, 900).await;
+    c.goto(&login_url(&p)).await.unwrap();
+    let (child, q) = ask(
+        &p,
+        &[
+            "--type",
+            "number",
+            "--min",
+            "1",
+            "--max",
+            "8",
+            "--context",
+            r#"{"branch":"release/2.1","jobs":[1,2],"why":"the <b>nightly</b> run"}"#,
+            "--timeout",
+            "60",
+            "How many workers?",
+        ],
+    );
+    let shown = find(&c, &format!("{} pre.context", card(&q)))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        shown, "branch: release/2.1\njobs: [1,2]\nwhy: the <b>nightly</b> run",
+        "shown as text, one field a line"
+    );
+    let range = find(&c, &format!("{} .answer .range", card(&q)))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(range, "Answer with a number from 1 to 8.");
+    let field = find(&c, &format!("{} input[type=number]", card(&q))).await;
+    assert_eq!(
+        field.attr("placeholder").await.unwrap().as_deref(),
+        Some("a number from 1 to 8")
+    );
+    field.send_keys("4").await.unwrap();
+    click(&c, &q, "button.send").await;
+    assert_eq!(answer_of(child), "4\n");
+
+    // Context that is not an object: shown as it is.
+    let (child, q) = ask(
+        &p,
+        &["--context", r#""see PR 42""#, "--timeout", "60", "Merge?"],
+    );
+    let shown = find(&c, &format!("{} pre.context", card(&q)))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(shown, "see PR 42");
+    type_into(&c, &q, "textarea", "yes").await;
+    click(&c, &q, "button.send").await;
+    assert_eq!(answer_of(child), "yes\n");
+}
+
 /// A stand-in agent for the Tasks view (the real Claude Code is driven in
 /// tests/it/tasks.rs): it writes `out.txt` and the summary for each task typed in,
 /// but works on a task saying "slow" until interrupted (C-c), and goes on after.

@@ -714,6 +714,68 @@ fn sessions_run_only_named_agents_one_per_workspace() {
         .unwrap();
     let list: Value = serde_json::from_slice(&list.stdout).unwrap();
     assert_eq!(list[0]["state"], "rejected", "{list}");
+
+    // Ending a session: refused while it has work, then its agent is stopped, the
+    // workspace free for another, and the task kept on record.
+    let submitted = project
+        .hitl()
+        .env("TMUX_TMPDIR", tmux_dir.path())
+        .args(["task", "submit", "a", "do it"])
+        .output()
+        .unwrap();
+    assert!(submitted.status.success(), "{submitted:?}");
+    let id = String::from_utf8(submitted.stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    let (code, err) = task(&["end", "a"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains(&id) && err.contains("cancel"), "{err}");
+    let (code, err) = task(&["cancel", &id]);
+    assert_eq!(code, Some(0), "{err}");
+    let started = std::time::Instant::now();
+    loop {
+        let (code, err) = task(&["end", "a"]);
+        if code == Some(0) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the session never ended: {err}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let tmux_has = |name: &str| {
+        Command::new("tmux")
+            .env("TMUX_TMPDIR", tmux_dir.path())
+            .args(["-L", "hitl", "has-session", "-t", &format!("={name}")])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    assert!(!tmux_has("a"), "the agent's tmux session is gone");
+    let sessions = project
+        .hitl()
+        .args(["task", "sessions", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&sessions.stdout).unwrap(),
+        serde_json::json!([])
+    );
+    let (code, err) = task(&["end", "a"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("no task session a"), "{err}");
+    let (code, err) = task(&["session", "b", "--workspace", &ws, "--command", "sleep 600"]);
+    assert_eq!(code, Some(0), "the workspace is free again: {err}");
+    let status = project
+        .hitl()
+        .args(["task", "status", &id, "--json"])
+        .output()
+        .unwrap();
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["state"], "canceled", "{status}");
     let _ = Command::new("tmux")
         .env("TMUX_TMPDIR", tmux_dir.path())
         .args(["-L", "hitl", "kill-server"])
