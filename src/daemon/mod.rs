@@ -180,10 +180,11 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
         tasks.push(relay);
     }
     let spools_for_status = spools.first().cloned();
-    let context = ResponderContext {
+    let mut context = ResponderContext {
         broker: handle.clone(),
         store: reader.clone(),
         tasks: task_runner.clone(),
+        login_link: None,
     };
     let http = match http {
         None => None,
@@ -204,6 +205,7 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
             .await?,
         ),
     };
+    context.login_link = http.as_ref().map(server::Running::login_links);
     for r in responders {
         tasks.push(r(context.clone()));
     }

@@ -264,6 +264,13 @@ impl Running {
         self.logins.link(self.local, ttl)
     }
 
+    /// A maker of such links for UIs, each good for [`login::ON_REQUEST`] or until
+    /// opened (as `hitl dashboard`'s).
+    pub fn login_links(&self) -> std::sync::Arc<dyn Fn() -> String + Send + Sync> {
+        let (logins, local) = (self.logins.clone(), self.local);
+        std::sync::Arc::new(move || logins.link(local, login::ON_REQUEST))
+    }
+
     /// Stops taking connections; open long polls and streams are cut after a moment,
     /// not waited for.
     pub async fn stop(self) {

@@ -18,4 +18,11 @@ pub struct ResponderContext {
     pub store: crate::store::Store,
     /// The task runner, when tasks run here.
     pub tasks: Option<crate::tasks::runner::TaskHandle>,
+    /// Mints a one-time link that logs a browser into the web dashboard, when this
+    /// daemon serves HTTP.
+    pub login_link: Option<LoginLink>,
 }
+
+/// A maker of one-time dashboard login links (the HTTP server's, handed to UIs
+/// that show one).
+pub type LoginLink = std::sync::Arc<dyn Fn() -> String + Send + Sync>;

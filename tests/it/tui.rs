@@ -1,7 +1,8 @@
 //! `hitl listen --ui tui` in a real tmux pane, driven with `tmux send-keys` as a
 //! person would type, read back with `tmux capture-pane`: agents' questions answered
 //! from the keyboard, one answered elsewhere leaving the screen with its reason,
-//! a resize to 60×15 and back, and the terminal given back on SIGTERM.
+//! a resize to 60×15 and back, a dashboard login link shown (`w`) and opened, and the
+//! terminal given back on SIGTERM.
 
 use std::{
     path::{Path, PathBuf},
@@ -248,6 +249,29 @@ fn the_tui_answers_from_the_keyboard_in_real_tmux_and_gives_the_terminal_back() 
         screen = tmux.screen();
     }
     assert_eq!(screen.lines().count(), 30, "{screen}");
+
+    // `w`: a dashboard login link, which logs a browser in, once.
+    tmux.keys(&["w"]);
+    let screen = tmux.wait_for("Web dashboard (any key closes)", Duration::from_secs(5));
+    let link = screen
+        .lines()
+        .find_map(|l| {
+            let at = l.find("http://")?;
+            l[at..].split([' ', '│']).next()
+        })
+        .unwrap_or_else(|| panic!("no link on the screen:\n{screen}"))
+        .to_string();
+    assert!(link.contains("/?code="), "{link}");
+    let opened = reqwest::blocking::get(&link).unwrap();
+    assert_eq!(opened.status(), 200, "{link}");
+    assert!(
+        opened.headers().contains_key("set-cookie"),
+        "the link logs the browser in"
+    );
+    let again = reqwest::blocking::get(&link).unwrap();
+    assert!(!again.headers().contains_key("set-cookie"), "once");
+    tmux.keys(&["Escape"]);
+    tmux.wait_gone("Web dashboard (any key closes)", Duration::from_secs(5));
 
     // The help screen, then SIGTERM: the terminal is given back as it was.
     tmux.keys(&["?"]);

@@ -160,6 +160,8 @@ pub enum Mode {
     Filter,
     /// The keys, shown.
     Help,
+    /// A one-time dashboard login link, shown (`None`: this listener serves no HTTP).
+    Web(Option<String>),
     /// Asking whether to stop the listener.
     Quit,
 }
@@ -203,6 +205,8 @@ pub enum Action {
     Filter,
     /// `?`: the keys.
     Help,
+    /// `w`: a link that logs a browser into the web dashboard.
+    WebLink,
     /// `q`: stop the listener (asked first).
     Quit,
     /// `y` to the question whether to stop.
@@ -225,6 +229,8 @@ pub enum Effect {
     },
     /// Stop the listener.
     Quit,
+    /// Show a new dashboard login link ([`Mode::Web`]).
+    ShowWebLink,
 }
 
 /// A request that left the queue, said for a few seconds.
@@ -369,7 +375,7 @@ impl App {
     /// Applies `action`; says what to send.
     pub fn act(&mut self, action: Action) -> Effect {
         match (&mut self.mode, action) {
-            (Mode::Help, _) => {
+            (Mode::Help | Mode::Web(_), _) => {
                 self.mode = Mode::Browse;
                 Effect::None
             }
@@ -433,6 +439,7 @@ impl App {
             }
             Action::Filter => self.mode = Mode::Filter,
             Action::Help => self.mode = Mode::Help,
+            Action::WebLink => return Effect::ShowWebLink,
             Action::Quit => self.mode = Mode::Quit,
             Action::Back => {
                 self.filter = Editor::default();

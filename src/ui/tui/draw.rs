@@ -45,8 +45,10 @@ pub fn draw(f: &mut Frame, app: &App, now: Timestamp) {
         other => draw_table(f, app, other, body),
     }
     draw_status(f, app, status);
-    if app.mode == Mode::Help {
-        draw_help(f, area);
+    match &app.mode {
+        Mode::Help => draw_help(f, area),
+        Mode::Web(link) => draw_web_link(f, area, link.as_deref()),
+        _ => {}
     }
 }
 
@@ -587,6 +589,48 @@ fn draw_status(f: &mut Frame, app: &App, area: Rect) {
         },
     };
     f.render_widget(Paragraph::new(line), area);
+}
+
+/// The dashboard login link `w` asked for, on a line of its own so that a terminal's
+/// selection copies it whole.
+fn draw_web_link(f: &mut Frame, area: Rect, link: Option<&str>) {
+    let lines = match link {
+        Some(link) => vec![
+            Line::raw("Open this link in a browser on this machine:"),
+            Line::raw(""),
+            Line::styled(link.to_string(), Style::new().add_modifier(Modifier::BOLD)),
+            Line::raw(""),
+            Line::styled(
+                "It logs one browser in, once, within 10 minutes. `hitl dashboard` makes another.",
+                Style::new().fg(Color::DarkGray),
+            ),
+        ],
+        None => vec![Line::raw(
+            "No web dashboard: this listener serves no HTTP (it was started with --no-http).",
+        )],
+    };
+    let width = area
+        .width
+        .saturating_sub(2)
+        .min(link.map_or(0, |l| l.len() as u16 + 4).max(84));
+    let height = (lines.len() as u16 + 2).min(area.height);
+    let rect = Rect {
+        x: area.x + (area.width.saturating_sub(width)) / 2,
+        y: area.y + (area.height.saturating_sub(height)) / 2,
+        width,
+        height,
+    };
+    f.render_widget(Clear, rect);
+    f.render_widget(
+        Paragraph::new(lines)
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(" Web dashboard (any key closes) "),
+            )
+            .wrap(Wrap { trim: false }),
+        rect,
+    );
 }
 
 fn draw_help(f: &mut Frame, area: Rect) {

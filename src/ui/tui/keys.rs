@@ -23,6 +23,7 @@ pub const HELP: &[(&str, &str)] = &[
     ("Alt-Enter Ctrl-J", "a new line in a text answer"),
     ("Esc", "back (clears the filter)"),
     ("/", "filter by agent, question, kind or label"),
+    ("w", "a one-time login link for the web dashboard"),
     ("?", "these keys"),
     ("q", "stop hitl listen (asked first)"),
 ];
@@ -35,7 +36,7 @@ pub fn action(mode: &Mode, key: KeyEvent) -> Option<Action> {
     let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
     let alt = key.modifiers.contains(KeyModifiers::ALT);
     match mode {
-        Mode::Help => Some(Action::Back),
+        Mode::Help | Mode::Web(_) => Some(Action::Back),
         Mode::Quit => Some(match key.code {
             KeyCode::Char('y') | KeyCode::Char('Y') => Action::ConfirmQuit,
             _ => Action::Back,
@@ -90,6 +91,7 @@ fn browsing(key: KeyEvent, ctrl: bool) -> Option<Action> {
         KeyCode::Esc => Action::Back,
         KeyCode::Char('/') => Action::Filter,
         KeyCode::Char('?') => Action::Help,
+        KeyCode::Char('w') => Action::WebLink,
         KeyCode::Char('q') => Action::Quit,
         KeyCode::Char('x') => Action::Decline,
         KeyCode::Char(c @ ('y' | 'n' | 'a' | 'd' | 'A' | '1'..='9')) => Action::Quick(c),

@@ -30,7 +30,7 @@ use std::{
 use ratatui::crossterm::event::{self, Event};
 use tokio::sync::{broadcast::error::RecvError, mpsc};
 
-use self::app::{App, Effect, Table, View};
+use self::app::{App, Effect, Mode, Table, View};
 use super::ResponderContext;
 use crate::{
     broker::{Change, PendingRequest, presence::Attendance},
@@ -158,7 +158,7 @@ async fn run(
     if let Some(spool) = spools.first() {
         app.notify(
             format!(
-                "listening on {} · messages in .helpers/listener.log · `hitl dashboard --open` for the web",
+                "listening on {} · messages in .helpers/listener.log · w: the web dashboard",
                 spool.project().display()
             ),
             Instant::now(),
@@ -195,6 +195,9 @@ async fn run(
                         if let Err(e) = broker.respond(seq, reply, RESPONDER).await {
                             app.notify(format!("not sent ({id}): {e}"), Instant::now());
                         }
+                    }
+                    Effect::ShowWebLink => {
+                        app.mode = Mode::Web(context.login_link.as_ref().map(|mint| mint()));
                     }
                     Effect::Quit => {
                         // The listener stops as on Ctrl-C: its own signal handling.

@@ -177,6 +177,33 @@ fn the_help_screen() {
 }
 
 #[test]
+fn w_shows_a_dashboard_login_link_until_any_key() {
+    let mut app = app_with(one_of_each());
+    // The key asks the TUI's loop for a link (it holds the server's minter).
+    assert_eq!(app.act(Action::WebLink), Effect::ShowWebLink);
+    app.mode = Mode::Web(Some(
+        "http://127.0.0.1:4000/?code=0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"
+            .into(),
+    ));
+    insta::assert_snapshot!("web_link", drawn(&app, 100, 24));
+    assert_eq!(
+        super::keys::action(
+            &app.mode,
+            ratatui::crossterm::event::KeyEvent::new(
+                ratatui::crossterm::event::KeyCode::Char('j'),
+                ratatui::crossterm::event::KeyModifiers::NONE
+            )
+        ),
+        Some(Action::Back)
+    );
+    app.act(Action::Back);
+    assert_eq!(app.mode, Mode::Browse);
+    // Without HTTP it says so.
+    app.mode = Mode::Web(None);
+    assert!(drawn(&app, 100, 24).contains("serves no HTTP"));
+}
+
+#[test]
 fn each_view_is_a_table() {
     let mut app = app_with(one_of_each());
     let tables = [
@@ -402,7 +429,7 @@ fn the_filter_narrows_the_inbox_and_leaving_requests_are_said() {
 fn the_help_lists_every_key_the_keymap_knows() {
     // Each single key of the browse keymap is on the help screen.
     for k in [
-        "j", "Tab", "Enter", "1-9", "y n", "a d", "A", "x", "/", "?", "q", "Esc",
+        "j", "Tab", "Enter", "1-9", "y n", "a d", "A", "x", "/", "?", "q", "Esc", "w",
     ] {
         assert!(
             super::keys::HELP.iter().any(|(keys, _)| keys.contains(k)),
