@@ -216,7 +216,14 @@ enum Command {
     /// Cancel a question: its asker stops waiting (exit status 1).
     Cancel {
         /// The question's id; `spool:ID` or `http:ID` when two share it.
-        id: String,
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        id: Option<String>,
+        /// Every pending request of the project (as `hitl pending` lists them).
+        #[arg(long)]
+        all: bool,
+        /// With --all: only this agent's (its id or its name).
+        #[arg(long, requires = "all", value_name = "AGENT")]
+        agent: Option<String>,
         /// Why.
         #[arg(long)]
         reason: Option<String>,
@@ -465,18 +472,23 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Cancel {
             id,
+            all,
+            agent,
             reason,
             dir,
             db,
         } => {
             hitl::cmd::human::only_a_human("cancelling a question")?;
-            runtime()?.block_on(hitl::cmd::answer::run(AnswerOptions {
-                id,
-                with: AnswerWith::Cancel { reason },
-                dir,
-                db,
-                json: false,
-            }))?
+            match id {
+                Some(id) if !all => runtime()?.block_on(hitl::cmd::answer::run(AnswerOptions {
+                    id,
+                    with: AnswerWith::Cancel { reason },
+                    dir,
+                    db,
+                    json: false,
+                }))?,
+                _ => runtime()?.block_on(hitl::cmd::answer::cancel_all(dir, agent, reason, db))?,
+            }
         }
         Command::Agents { dir, json } => hitl::cmd::inspect::agents(dir.as_ref(), json)?,
         Command::History {

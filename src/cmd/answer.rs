@@ -221,6 +221,60 @@ async fn held_elsewhere(server: Option<&(String, Destination)>, id: &str) -> boo
     }
 }
 
+/// `hitl cancel --all [--agent NAME]`: cancels every pending request of the project
+/// (those `hitl pending` lists), or every one of an agent (its id or its name), one
+/// after another as `hitl cancel ID` would; a request that ended meanwhile is said and
+/// passed over. Fails if nothing was pending, or if any cancel failed.
+pub async fn cancel_all(
+    dir: Option<PathBuf>,
+    agent: Option<String>,
+    reason: Option<String>,
+    db: Option<String>,
+) -> Result<()> {
+    let spool = Spool::locate(dir.as_deref())?;
+    // Listed as `hitl pending` lists them, which asks the listener on a runtime of
+    // its own: off this one's threads.
+    let listed = spool.clone();
+    let all = tokio::task::spawn_blocking(move || super::inspect::pending_names(&listed))
+        .await
+        .context("listing what is pending")?;
+    let chosen: Vec<String> = all
+        .into_iter()
+        .filter(|(_, id, name)| agent.as_ref().is_none_or(|a| a == id || a == name))
+        .map(|(which, _, _)| which)
+        .collect();
+    if chosen.is_empty() {
+        match &agent {
+            Some(a) => bail!(
+                "no pending request of agent {a:?} in {} (see `hitl pending`)",
+                spool.project().display()
+            ),
+            None => bail!("nothing is pending in {}", spool.project().display()),
+        }
+    }
+    let mut failed = 0;
+    for id in &chosen {
+        let done = run(AnswerOptions {
+            id: id.clone(),
+            with: AnswerWith::Cancel {
+                reason: reason.clone(),
+            },
+            dir: Some(spool.project().to_path_buf()),
+            db: db.clone(),
+            json: false,
+        })
+        .await;
+        if let Err(e) = done {
+            eprintln!("hitl: {id}: {e:#}");
+            failed += 1;
+        }
+    }
+    if failed > 0 {
+        bail!("{failed} of {} not cancelled", chosen.len());
+    }
+    Ok(())
+}
+
 /// Answers (or cancels) one question.
 pub async fn run(mut opts: AnswerOptions) -> Result<()> {
     let (target, id) = which(&opts.id);

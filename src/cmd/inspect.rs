@@ -83,6 +83,23 @@ fn everything_pending(spool: &Spool) -> Vec<Listed> {
     list
 }
 
+/// Every pending request of the project at `spool` (as `hitl pending` lists them),
+/// each as `hitl answer` and `hitl cancel` name it (`spool:ID` or `http:ID`), with its
+/// agent's id and name.
+pub fn pending_names(spool: &Spool) -> Vec<(String, String, String)> {
+    everything_pending(spool)
+        .into_iter()
+        .map(|l| {
+            let place = if l.file.is_some() { "spool" } else { "http" };
+            (
+                format!("{place}:{}", l.request.id),
+                l.request.agent_id,
+                l.request.agent_name,
+            )
+        })
+        .collect()
+}
+
 /// Asks the listener serving `spool` over its HTTP API: `call` with a client,
 /// answered within [`LISTENER_WAIT`]. `None` when no listener serves HTTP; else its
 /// URL and what it said.

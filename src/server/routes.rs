@@ -11,7 +11,7 @@ use std::{
 
 use axum::{
     Json, Router,
-    extract::{DefaultBodyLimit, Request},
+    extract::{DefaultBodyLimit, Request, State},
     http::{HeaderValue, Method},
     middleware,
     response::{IntoResponse, Response},
@@ -468,8 +468,16 @@ pub fn table() -> Vec<Route> {
     ]
 }
 
-async fn openapi_json() -> Json<Value> {
-    Json(openapi())
+/// The document of what this server does: without a task runner (`hitl serve`),
+/// without the task routes, which answer 503 there saying where tasks run.
+async fn openapi_json(State(state): State<Arc<AppState>>) -> Json<Value> {
+    Json(openapi(state.tasks.is_some()))
+}
+
+/// Whether `path` is one of the task runner's routes (`/api/v1/tasks…`,
+/// `/api/v1/task-sessions…`).
+fn is_task_route(path: &str) -> bool {
+    path.starts_with("/api/v1/task")
 }
 
 /// Refuses a caller that may not use its route: the [`Access`] rule of one route, as
@@ -563,11 +571,14 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 /// The OpenAPI 3.1 document of [`table`], with the bodies, responses and links of
-/// [`schema`].
-pub fn openapi() -> Value {
+/// [`schema`]; the task routes only `with_tasks` (where a task runner runs).
+pub fn openapi(with_tasks: bool) -> Value {
     let mut paths = Map::new();
     let mut generator = schema::generator();
-    for r in table() {
+    for r in table()
+        .into_iter()
+        .filter(|r| with_tasks || !is_task_route(r.path))
+    {
         let entry = paths.entry(r.path.to_string()).or_insert_with(|| json!({}));
         let operation_id = format!("{} {}", r.method, r.path);
         let detail = r.detail;
@@ -667,7 +678,16 @@ mod tests {
                 assert!(parsed.is_ok(), "{} {} ?{name}: {text}", r.method, r.path);
             }
         }
-        let doc = openapi();
+        let doc = openapi(true);
+        assert!(
+            openapi(false)["paths"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .all(|p| !p.starts_with("/api/v1/task")),
+            "no task routes without a task runner"
+        );
+        assert!(doc["paths"]["/api/v1/task-sessions"].is_object());
         let link = &doc["paths"]["/api/v1/requests"]["post"]["responses"]["201"]["links"];
         assert_eq!(
             link["GET /api/v1/requests/{id}"]["parameters"]["id"],

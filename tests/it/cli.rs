@@ -132,6 +132,65 @@ fn ask_exit_codes() {
     assert_eq!(out.status.code(), Some(3));
 }
 
+/// `hitl cancel --all`: every pending request of the project, spool questions and
+/// requests the listener holds alike; `--agent` only one agent's. Each asker hears
+/// of its cancel the way it asked.
+#[test]
+fn cancel_all_ends_every_pending_request_or_one_agents() {
+    let p = Project::new();
+    let _l = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let ask_as = |agent: &str, extra: &[&str], q: &str| {
+        let mut c = p.hitl();
+        c.env("HITL_AGENT_ID", agent)
+            .env("HITL_AGENT_NAME", agent)
+            .arg("ask")
+            .args(extra)
+            .args(["--timeout", "60", q])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c.spawn().unwrap()
+    };
+    let a1 = ask_as("alpha", &[], "first?");
+    let a2 = ask_as("alpha", &[], "second?");
+    let url = p.http_url();
+    let b = ask_as("beta", &["--server", &url], "over http?");
+    p.wait_pending(3, Duration::from_secs(10));
+
+    let out = p.run(&["cancel", "--all", "--agent", "alpha", "--reason", "tidy"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        2,
+        "{out:?}"
+    );
+    for child in [a1, a2] {
+        let out = wait_output(child, Duration::from_secs(10));
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("tidy"),
+            "{out:?}"
+        );
+    }
+    let left = p.wait_pending(1, Duration::from_secs(10));
+    assert_eq!(left[0]["agent_id"], "beta", "{left:?}");
+
+    let out = p.run(&["cancel", "--all", "--agent", "nobody"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no pending request of agent"));
+
+    let out = p.run(&["cancel", "--all"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = wait_output(b, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1), "the HTTP asker too: {out:?}");
+    p.wait_pending(0, Duration::from_secs(10));
+
+    let out = p.run(&["cancel", "--all"]);
+    assert_eq!(out.status.code(), Some(1), "nothing left: {out:?}");
+    // An id and --all together are refused by the parser.
+    let out = p.run(&["cancel", "--all", "abc"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
 #[test]
 fn answers_work_without_a_listener_and_the_first_one_wins() {
     let p = Project::new();

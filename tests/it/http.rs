@@ -574,11 +574,17 @@ fn native_api_and_ask_over_the_server() {
     }
     // Every documented route is served: none answers 404 for its own path shape.
     for (path, ops) in paths {
-        let concrete = path.replace("{id}", "1");
+        let concrete = path.replace("{id}", "1").replace("{name}", "n");
         for method in ops.as_object().unwrap().keys() {
             let r = match method.as_str() {
                 "get" if concrete.ends_with("stream") => continue,
                 "get" => api.get(&concrete),
+                "delete" => api
+                    .http
+                    .delete(api.url(&concrete))
+                    .bearer_auth(&api.token)
+                    .send()
+                    .unwrap(),
                 _ => api.post(&concrete, &json!({})),
             };
             let body = r.text().unwrap();
@@ -1062,6 +1068,28 @@ fn the_token_guards_what_it_must_and_the_dashboard_logs_in_by_cookie() {
         .send()
         .unwrap();
     assert_eq!(r.status(), StatusCode::CREATED);
+    // Its document describes what it does: no task routes without a task runner;
+    // those answer 503, saying where tasks run.
+    let doc: Value = http
+        .get(format!("{base}/api/v1/openapi.json"))
+        .bearer_auth("fixed-token-for-test")
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let paths: Vec<&String> = doc["paths"].as_object().unwrap().keys().collect();
+    assert!(paths.iter().any(|p| *p == "/api/v1/requests"), "{paths:?}");
+    assert!(
+        paths.iter().all(|p| !p.starts_with("/api/v1/task")),
+        "{paths:?}"
+    );
+    let r = http
+        .get(format!("{base}/api/v1/tasks"))
+        .bearer_auth("fixed-token-for-test")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(r.text().unwrap().contains("no task runner here"));
 }
 
 #[test]
