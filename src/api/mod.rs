@@ -262,6 +262,24 @@ pub struct RequestView {
     pub project: Option<PathBuf>,
 }
 
+impl RequestView {
+    /// How pending request `p` stands.
+    pub fn of_pending(p: &crate::broker::PendingRequest) -> RequestView {
+        let r = &p.request;
+        RequestView {
+            id: r.id.clone(),
+            status: Status::Pending,
+            origin: r.origin,
+            answer_shape: r.answer_shape(),
+            labels: r.labels(),
+            request: r.clone(),
+            answer: None,
+            reason: None,
+            project: (!p.project.as_os_str().is_empty()).then(|| p.project.clone()),
+        }
+    }
+}
+
 /// What `POST /api/v1/requests/{id}/respond` and `/cancel` return.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -124,9 +124,17 @@ where
     Some((url, said))
 }
 
-/// The pending requests of the listener serving `spool`, over its HTTP API.
+/// The pending requests of the listener serving `spool`: over its HTTP API, or
+/// from the list it keeps in the spool when it serves none (`--no-http`).
 fn held_by_listener(spool: &Spool) -> Vec<RequestView> {
     let Some((url, listed)) = ask_listener(spool, |c| async move { c.pending().await }) else {
+        // A listener without HTTP keeps the list in the spool instead.
+        if ListenerInfo::running(spool).is_some() {
+            return std::fs::read(spool.held_file())
+                .ok()
+                .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+                .unwrap_or_default();
+        }
         return Vec::new();
     };
     listed.unwrap_or_else(|e| {

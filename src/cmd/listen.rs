@@ -277,6 +277,11 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
             }
         }
     });
+    // Without HTTP nothing can ask what this listener holds besides its spools'
+    // question files: it keeps a list in each spool instead.
+    let held_task = http_url
+        .is_none()
+        .then(|| tokio::spawn(keep_held_listed(daemon.handle.clone(), spools.clone())));
     let names: Vec<String> = projects.iter().map(|p| p.display().to_string()).collect();
     eprintln!(
         "hitl: listening on {} (history: {})",
@@ -303,12 +308,54 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     eprintln!("hitl: stopping; pending questions stay queued for the next start");
     // Hooks waiting on us step aside at once rather than notice we are gone.
     presence_task.abort();
+    if let Some(t) = held_task {
+        t.abort();
+    }
     for s in &spools {
         let _ = std::fs::remove_file(s.listener_info_file());
+        let _ = std::fs::remove_file(s.held_file());
     }
     daemon.stop().await;
     drop(locks);
     Ok(())
+}
+
+/// Keeps each spool's `queue/held.json` ([`Spool::held_file`]) the list of requests
+/// the broker holds that live in the store (a mailbox's questions, a task's
+/// first-run screens), rewritten as they come and go.
+async fn keep_held_listed(broker: crate::broker::BrokerHandle, spools: Vec<Spool>) {
+    use crate::broker::Change;
+    use tokio::sync::broadcast::error::RecvError;
+    let mut changes = broker.subscribe();
+    let write = async || {
+        let held: Vec<crate::api::RequestView> = broker
+            .pending()
+            .await
+            .iter()
+            .filter(|p| p.stored)
+            .map(|p| crate::api::RequestView::of_pending(p))
+            .collect();
+        let mut bytes = serde_json::to_vec_pretty(&held).unwrap_or_default();
+        bytes.push(b'\n');
+        for s in &spools {
+            if let Err(e) = s.replace_file(&s.held_file(), &bytes) {
+                tracing::warn!("writing {}: {e}", s.held_file().display());
+            }
+        }
+    };
+    write().await;
+    loop {
+        let stored = match changes.recv().await {
+            Ok(Change::Queued(p) | Change::Updated(p)) => p.stored,
+            Ok(Change::Finished(f)) => f.pending.stored,
+            Ok(_) => false,
+            Err(RecvError::Lagged(_)) => true,
+            Err(RecvError::Closed) => return,
+        };
+        if stored {
+            write().await;
+        }
+    }
 }
 
 /// A responder that only marks a human as present while the listener runs.

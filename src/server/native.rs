@@ -51,11 +51,7 @@ fn request_view(
 }
 
 fn pending_view(p: &PendingRequest) -> RequestView {
-    let mut v = request_view(&p.request, Status::Pending, None, None);
-    if !p.project.as_os_str().is_empty() {
-        v.project = Some(p.project.clone());
-    }
-    v
+    RequestView::of_pending(p)
 }
 
 fn stored_view(r: &StoredRequest) -> RequestView {

@@ -175,6 +175,12 @@ impl Spool {
     pub fn listener_info_file(&self) -> PathBuf {
         self.root.join(".listener.json")
     }
+    /// `.helpers/queue/held.json`: the requests a listener without HTTP holds that
+    /// are not question files here (a mailbox's, a task's first-run screen), for
+    /// `hitl pending` and `hitl status`, which cannot ask it.
+    pub fn held_file(&self) -> PathBuf {
+        self.queue().join("held.json")
+    }
     /// `.helpers/queue/question_queue.json`: the pending queue, for other tools.
     pub fn queue_snapshot(&self) -> PathBuf {
         self.queue().join("question_queue.json")

@@ -595,6 +595,41 @@ fn a_listener_restart_and_a_killed_ask_lose_and_repeat_nothing() {
     assert!(p.pending().is_empty());
 }
 
+/// A listener without HTTP: what it relays from a mailbox is still listed by `hitl
+/// pending` and counted by `hitl status` (from the list it keeps in the spool), and
+/// leaves the list when it ends.
+#[test]
+fn without_http_a_relayed_question_is_listed_and_counted() {
+    let p = Project::new();
+    let listener = p.listen(&["--ui", "none", "--no-http"]);
+    let run = init_run(&p, "run", &[]);
+    let asker = spawn_mailbox_ask(
+        &p,
+        &run.join("narrator"),
+        &["--context", "Proceed?", "--option", "yes", "--option", "no"],
+    );
+    let listed = p.wait_pending(1, Duration::from_secs(30));
+    assert_eq!(listed[0]["origin"], "mailbox", "{listed:#?}");
+    assert_eq!(listed[0]["content"], "Proceed?", "{listed:#?}");
+    let status = p.run(&["status", "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["pending"], 1, "{status:#}");
+    // The asker gives up: the question is withdrawn and leaves the list.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(asker.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = wait_output(asker, Duration::from_secs(10));
+    fs::remove_file(run.join("narrator/question")).unwrap();
+    p.wait_pending(0, Duration::from_secs(30));
+    listener.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(
+        !p.helpers().join("queue/held.json").exists(),
+        "removed at the stop"
+    );
+}
+
 /// `hitl mailbox ask MAILBOX ARGS` in the background.
 fn spawn_mailbox_ask(p: &Project, mailbox: &Path, args: &[&str]) -> Child {
     p.hitl()
