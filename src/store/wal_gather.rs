@@ -157,7 +157,9 @@ impl Held {
             x ^= x >> 12;
             x ^= x << 25;
             x ^= x >> 27;
-            if x.wrapping_mul(0x2545_f491_4f6c_dd1d) % self.fail_one_in == 0 {
+            if x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+                .is_multiple_of(self.fail_one_in)
+            {
                 return ffi::SQLITE_FULL;
             }
         }
