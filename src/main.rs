@@ -169,7 +169,8 @@ enum Command {
         #[command(subcommand)]
         action: hitl::cmd::mailbox::MailboxCommand,
     },
-    /// List the questions waiting for an answer.
+    /// List the questions waiting for an answer (outside a project: in every project
+    /// your history knows of).
     Pending {
         /// The project folder.
         #[arg(long)]

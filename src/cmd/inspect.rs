@@ -4,9 +4,9 @@
 
 use std::{collections::HashSet, path::PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use jiff::Timestamp;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::{
     agents,
@@ -150,9 +150,14 @@ fn held_by_listener(spool: &Spool) -> Vec<RequestView> {
 const LISTENER_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// `hitl pending`: what waits in the project (its spool and its listener), in
-/// answering order.
+/// answering order. Outside a project (and without `--dir`): what waits in every
+/// project the user's history knows of, and what listeners and servers hold.
 pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
-    let spool = Spool::locate(dir.map(PathBuf::as_path))?;
+    let spool = match Spool::locate(dir.map(PathBuf::as_path)) {
+        Ok(spool) => spool,
+        Err(_) if dir.is_none() => return pending_everywhere(as_json),
+        Err(e) => return Err(e),
+    };
     let list = everything_pending(&spool);
     // Questions whose asker was stopped and left them for its next ask.
     let grace = crate::config::load(&Paths::from_env(), Some(&spool.config_file()))
@@ -171,20 +176,7 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
     if as_json {
         let items: Vec<_> = list
             .iter()
-            .map(|l| {
-                let mut v = serde_json::to_value(&l.request).unwrap_or_default();
-                v["origin"] = json!(l.request.origin);
-                v["labels"] = json!(l.request.labels());
-                if let Some((path, variant)) = &l.file {
-                    v["project"] = json!(spool.project());
-                    v["file"] = json!(path);
-                    v["variant"] = json!(variant.as_str());
-                }
-                if let Some(until) = kept_until(l) {
-                    v["kept_until"] = json!(until);
-                }
-                v
-            })
+            .map(|l| listed_json(l, Some(spool.project()), kept_until(l)))
             .collect();
         println!("{}", serde_json::to_string_pretty(&items)?);
         return Ok(());
@@ -193,6 +185,113 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
         println!("No pending questions in {}.", spool.project().display());
         return Ok(());
     }
+    print_listed(&list, kept_until);
+    Ok(())
+}
+
+/// `hitl pending` outside a project: each project with pending questions in the
+/// user's history, listed as inside it (its files and its listener), then the
+/// requests that live in the store (made over HTTP, relayed mailboxes…) that no
+/// project's listener listed.
+fn pending_everywhere(as_json: bool) -> Result<()> {
+    let url = Paths::from_env().db_url();
+    let (projects, stored) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(async {
+            let store = Store::open(&url).await?;
+            anyhow::Ok((
+                store.pending_projects().await?,
+                store.pending_remote().await?,
+            ))
+        })
+        .with_context(|| {
+            format!(
+                "reading what is pending from {}",
+                crate::store::redact_url(&url)
+            )
+        })?;
+    let mut groups: Vec<(Option<PathBuf>, Vec<Listed>)> = Vec::new();
+    let mut seen = HashSet::new();
+    for project in projects {
+        let Ok(spool) = Spool::locate(Some(std::path::Path::new(&project))) else {
+            continue;
+        };
+        if spool.project() != std::path::Path::new(&project) {
+            continue;
+        }
+        // A listener serving several projects lists what it holds in each.
+        let list: Vec<Listed> = everything_pending(&spool)
+            .into_iter()
+            .filter(|l| seen.insert(l.request.id.clone()))
+            .collect();
+        if !list.is_empty() {
+            groups.push((Some(spool.project().to_path_buf()), list));
+        }
+    }
+    let elsewhere: Vec<Listed> = stored
+        .into_iter()
+        .filter(|(r, _)| !seen.contains(&r.id))
+        .map(|(request, _)| Listed {
+            request,
+            file: None,
+        })
+        .collect();
+    if !elsewhere.is_empty() {
+        groups.push((None, elsewhere));
+    }
+    if as_json {
+        let items: Vec<_> = groups
+            .iter()
+            .flat_map(|(project, list)| {
+                list.iter()
+                    .map(move |l| listed_json(l, project.as_deref(), None))
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&items)?);
+        return Ok(());
+    }
+    if groups.is_empty() {
+        println!(
+            "Nothing is pending in any project your history knows of (in a project, `hitl pending` lists its own)."
+        );
+        return Ok(());
+    }
+    for (i, (project, list)) in groups.iter().enumerate() {
+        if i > 0 {
+            println!();
+        }
+        match project {
+            Some(p) => println!("{}:", p.display()),
+            None => println!("Held by a listener or server (made over HTTP, relayed, …):"),
+        }
+        print_listed(list, |_| None);
+    }
+    Ok(())
+}
+
+/// One pending request as `hitl pending --json` prints it.
+fn listed_json(
+    l: &Listed,
+    project: Option<&std::path::Path>,
+    kept_until: Option<Timestamp>,
+) -> Value {
+    let mut v = serde_json::to_value(&l.request).unwrap_or_default();
+    v["origin"] = json!(l.request.origin);
+    v["labels"] = json!(l.request.labels());
+    if let Some((path, variant)) = &l.file {
+        v["project"] = json!(project);
+        v["file"] = json!(path);
+        v["variant"] = json!(variant.as_str());
+    }
+    if let Some(until) = kept_until {
+        v["kept_until"] = json!(until);
+    }
+    v
+}
+
+/// The table `hitl pending` prints.
+fn print_listed(list: &[Listed], kept_until: impl Fn(&Listed) -> Option<Timestamp>) {
     // Ids as short as tell them apart: `hitl answer` takes any unique start.
     let ids: Vec<&str> = list.iter().map(|l| l.request.id.as_str()).collect();
     let width = ids
@@ -205,7 +304,7 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
         "{:<width$} {:<16} {:<11} {:<6} {:<20} {:>5}  QUESTION",
         "ID", "LABELS", "TYPE", "ORIGIN", "AGENT", "AGE"
     );
-    for l in &list {
+    for l in list {
         let r = &l.request;
         // A request another OS user made says so first, whatever agent it names.
         let mut question = match r.created_by_other() {
@@ -226,7 +325,6 @@ pub fn pending(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
             one_line(&question, 80)
         );
     }
-    Ok(())
 }
 
 /// An agent asking another way than the spool (over HTTP, …), from what the

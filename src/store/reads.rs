@@ -311,6 +311,19 @@ impl Store {
         })
     }
 
+    /// The projects with spool questions history records as pending, most recently
+    /// asked first.
+    pub async fn pending_projects(&self) -> Result<Vec<String>> {
+        with_pool!(self, |pool| {
+            Ok(sqlx::query_scalar(
+                "SELECT project FROM requests WHERE origin = 'spool' AND status = 'pending'
+                 GROUP BY project ORDER BY max(asked_ms) DESC",
+            )
+            .fetch_all(pool)
+            .await?)
+        })
+    }
+
     /// The ids of the requests living in the store that are still pending.
     pub async fn pending_remote_ids(&self) -> Result<Vec<String>> {
         with_pool!(self, |pool| {

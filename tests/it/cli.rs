@@ -132,6 +132,75 @@ fn ask_exit_codes() {
     assert_eq!(out.status.code(), Some(3));
 }
 
+/// Outside a project, `hitl pending` lists what waits in every project the user's
+/// history knows of, each under its folder, and what listeners hold besides; each
+/// request once.
+#[test]
+fn pending_outside_a_project_lists_every_projects() {
+    let p = Project::new();
+    let other = p.tmp.path().join("other");
+    assert!(p.run(&["init", other.to_str().unwrap()]).status.success());
+    let _l = p.listen(&[
+        "--ui",
+        "none",
+        "--http",
+        "127.0.0.1:0",
+        p.dir.to_str().unwrap(),
+        other.to_str().unwrap(),
+    ]);
+    let here = spawn_ask(&p, &["--timeout", "60", "asked here?"]);
+    let there = p
+        .hitl()
+        .current_dir(&other)
+        .args(["ask", "--timeout", "60", "asked there?"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let url = p.http_url();
+    let http = spawn_ask(
+        &p,
+        &["--server", &url, "--timeout", "60", "asked over http?"],
+    );
+    let outside = p.tmp.path().join("elsewhere");
+    fs::create_dir_all(&outside).unwrap();
+    let pending_outside = |json: bool| {
+        let mut c = p.hitl();
+        c.current_dir(&outside).arg("pending");
+        if json {
+            c.arg("--json");
+        }
+        c.output().unwrap()
+    };
+    eventually("all three listed", Duration::from_secs(20), || {
+        let out = pending_outside(true);
+        out.status.success()
+            && serde_json::from_slice::<Value>(&out.stdout)
+                .is_ok_and(|v| v.as_array().is_some_and(|a| a.len() == 3))
+    });
+    let out = pending_outside(false);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let at = |needle: &str| {
+        text.find(needle)
+            .unwrap_or_else(|| panic!("{needle:?} in:\n{text}"))
+    };
+    assert!(
+        at(&format!("{}:", p.dir.display())) < at("asked here?"),
+        "{text}"
+    );
+    assert!(
+        at(&format!("{}:", other.display())) < at("asked there?"),
+        "{text}"
+    );
+    assert_eq!(text.matches("asked over http?").count(), 1, "once: {text}");
+    for child in [here, there, http] {
+        let mut child = child;
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
 /// `hitl cancel --all`: every pending request of the project, spool questions and
 /// requests the listener holds alike; `--agent` only one agent's. Each asker hears
 /// of its cancel the way it asked.
