@@ -33,6 +33,114 @@ struct Cli {
     command: Command,
 }
 
+/// `hitl --help`'s commands, in groups: the five a newcomer needs first, then the
+/// rest by what they are for; each with a line of its own (`hitl help COMMAND` says
+/// the rest). Every command is in exactly one group (a test checks).
+const COMMAND_GROUPS: &[(&str, &[(&str, &str)])] = &[
+    (
+        "Start here",
+        &[
+            (
+                "init",
+                "Set up a project: .helpers/, its settings, scripts/ask-human.sh",
+            ),
+            (
+                "listen",
+                "Run the broker; answer in this terminal (a full-screen inbox)",
+            ),
+            ("ask", "Ask the human a question; the answer is printed"),
+            ("pending", "List the questions waiting for an answer"),
+            ("answer", "Answer a question from this terminal or a script"),
+        ],
+    ),
+    (
+        "Asking",
+        &[
+            (
+                "hook",
+                "Claude Code's hook handler: asks you before what needs you",
+            ),
+            ("mcp", "An MCP server on stdio whose tools ask you"),
+        ],
+    ),
+    (
+        "Answering",
+        &[
+            (
+                "cancel",
+                "Cancel a question (or --all): its asker stops waiting",
+            ),
+            ("dashboard", "A one-time login link for the web dashboard"),
+        ],
+    ),
+    (
+        "Inspecting",
+        &[
+            ("status", "Is a listener running, how many questions wait"),
+            ("agents", "The agents that have asked in this project"),
+            ("history", "How past questions ended, newest first"),
+            (
+                "doctor",
+                "Check everything hitl needs, each problem with its fix",
+            ),
+        ],
+    ),
+    (
+        "Agents and tasks",
+        &[
+            ("rules", "The \"always allow\" rules of the hook"),
+            ("run", "Start an agent inside a boundary the kernel keeps"),
+            (
+                "task",
+                "Hand tasks to Claude Code sessions in tmux; get results",
+            ),
+            (
+                "mailbox",
+                "Agents in a run folder exchange work and ask you",
+            ),
+        ],
+    ),
+    (
+        "Set-up",
+        &[
+            ("serve", "Run the broker for a shared host (HTTP only)"),
+            (
+                "service",
+                "Run the listener as a user service (systemd, launchd)",
+            ),
+            ("token", "Print the API token, or the ask-only token"),
+            ("completions", "Print shell completions"),
+            ("man", "Print or install the manual pages"),
+            ("gc", "Delete old history now"),
+            ("demo", "A throwaway project where made-up agents ask you"),
+        ],
+    ),
+];
+
+/// The clap model with `hitl --help` listing [`COMMAND_GROUPS`] in place of clap's one
+/// list.
+fn cli_command() -> clap::Command {
+    use clap::CommandFactory;
+    use std::fmt::Write;
+    let width = COMMAND_GROUPS
+        .iter()
+        .flat_map(|(_, cmds)| cmds.iter().map(|(name, _)| name.len()))
+        .max()
+        .unwrap_or(0);
+    let mut groups = String::new();
+    for (title, cmds) in COMMAND_GROUPS {
+        let _ = writeln!(groups, "{title}:");
+        for (name, what) in *cmds {
+            let _ = writeln!(groups, "  {name:<width$}  {what}");
+        }
+        groups.push('\n');
+    }
+    Cli::command().help_template(format!(
+        "{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n{groups}Options:\n{{options}}\n\n\
+         `hitl help COMMAND` (or `hitl COMMAND --help`) says all a command does.\n"
+    ))
+}
+
 /// What `hitl rules` does.
 #[derive(Subcommand, Debug)]
 enum RulesAction {
@@ -691,7 +799,10 @@ fn main() -> ExitCode {
     {
         return run_ask(opts);
     }
-    let cli = match Cli::try_parse() {
+    let parsed = cli_command()
+        .try_get_matches()
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
@@ -717,6 +828,31 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_help_groups_every_command_once() {
+        use clap::CommandFactory;
+        let mut grouped: Vec<&str> = COMMAND_GROUPS
+            .iter()
+            .flat_map(|(_, cmds)| cmds.iter().map(|(name, _)| *name))
+            .collect();
+        assert_eq!(COMMAND_GROUPS[0].1.len(), 5, "five to start with");
+        grouped.sort_unstable();
+        let mut commands: Vec<String> = Cli::command()
+            .get_subcommands()
+            .map(|c| c.get_name().to_string())
+            .collect();
+        commands.sort_unstable();
+        assert_eq!(grouped, commands, "every command in exactly one group");
+        let help = cli_command().render_help().to_string();
+        for (title, _) in COMMAND_GROUPS {
+            assert!(help.contains(&format!("{title}:")), "{help}");
+        }
+        assert!(
+            help.lines().all(|l| l.chars().count() <= 100),
+            "fits 100 columns:\n{help}"
+        );
+    }
     use clap::ValueEnum;
 
     fn args(words: &[&str]) -> impl Iterator<Item = std::ffi::OsString> {

@@ -499,7 +499,8 @@ fn terminal_prompt_answers_from_a_pipe() {
     stdin.flush().unwrap();
     let out = wait_output(child, Duration::from_secs(10));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "Fastify\n");
-    assert!(l.stdout().contains("not one of the options"));
+    // Said before the answer went, read from the pipe by a thread of the test's.
+    l.wait_stdout("not one of the options", Duration::from_secs(5));
 
     // yes/no, then a question answered elsewhere while on screen.
     let child = spawn_ask(&p, &["--type", "yesno", "Proceed?"]);
