@@ -1,5 +1,5 @@
 //! Presence: hooks ask in hitl only when a person can answer now, and step aside at
-//! once otherwise. The README's decision table is read and every row of it is run
+//! once otherwise. The decision table of docs/claude-code.md is read and every row of it is run
 //! against the real hook, as Claude Code runs it.
 
 use std::{
@@ -107,12 +107,13 @@ fn expected(cell: &str) -> String {
     }
 }
 
-/// The README's decision table: its rows, each a list of cells.
+/// The decision table of the hooks' page (`docs/claude-code.md`): its rows, each a
+/// list of cells.
 fn readme_table() -> Vec<Vec<String>> {
-    let readme = std::fs::read_to_string(checkout().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(checkout().join("docs/claude-code.md")).unwrap();
     let start = readme
         .find("<!-- decision-table")
-        .expect("the README has the decision table");
+        .expect("docs/claude-code.md has the decision table");
     let end = readme[start..].find("<!-- /decision-table -->").unwrap() + start;
     readme[start..end]
         .lines()
@@ -326,7 +327,7 @@ fn the_readme_decision_table_holds_row_by_row() {
             let want = expected(&row[col]);
             if got != want {
                 wrong.push(format!(
-                    "{situation}: {name} got {got}, the README says {want}"
+                    "{situation}: {name} got {got}, docs/claude-code.md says {want}"
                 ));
             }
             // "At once" and "within a second": timed from the moment the hook was

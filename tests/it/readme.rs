@@ -24,8 +24,31 @@ struct Block {
     text: String,
 }
 
+/// The README and the pages of `docs/` it leads to (the protocol's reference aside):
+/// the user's documents, whose examples are run here.
+pub(crate) fn documents() -> Vec<std::path::PathBuf> {
+    let root = checkout();
+    let mut pages: Vec<std::path::PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .filter(|p| !p.ends_with("PROTOCOL.md"))
+        .collect();
+    pages.sort();
+    pages.insert(0, root.join("README.md"));
+    pages
+}
+
+/// The fenced blocks of every one of [`documents`].
 fn blocks() -> Vec<Block> {
-    let readme = std::fs::read_to_string(checkout().join("README.md")).unwrap();
+    let mut out = Vec::new();
+    for page in documents() {
+        out.extend(blocks_of(&std::fs::read_to_string(page).unwrap()));
+    }
+    out
+}
+
+fn blocks_of(readme: &str) -> Vec<Block> {
     let mut out = Vec::new();
     let mut open: Option<Block> = None;
     for line in readme.lines() {
@@ -56,7 +79,7 @@ pub(crate) fn shell_block(marker: &str) -> String {
     assert_eq!(
         found.len(),
         1,
-        "one shell block of the README has {marker:?}"
+        "one shell block of the README and docs/ has {marker:?}"
     );
     found.into_iter().next().unwrap().text
 }
@@ -446,16 +469,44 @@ fn the_mailbox_example_runs_against_a_listener() {
     );
 }
 
+/// The README is a newcomer's path: what hitl is, the two commands, the tour, and a
+/// link to every page of `docs/`, each of which is there.
+#[test]
+fn the_readme_is_short_and_leads_to_every_page() {
+    let root = checkout();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 150,
+        "README.md has {lines} lines; move detail to docs/"
+    );
+    for page in documents()
+        .iter()
+        .skip(1)
+        .chain([&root.join("docs/PROTOCOL.md")])
+    {
+        let name = format!("(docs/{})", page.file_name().unwrap().to_string_lossy());
+        assert!(readme.contains(&name), "the README does not link {name}");
+    }
+    for link in readme.split("](").skip(1) {
+        let target = link.split(')').next().unwrap().split('#').next().unwrap();
+        if !target.starts_with("http") {
+            assert!(
+                root.join(target).exists(),
+                "the README links {target}, not there"
+            );
+        }
+    }
+}
+
 /// The documents point inside the repository: a reader of a clone finds everything
 /// they name.
 #[test]
 fn the_documents_and_the_code_point_nowhere_outside_the_repository() {
     let root = checkout();
-    let mut files = vec![
-        root.join("README.md"),
-        root.join("ARCHITECTURE.md"),
-        root.join("docs/PROTOCOL.md"),
-    ];
+    let mut files = documents();
+    files.push(root.join("ARCHITECTURE.md"));
+    files.push(root.join("docs/PROTOCOL.md"));
     let mut dirs = vec![root.join("src"), root.join("web")];
     while let Some(dir) = dirs.pop() {
         for e in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
@@ -493,8 +544,10 @@ fn the_readme_and_every_help_name_things_not_seeds() {
                 && w[1].len() >= 3
         })
     };
-    let readme = std::fs::read_to_string(checkout().join("README.md")).unwrap();
-    assert!(!names_a_seed(&readme), "README.md names a seed");
+    for page in documents() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        assert!(!names_a_seed(&text), "{} names a seed", page.display());
+    }
     let help = |args: &[&str]| {
         let out = std::process::Command::new(hitl_bin())
             .args(args)

@@ -782,7 +782,7 @@ fn sessions_run_only_named_agents_one_per_workspace() {
         .output();
 }
 
-/// The README's task example, run as written but for the workspace and the
+/// The task example of docs/tasks.md, run as written but for the workspace and the
 /// instruction (which carries the stand-in's script).
 #[test]
 fn the_readmes_task_example_runs_against_claude_code() {
