@@ -50,10 +50,6 @@ fn request_view(
     }
 }
 
-fn pending_view(p: &PendingRequest) -> RequestView {
-    RequestView::of_pending(p)
-}
-
 fn stored_view(r: &StoredRequest) -> RequestView {
     request_view(&r.request, r.status, r.answer.as_ref(), r.reason.as_deref())
 }
@@ -174,7 +170,7 @@ pub async fn create(
         let id = submitted.event_id.to_string();
         return match respond::lookup(&state, &id, Ids::Any).await? {
             Some(Lookup::Pending(p)) => {
-                Ok((StatusCode::OK, Json(pending_view(&p))).into_response())
+                Ok((StatusCode::OK, Json(RequestView::of_pending(&p))).into_response())
             }
             Some(Lookup::Ended(r)) => Ok((StatusCode::OK, Json(stored_view(&r))).into_response()),
             None => Err(ApiError::internal("an accepted request could not be found")),
@@ -188,7 +184,7 @@ pub async fn create(
             return Ok(ended);
         }
     }
-    Ok((StatusCode::CREATED, Json(pending_view(&p))).into_response())
+    Ok((StatusCode::CREATED, Json(RequestView::of_pending(&p))).into_response())
 }
 
 /// Filters of `GET /api/v1/requests`.
@@ -252,7 +248,7 @@ pub async fn list(
                 .iter()
                 .filter(|p| agent_ok(&p.request))
                 .take(limit)
-                .map(|p| json!(pending_view(p)))
+                .map(|p| json!(RequestView::of_pending(p)))
                 .collect(),
         ));
     }
@@ -278,7 +274,7 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Result<Json<RequestView>, ApiError> {
     match respond::lookup(&state, &id, Ids::Any).await? {
-        Some(Lookup::Pending(p)) => Ok(Json(pending_view(&p))),
+        Some(Lookup::Pending(p)) => Ok(Json(RequestView::of_pending(&p))),
         Some(Lookup::Ended(r)) => Ok(Json(stored_view(&r))),
         None => Err(ApiError::not_found(format!("no request {id}"))),
     }
@@ -375,7 +371,11 @@ pub async fn wait(
     match wait_for_end(&state, &id, &pending, &mut changes, deadline).await? {
         Some(ended) => Ok(ended),
         None => {
-            let mut r = (StatusCode::ACCEPTED, Json(pending_view(&pending))).into_response();
+            let mut r = (
+                StatusCode::ACCEPTED,
+                Json(RequestView::of_pending(&pending)),
+            )
+                .into_response();
             r.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("0"),

@@ -666,15 +666,13 @@ impl Runner {
         }
         if status.queued_tasks > 0 {
             let waiting: Vec<&str> = self.queued(name).map(|t| t.id.as_str()).collect();
+            let (what, them) = match waiting.len() {
+                1 => ("a task".to_string(), "it"),
+                n => (format!("{n} tasks"), "them"),
+            };
             return Err(TaskError::Conflict(format!(
-                "session {name} has {} waiting ({}): cancel {} first (`hitl task cancel ID`), or wait for {}",
-                match waiting.len() {
-                    1 => "a task".to_string(),
-                    n => format!("{n} tasks"),
-                },
+                "session {name} has {what} waiting ({}): cancel {them} first (`hitl task cancel ID`), or wait for {them}",
                 waiting.join(", "),
-                if waiting.len() == 1 { "it" } else { "them" },
-                if waiting.len() == 1 { "it" } else { "them" },
             )));
         }
         self.files

@@ -614,34 +614,18 @@ fn draw_web_link(f: &mut Frame, area: Rect, link: Option<&str>) {
         .saturating_sub(2)
         .min(link.map_or(0, |l| l.len() as u16 + 4).max(84));
     let height = (lines.len() as u16 + 2).min(area.height);
-    let rect = Rect {
-        x: area.x + (area.width.saturating_sub(width)) / 2,
-        y: area.y + (area.height.saturating_sub(height)) / 2,
-        width,
-        height,
-    };
-    f.render_widget(Clear, rect);
-    f.render_widget(
-        Paragraph::new(lines)
-            .block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .title(" Web dashboard (any key closes) "),
-            )
-            .wrap(Wrap { trim: false }),
-        rect,
+    draw_popup(
+        f,
+        area,
+        (width, height),
+        " Web dashboard (any key closes) ",
+        lines,
     );
 }
 
 fn draw_help(f: &mut Frame, area: Rect) {
     let width = area.width.saturating_sub(4).min(76);
     let height = (HELP.len() as u16 + 4).min(area.height.saturating_sub(2));
-    let rect = Rect {
-        x: area.x + (area.width.saturating_sub(width)) / 2,
-        y: area.y + (area.height.saturating_sub(height)) / 2,
-        width,
-        height,
-    };
     let lines: Vec<Line> = HELP
         .iter()
         .map(|(k, what)| {
@@ -654,14 +638,23 @@ fn draw_help(f: &mut Frame, area: Rect) {
             ])
         })
         .collect();
+    draw_popup(f, area, (width, height), " Keys (any key closes) ", lines);
+}
+
+/// `lines` in a bordered box of `size` (width, height) titled `title`, centred in
+/// `area` over what is drawn there.
+fn draw_popup(f: &mut Frame, area: Rect, size: (u16, u16), title: &str, lines: Vec<Line>) {
+    let (width, height) = size;
+    let rect = Rect {
+        x: area.x + (area.width.saturating_sub(width)) / 2,
+        y: area.y + (area.height.saturating_sub(height)) / 2,
+        width,
+        height,
+    };
     f.render_widget(Clear, rect);
     f.render_widget(
         Paragraph::new(lines)
-            .block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .title(" Keys (any key closes) "),
-            )
+            .block(Block::default().borders(Borders::ALL).title(title))
             .wrap(Wrap { trim: false }),
         rect,
     );
