@@ -126,6 +126,9 @@ impl Runner {
                         .prompt
                         .as_deref()
                         .is_some_and(|p| p.contains(&format!("Task {id}")));
+                if confirms && let Some(l) = self.live.get_mut(&name) {
+                    l.confirmed = true;
+                }
                 let Some(t) = self.find_mut(&id) else { return };
                 let mut changed = false;
                 if confirms && !t.delivered {
@@ -355,6 +358,8 @@ impl Runner {
         if let Some(l) = self.live.get_mut(name) {
             l.retype = false;
             l.sent_at = Some(Instant::now());
+            l.confirmed = false;
+            l.enter_again = false;
             l.stopped = false;
         }
         if !resumed {

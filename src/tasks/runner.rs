@@ -205,6 +205,9 @@ pub(super) struct Live {
     pub(super) sent_at: Option<Instant>,
     /// Whether Enter was pressed again.
     pub(super) enter_again: bool,
+    /// The agent confirmed the text typed in last (its prompt hook): a task typed in
+    /// again after a restart needs its own confirmation, though it was delivered.
+    pub(super) confirmed: bool,
     /// Whether the stop reminder was typed.
     pub(super) reminded: bool,
     /// Being interrupted since, and how the task ends once the agent stopped.
@@ -1429,9 +1432,11 @@ impl Runner {
                 continue;
             }
             // The Enter once more, when the agent did not confirm the task.
-            if is_claude(&self.sessions[&name].command)
-                && !t.delivered
+            let command = &self.sessions[&name].command;
+            if is_claude(command)
+                && !is_headless(command)
                 && let Some(l) = self.live.get_mut(&name)
+                && !l.confirmed
                 && !l.enter_again
                 && l.sent_at.is_some_and(|s| s.elapsed() >= CONFIRM_WITHIN)
             {

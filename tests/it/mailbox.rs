@@ -144,24 +144,32 @@ fn seed_narrator() -> String {
 
 /// Seed 003's scribe: its initialisation and main loop in its folder, commit 2
 /// being the one too large, which it asks the user how to split.
+///
+/// The seed's two loops race: the scribe looks at its inbox a second after it
+/// wrote a result, and the narrator, polling each second too, removes the
+/// request only after it has read that result. Under load the scribe can find
+/// the same request again and do it twice (asking the user twice: CI saw it).
+/// Its filled-in analysis skips a request it has done, as an agent writing
+/// that step would.
 fn seed_scribe() -> String {
     let main = fill(
         &seed_block("**Main Loop:**"),
         "# Analyze the commit size",
-        "FILES_TOO_MANY=0; [ \"$COMMIT_NUMBER\" = 2 ] && FILES_TOO_MANY=1",
+        "[ \"$COMMIT_NUMBER\" = \"${DONE:-}\" ] && { echo idle > status; sleep 1; continue; }\n    \
+         FILES_TOO_MANY=0; [ \"$COMMIT_NUMBER\" = 2 ] && FILES_TOO_MANY=1",
     );
     let main = fill(
         &main,
         "# Create multiple commits based on answer\n      # ...",
         &format!(
-            "hash=split$COMMIT_NUMBER; message=\"$DESCRIPTION\"; count=18\n      {}",
+            "hash=split$COMMIT_NUMBER; message=\"$DESCRIPTION\"; count=18; DONE=$COMMIT_NUMBER\n      {}",
             log_line("scribe", "SPLIT", "$ANSWER")
         ),
     );
     let main = fill(
         &main,
         "# Create single commit\n      # ...",
-        "hash=c$COMMIT_NUMBER; message=\"$DESCRIPTION\"; count=1",
+        "hash=c$COMMIT_NUMBER; message=\"$DESCRIPTION\"; count=1; DONE=$COMMIT_NUMBER",
     );
     format!(
         "cd \"$RUN/scribe\"\n{}{}",

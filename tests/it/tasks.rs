@@ -1014,12 +1014,18 @@ fn a_listener_killed_mid_queue_loses_no_task() {
     // The headless agent worked on through the kill, followed by the next listener:
     // started once, its output whole.
     assert_eq!(std::fs::read_to_string(ws.join("h.txt")).unwrap(), "h");
-    let stream = std::fs::read_to_string(
-        project
-            .dir
-            .join(format!(".helpers/tasks/{}/stream.jsonl", ids[3])),
-    )
-    .unwrap();
+    // Its summary ends the task while the agent finishes its turn: the stream's last
+    // lines (the summary's write, the result) may come a moment later.
+    let stream_file = project
+        .dir
+        .join(format!(".helpers/tasks/{}/stream.jsonl", ids[3]));
+    let stream = || std::fs::read_to_string(&stream_file).unwrap_or_default();
+    crate::support::eventually(
+        "the headless agent's result in its stream",
+        Duration::from_secs(30),
+        || stream().contains(r#""type":"result""#),
+    );
+    let stream = stream();
     assert_eq!(stream.matches(r#""subtype":"init""#).count(), 1, "{stream}");
     assert_eq!(stream.matches(r#""type":"result""#).count(), 1, "{stream}");
 }
