@@ -422,10 +422,13 @@ pub struct HttpSettings {
     pub body_timeout: u64,
 }
 
+/// Where a listener serves HTTP unless told otherwise.
+pub const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:4000";
+
 impl Default for HttpSettings {
     fn default() -> HttpSettings {
         HttpSettings {
-            listen_addr: "127.0.0.1:4000".into(),
+            listen_addr: DEFAULT_LISTEN_ADDR.into(),
             open_loopback: true,
             max_body_bytes: 1024 * 1024,
             rate_limit: 50,
@@ -578,8 +581,9 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # fsync = false
 
 [http]
-# Where `hitl listen` serves the HTTP API ("off" for nowhere); a taken port falls back
-# to a free one, written to .helpers/.listener.json.
+# Where `hitl listen` serves the HTTP API ("off" for nowhere). Left at the default and
+# held by another of your listeners, the project's own port (the same each run) is
+# used; a port set here is kept: taken, the listener says by whom and stops.
 # listen_addr = "127.0.0.1:4000"
 # Loopback clients may create requests and poll their answers without the token.
 # open_loopback = true

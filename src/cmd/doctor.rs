@@ -113,7 +113,12 @@ pub fn run(dir: Option<PathBuf>, json: bool) -> Result<u8> {
         check_inotify(&mut report, spool);
     }
     check_tokens(&mut report, &paths);
-    check_port(&mut report, settings.as_ref(), listener.as_ref());
+    check_port(
+        &mut report,
+        settings.as_ref(),
+        spool.as_ref(),
+        listener.as_ref(),
+    );
     runtime.block_on(check_store(&mut report, &paths));
     let hooks = project_dir
         .as_deref()
@@ -396,7 +401,12 @@ fn check_tokens(report: &mut Report, paths: &Paths) {
 }
 
 /// The dashboard's port: the listener's, or the one the next listener takes.
-fn check_port(report: &mut Report, settings: Option<&Settings>, listener: Option<&ListenerInfo>) {
+fn check_port(
+    report: &mut Report,
+    settings: Option<&Settings>,
+    spool: Option<&Spool>,
+    listener: Option<&ListenerInfo>,
+) {
     if let Some(url) = listener.and_then(|l| l.http.as_ref()) {
         report.ok(
             "port",
@@ -404,7 +414,9 @@ fn check_port(report: &mut Report, settings: Option<&Settings>, listener: Option
         );
         return;
     }
-    let configured = settings.map_or("127.0.0.1:4000", |s| s.http.listen_addr.as_str());
+    let configured = settings.map_or(crate::config::DEFAULT_LISTEN_ADDR, |s| {
+        s.http.listen_addr.as_str()
+    });
     if configured.eq_ignore_ascii_case("off") {
         report.ok(
             "port",
@@ -424,15 +436,18 @@ fn check_port(report: &mut Report, settings: Option<&Settings>, listener: Option
         Ok(_) => report.ok("port", format!("{socket} is free for the next listener")),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
             match crate::server::holder::holder(socket) {
-                Some(h) if h.is_this_user() => report.warn(
-                    "port",
-                    format!(
-                        "{socket} is taken by your own {}; the next listener serves on a free \
-                         port for that run",
-                        h.describe()
-                    ),
-                    "set [http] listen_addr to a free port, or stop what holds this one",
-                ),
+                Some(h) if h.is_this_user() && configured == crate::config::DEFAULT_LISTEN_ADDR => {
+                    let own = spool.map_or(0, |s| crate::server::project_port(s.project()));
+                    report.warn(
+                        "port",
+                        format!(
+                            "{socket} is taken by your own {}; this project's listener serves \
+                             on port {own} instead (the same each run)",
+                            h.describe()
+                        ),
+                        "set [http] listen_addr to a free port, or stop what holds this one",
+                    )
+                }
                 held => report.fail(
                     "port",
                     format!(

@@ -52,9 +52,10 @@ pub struct ListenOptions {
     #[arg(long, env = "HITL_DB")]
     pub db: Option<String>,
     /// Serve the HTTP API here: a port (4001), localhost:PORT or IP:PORT; or "off"
-    /// for nowhere (default: the [http] listen_addr setting, 127.0.0.1:4000; if your
-    /// own program holds that port, a free one for this run; if another user's does,
-    /// the listener refuses to start). Port 0: any free port.
+    /// for nowhere (default: the [http] listen_addr setting, 127.0.0.1:4000). A port
+    /// that is taken stops the listener, saying by whom; only the default 4000, when
+    /// your own program holds it (another project's listener), gives way to a port of
+    /// this project's own, the same each run. Port 0: any free port.
     #[arg(long, value_name = "ADDR", conflicts_with = "no_http")]
     pub http: Option<String>,
     /// Do not serve HTTP.
@@ -188,7 +189,11 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
         (false, Some(addr)) if addr == "off" => None,
         (false, Some(addr)) => Some((addr.clone(), false)),
         (false, None) if settings.http.listen_addr == "off" => None,
-        (false, None) => Some((settings.http.listen_addr.clone(), true)),
+        // Only the default gives way (see server::bind): a port the user chose is kept.
+        (false, None) => Some((
+            settings.http.listen_addr.clone(),
+            settings.http.listen_addr == crate::config::DEFAULT_LISTEN_ADDR,
+        )),
     };
     let mut ui_kind = opts.ui.unwrap_or(if ui::tui::available() {
         UiKind::Tui

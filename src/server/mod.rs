@@ -151,13 +151,15 @@ pub fn listen_address(addr: &str) -> Result<SocketAddr> {
     })
 }
 
-/// Binds `addr`. With `fallback` (the configured default address, not one the user
-/// gave), a port taken by one of this user's own programs (another project's
-/// listener) gives way to a free one on the same address, said on stderr; a port
-/// taken by another OS user, or by a holder the tables do not show, is refused,
-/// saying by whom: a listener that moved would leave its usual port to whoever takes
-/// it next, with everything agents and pages send there.
-pub async fn bind(addr: &str, fallback: bool) -> Result<TcpListener> {
+/// Binds `addr`. With `fallback` (the default address, which the user did not
+/// choose), a port taken by one of this user's own programs (another project's
+/// listener) gives way, said on stderr: first to port `fallback` (this project's
+/// own, [`project_port`], so its dashboard tab and links still work after a
+/// restart), else to any free one on the same address. A port the user chose, or
+/// one taken by another OS user or by a holder the tables do not show, is refused,
+/// saying by whom: a listener that moved would leave its usual port to whoever
+/// takes it next, with everything agents and pages send there.
+pub async fn bind(addr: &str, fallback: Option<u16>) -> Result<TcpListener> {
     let parsed = listen_address(addr)?;
     match TcpListener::bind(parsed).await {
         Ok(l) => Ok(l),
@@ -166,15 +168,23 @@ pub async fn bind(addr: &str, fallback: bool) -> Result<TcpListener> {
             let by = held
                 .as_ref()
                 .map_or_else(|| "a program hitl cannot see".to_string(), |h| h.describe());
-            if fallback && held.as_ref().is_some_and(holder::Holder::is_this_user) {
-                let any = SocketAddr::new(parsed.ip(), 0);
-                let l = TcpListener::bind(any)
-                    .await
-                    .with_context(|| format!("binding {any}"))?;
+            if let Some(port) = fallback
+                && held.as_ref().is_some_and(holder::Holder::is_this_user)
+            {
+                let own = SocketAddr::new(parsed.ip(), port);
+                let l = match TcpListener::bind(own).await {
+                    Ok(l) => l,
+                    Err(_) => {
+                        let any = SocketAddr::new(parsed.ip(), 0);
+                        TcpListener::bind(any)
+                            .await
+                            .with_context(|| format!("binding {any}"))?
+                    }
+                };
                 if let Ok(local) = l.local_addr() {
                     eprintln!(
                         "hitl: {parsed} is taken by your own {by}: serving on {local} instead \
-                         (for this run only)"
+                         (set [http] listen_addr to keep a port of your choosing)"
                     );
                 }
                 return Ok(l);
@@ -191,6 +201,22 @@ pub async fn bind(addr: &str, fallback: bool) -> Result<TcpListener> {
         }
         Err(e) => Err(e).with_context(|| format!("binding {addr}")),
     }
+}
+
+/// The port a project's listener takes when the default is held by another of the
+/// user's listeners: the same for the same folder every run, from 40000 to 48999
+/// (within Linux's range for outgoing connections, where no service of its own
+/// waits; if one of those holds it, any free port is taken).
+pub fn project_port(project: &std::path::Path) -> u16 {
+    // FNV-1a: stable across runs and builds, unlike the standard library's hasher.
+    let hash = project
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    40_000 + (hash % 9_000) as u16
 }
 
 /// Serves until `shutdown` completes, within `limits`.
@@ -225,7 +251,13 @@ pub async fn start(
     config_dir: &std::path::Path,
 ) -> Result<Running> {
     settings.validate()?;
-    let listener = bind(addr, fallback).await?;
+    let own_port = fallback.then(|| {
+        backends
+            .spools
+            .first()
+            .map_or(0, |s| project_port(s.project()))
+    });
+    let listener = bind(addr, own_port).await?;
     let local = listener.local_addr()?;
     let token = load_or_create_token(config_dir).context("making the API token")?;
     let asker_token =
@@ -284,6 +316,18 @@ impl Running {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_projects_own_port_is_the_same_each_run_and_in_its_range() {
+        let a = project_port(std::path::Path::new("/home/u/proj"));
+        // FNV-1a of the path: fixed, whatever the build or the run.
+        assert_eq!(a, project_port(std::path::Path::new("/home/u/proj")));
+        assert_ne!(a, project_port(std::path::Path::new("/home/u/proj2")));
+        for i in 0..1000 {
+            let p = project_port(std::path::Path::new(&format!("/p/{i}")));
+            assert!((40_000..49_000).contains(&p), "{p}");
+        }
+    }
 
     #[test]
     fn addresses_are_read_as_people_write_them() {

@@ -247,32 +247,26 @@ impl Drop for KillOnDrop {
 #[test]
 fn a_listener_never_gives_its_port_to_another_user_quietly() {
     let p = Project::new();
-    // Held by the test itself (this user): the configured default gives way for
-    // this run, saying so; a port given with --http does not.
+    // Held by the test itself (this user): a port the user chose, configured or
+    // given, is kept or refused, saying by whom; never moved from.
     let own = TcpListener::bind("127.0.0.1:0").unwrap();
     let own_port = own.local_addr().unwrap().port();
     p.user_config(&format!("[http]\nlisten_addr = \"127.0.0.1:{own_port}\"\n"));
-    let listener = p.listen(&["--ui", "none"]);
-    let url = p.http_url();
-    assert!(!url.ends_with(&format!(":{own_port}")), "{url}");
-    assert!(
-        listener.log().contains("taken by your own"),
-        "{}",
-        listener.log()
-    );
-    drop(listener);
-    let out = p.run(&[
-        "listen",
-        "--ui",
-        "none",
-        "--http",
-        &format!("127.0.0.1:{own_port}"),
-    ]);
-    assert!(!out.status.success(), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("is taken by user"),
-        "{out:?}"
-    );
+    for args in [
+        vec!["listen", "--ui", "none"],
+        vec![
+            "listen",
+            "--ui",
+            "none",
+            "--http",
+            &format!("127.0.0.1:{own_port}"),
+        ],
+    ] {
+        let out = p.run(&args);
+        assert!(!out.status.success(), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("is taken by user"), "{args:?}: {err}");
+    }
     drop(own);
 
     // Held by another OS user: refused, saying by whom, configured or given.
