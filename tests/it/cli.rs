@@ -1075,12 +1075,15 @@ fn the_default_port_gives_way_to_the_projects_own_port_the_same_each_run() {
     // Held by this test if it can be had (other tests' listeners take it in turn);
     // else by whichever of this user's listeners holds it, which gives way the same.
     let default = hitl::config::DEFAULT_LISTEN_ADDR;
+    let hold = |held: &mut Option<std::net::TcpListener>| {
+        let since = std::time::Instant::now();
+        while held.is_none() && since.elapsed() < Duration::from_secs(10) {
+            *held = std::net::TcpListener::bind(default).ok();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
     let mut held = None;
-    let since = std::time::Instant::now();
-    while held.is_none() && since.elapsed() < Duration::from_secs(10) {
-        held = std::net::TcpListener::bind(default).ok();
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    hold(&mut held);
     let own = hitl::server::project_port(&p.dir.canonicalize().unwrap());
     let expected = format!("http://127.0.0.1:{own}");
     let listener = p.listen(&["--ui", "none"]);
@@ -1098,8 +1101,10 @@ fn the_default_port_gives_way_to_the_projects_own_port_the_same_each_run() {
         "{out:?}"
     );
     drop(listener);
-    let _listener = p.listen(&["--ui", "none"]);
-    assert_eq!(p.http_url(), expected);
+    // Still held (a listener of another test that held it may have stopped since).
+    hold(&mut held);
+    let listener = p.listen(&["--ui", "none"]);
+    assert_eq!(p.http_url(), expected, "{}", listener.log());
     drop(held);
 }
 
