@@ -241,8 +241,9 @@ pub struct Running {
     task: tokio::task::JoinHandle<Result<()>>,
 }
 
-/// Binds `addr` (see [`bind`] for `fallback`), reads or makes the token in
-/// `config_dir`, and serves in the background.
+/// Binds `addr` (with `fallback`, the default address, which gives way to the first
+/// project's own port as [`bind`] says), reads or makes the token in `config_dir`,
+/// and serves in the background.
 pub async fn start(
     addr: &str,
     fallback: bool,
