@@ -244,6 +244,22 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// `port` configured as `[http] listen_addr`, then given with `--http`: the listener
+/// refuses both, its error saying each of `says`.
+fn refused_configured_and_given(p: &Project, port: u16, says: &[&str]) {
+    p.user_config(&format!("[http]\nlisten_addr = \"127.0.0.1:{port}\"\n"));
+    let given = format!("127.0.0.1:{port}");
+    for args in [
+        vec!["listen", "--ui", "none"],
+        vec!["listen", "--ui", "none", "--http", &given],
+    ] {
+        let out = p.run(&args);
+        assert!(!out.status.success(), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(says.iter().all(|s| err.contains(s)), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn a_listener_never_gives_its_port_to_another_user_quietly() {
     let p = Project::new();
@@ -251,47 +267,14 @@ fn a_listener_never_gives_its_port_to_another_user_quietly() {
     // given, is kept or refused, saying by whom; never moved from.
     let own = TcpListener::bind("127.0.0.1:0").unwrap();
     let own_port = own.local_addr().unwrap().port();
-    p.user_config(&format!("[http]\nlisten_addr = \"127.0.0.1:{own_port}\"\n"));
-    for args in [
-        vec!["listen", "--ui", "none"],
-        vec![
-            "listen",
-            "--ui",
-            "none",
-            "--http",
-            &format!("127.0.0.1:{own_port}"),
-        ],
-    ] {
-        let out = p.run(&args);
-        assert!(!out.status.success(), "{args:?}: {out:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("is taken by user"), "{args:?}: {err}");
-    }
+    refused_configured_and_given(&p, own_port, &["is taken by user"]);
     drop(own);
 
     // Held by another OS user: refused, saying by whom, configured or given.
     let Some((port, _nobody)) = port_held_by_nobody() else {
         return;
     };
-    p.user_config(&format!("[http]\nlisten_addr = \"127.0.0.1:{port}\"\n"));
-    for args in [
-        vec!["listen", "--ui", "none"],
-        vec![
-            "listen",
-            "--ui",
-            "none",
-            "--http",
-            &format!("127.0.0.1:{port}"),
-        ],
-    ] {
-        let out = p.hitl().args(&args).output().unwrap();
-        assert!(!out.status.success(), "{args:?}: {out:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains("taken by user nobody") && err.contains("python3"),
-            "{args:?}: {err}"
-        );
-    }
+    refused_configured_and_given(&p, port, &["taken by user nobody", "python3"]);
     let out = p.run(&["doctor", "--json"]);
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(report.contains("taken by user nobody"), "{report}");
