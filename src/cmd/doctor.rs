@@ -267,20 +267,22 @@ async fn check_listener(report: &mut Report, spool: &Spool, info: Option<&Listen
         Some(url) => {
             let health = format!("{url}/healthz");
             let answered = async {
-                reqwest::Client::builder()
-                    .timeout(Duration::from_secs(3))
-                    .build()?
-                    .get(&health)
-                    .send()
-                    .await?
-                    .error_for_status()
+                anyhow::Ok(
+                    crate::runtime::tls::http_client(health.starts_with("https://"))?
+                        .timeout(Duration::from_secs(3))
+                        .build()?
+                        .get(&health)
+                        .send()
+                        .await?
+                        .error_for_status()?,
+                )
             }
             .await;
             match answered {
                 Ok(_) => report.ok("listener", format!("running (pid {}), HTTP on {url}", info.pid)),
                 Err(e) => report.fail(
                     "listener",
-                    format!("running (pid {}) but {health} does not answer: {e}", info.pid),
+                    format!("running (pid {}) but {health} does not answer: {e:#}", info.pid),
                     "restart it (`hitl listen`); if it stays stuck, `kill -QUIT` it and report the log",
                 ),
             }

@@ -42,6 +42,11 @@ pub fn validate(hooks: &[WebhookSettings], delivery_hosts: &[String]) -> Result<
         if let Some(why) = refusal(&h.url, delivery_hosts) {
             bail!("[[webhooks]] url {:?}: {why}", h.url);
         }
+        if h.url.starts_with("https://")
+            && let Err(e) = crate::runtime::tls::client_config()
+        {
+            bail!("[[webhooks]] url {:?}: {e:#}", h.url);
+        }
         for e in &h.events {
             if !WEBHOOK_EVENTS.contains(&e.as_str()) {
                 bail!(
@@ -136,11 +141,16 @@ pub fn start(
     link_base: Option<String>,
     status: Option<crate::spool::Spool>,
 ) -> tokio::task::JoinHandle<()> {
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(TRY_FOR)
-        .user_agent(concat!("hitl/", env!("CARGO_PKG_VERSION")))
-        .build()
+    // Read the trusted CAs only when a hook needs them (`validate` checked they can be).
+    let https = hooks.iter().any(|h| h.url.starts_with("https://"));
+    let client = crate::runtime::tls::http_client(https)
+        .or_else(|_| crate::runtime::tls::http_client(false))
+        .and_then(|b| {
+            Ok(b.redirect(reqwest::redirect::Policy::none())
+                .timeout(TRY_FOR)
+                .user_agent(concat!("hitl/", env!("CARGO_PKG_VERSION")))
+                .build()?)
+        })
         .unwrap_or_default();
     let statuses = Arc::new(Mutex::new(
         hooks
@@ -239,7 +249,17 @@ async fn post(
                 format!("the receiver said {}", r.status()),
                 r.status().is_server_error() || r.status().as_u16() == 429,
             )),
-            Err(e) => Err((format!("{e}"), true)),
+            // A certificate refused will be refused again: said at once, not retried.
+            Err(e) => match crate::runtime::tls::certificate_refused(&e) {
+                true => Err((
+                    format!(
+                        "{} (hitl trusts the system's CAs, or those in SSL_CERT_FILE)",
+                        crate::runtime::tls::error_chain(&e)
+                    ),
+                    false,
+                )),
+                false => Err((crate::runtime::tls::error_chain(&e), true)),
+            },
         };
         let done = {
             let mut all = statuses.lock().unwrap_or_else(|e| e.into_inner());

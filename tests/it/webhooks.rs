@@ -255,3 +255,237 @@ fn a_webhook_to_a_host_not_allowed_stops_the_listener_at_start_saying_why() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("delivery_hosts"), "{err}");
 }
+
+/// Runs `openssl` (the command) with `args` in `dir`; it must succeed.
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl (the command) makes the test's certificates");
+    assert!(out.status.success(), "openssl {args:?}: {out:?}");
+}
+
+/// In `dir`: a CA (`ca.pem`) and a certificate it signed for localhost and
+/// 127.0.0.1 (`trusted.pem`, `trusted.key`); another CA, which nobody is told to
+/// trust, and its certificate for the same names (`untrusted.pem`, `untrusted.key`).
+/// P-256 keys, two days.
+fn make_certificates(dir: &std::path::Path) {
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
+         keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    let key = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    for (ca, leaf) in [("ca", "trusted"), ("other-ca", "untrusted")] {
+        let (ca_key, ca_pem) = (format!("{ca}.key"), format!("{ca}.pem"));
+        let (leaf_key, leaf_csr) = (format!("{leaf}.key"), format!("{leaf}.csr"));
+        let subject = format!("/CN=hitl test {ca}");
+        let ca_args = ["req", "-x509", "-days", "2", "-subj", &subject];
+        openssl(
+            dir,
+            &[&ca_args[..], &key, &["-keyout", &ca_key, "-out", &ca_pem]].concat(),
+        );
+        let csr = ["req", "-new", "-subj", "/CN=localhost"];
+        openssl(
+            dir,
+            &[&csr[..], &key, &["-keyout", &leaf_key, "-out", &leaf_csr]].concat(),
+        );
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &leaf_csr,
+                "-CA",
+                &ca_pem,
+                "-CAkey",
+                &ca_key,
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                "ext.cnf",
+                "-out",
+                &format!("{leaf}.pem"),
+            ],
+        );
+    }
+}
+
+/// An https receiver: Python's `http.server` behind its `ssl` module (OpenSSL, a TLS
+/// implementation hitl shares nothing with), serving `cert` on a free loopback port.
+/// Each post it takes is a JSON line (path, headers, body) on its stdout.
+struct TlsReceiver {
+    child: std::process::Child,
+    port: u16,
+    got: Arc<Mutex<Vec<Received>>>,
+}
+
+const TLS_RECEIVER: &str = r#"
+import http.server, json, ssl, sys
+class Hook(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        print(json.dumps({"path": self.path, "headers": dict(self.headers.items()),
+                          "body": body.decode()}), flush=True)
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", 0), Hook)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(sys.argv[1], sys.argv[2])
+server.socket = context.wrap_socket(server.socket, server_side=True)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"#;
+
+impl TlsReceiver {
+    fn start(cert: &std::path::Path, key: &std::path::Path) -> TlsReceiver {
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", TLS_RECEIVER])
+            .arg(cert)
+            .arg(key)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 runs the https receiver");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let port = lines
+            .next()
+            .expect("the receiver says its port")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let got: Arc<Mutex<Vec<Received>>> = Arc::default();
+        let g = got.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let v: Value = serde_json::from_str(&line).unwrap();
+                g.lock().unwrap().push(Received {
+                    path: v["path"].as_str().unwrap().to_string(),
+                    headers: v["headers"]
+                        .as_object()
+                        .unwrap()
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                        .collect(),
+                    body: serde_json::from_str(v["body"].as_str().unwrap()).unwrap(),
+                });
+            }
+        });
+        TlsReceiver { child, port, got }
+    }
+
+    fn received(&self) -> Vec<Received> {
+        self.got.lock().unwrap().clone()
+    }
+}
+
+impl Drop for TlsReceiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_webhook_over_https_is_delivered_to_a_ca_in_ssl_cert_file_and_an_untrusted_one_is_refused_and_said()
+ {
+    let p = Project::new();
+    let certs = p.tmp.path().join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    make_certificates(&certs);
+    let trusted = TlsReceiver::start(&certs.join("trusted.pem"), &certs.join("trusted.key"));
+    let untrusted = TlsReceiver::start(&certs.join("untrusted.pem"), &certs.join("untrusted.key"));
+    // By name (localhost) and by address (127.0.0.1), both in the certificates.
+    let good = format!("https://localhost:{}/hook", trusted.port);
+    let bad = format!("https://127.0.0.1:{}/hook", untrusted.port);
+    p.user_config(&format!(
+        "[[webhooks]]\nurl = \"{good}\"\nsecret = \"s3cret\"\nevents = [\"created\"]\n\n\
+         [[webhooks]]\nurl = \"{bad}\"\nevents = [\"created\"]\n"
+    ));
+    let mut listen = p.hitl();
+    listen
+        .args(["listen", "--ui", "none", "--http", "127.0.0.1:0"])
+        .env("SSL_CERT_FILE", certs.join("ca.pem"))
+        .env_remove("SSL_CERT_DIR");
+    let listener = crate::support::Listener::start_command(listen);
+
+    let asker = spawn_ask(&p, &["Ship it over TLS?"]);
+    let id = p.wait_pending(1, Duration::from_secs(10))[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    eventually("the post over https", Duration::from_secs(10), || {
+        !trusted.received().is_empty()
+    });
+    let got = &trusted.received()[0];
+    assert_eq!(got.path, "/hook");
+    assert_eq!(got.body["event"], "request.created");
+    assert_eq!(got.body["question"], "Ship it over TLS?");
+    let stamp = got.header("x-hitl-timestamp").unwrap();
+    let body = serde_json::to_vec(&got.body).unwrap();
+    assert_eq!(
+        got.header("x-hitl-signature"),
+        Some(signed("s3cret", stamp, &body).as_str())
+    );
+
+    // The receiver nobody vouches for: refused at its certificate, said, not retried.
+    let status =
+        || -> Value { serde_json::from_slice(&p.run(&["status", "--json"]).stdout).unwrap() };
+    eventually("the refusal said", Duration::from_secs(10), || {
+        status()["webhooks"][1]["failed"] == 1
+    });
+    let json = status();
+    let refused = &json["webhooks"][1];
+    let why = refused["last_error"].as_str().unwrap();
+    assert!(why.contains("certificate"), "{json:#}");
+    assert!(why.contains("SSL_CERT_FILE"), "{json:#}");
+    assert_eq!(
+        refused["failed_tries"], 1,
+        "a refused certificate is not retried: {json:#}"
+    );
+    assert_eq!(refused["delivered"], 0, "{json:#}");
+    assert!(untrusted.received().is_empty());
+    assert_eq!(json["webhooks"][0]["delivered"], 1, "{json:#}");
+    eventually("the listener's log says it", Duration::from_secs(5), || {
+        listener.log().contains("gave up") && listener.log().contains("certificate")
+    });
+
+    assert!(p.run(&["answer", &id, "yes"]).status.success());
+    let out = wait_output(asker, Duration::from_secs(10));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "yes\n");
+}
+
+#[test]
+fn an_https_webhook_with_no_ca_to_trust_stops_the_listener_at_start_saying_where_to_put_one() {
+    let p = Project::new();
+    p.user_config("[[webhooks]]\nurl = \"https://127.0.0.1:9/hook\"\n");
+    let empty = p.tmp.path().join("no-cas.pem");
+    std::fs::write(&empty, "").unwrap();
+    let out = p
+        .hitl()
+        .args(["listen", "--ui", "none", "--no-http"])
+        .env("SSL_CERT_FILE", &empty)
+        .env_remove("SSL_CERT_DIR")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no CA certificate could be read from SSL_CERT_FILE="),
+        "{err}"
+    );
+}

@@ -1,0 +1,140 @@
+//! Outbound TLS: the one client configuration every `https://` connection hitl
+//! makes uses (webhooks, `hitl ask --server`, the channels to come).
+//!
+//! The certificate authorities trusted are the system's, found as OpenSSL and curl
+//! find them, and `SSL_CERT_FILE` / `SSL_CERT_DIR` replace them as they do for curl
+//! (`rustls-native-certs`), so a private CA or a corporate proxy's is one variable
+//! away. Read once per process, on the first `https://` client: a short-lived
+//! command that talks plain http to its own listener never reads them.
+
+use std::sync::{Arc, OnceLock};
+
+use anyhow::{Result, anyhow};
+
+/// A `reqwest` client builder with hitl's TLS set up. `https`: whether this client
+/// may connect to `https://` URLs (the trusted CAs are read then); one that only
+/// talks to loopback over plain http gets a configuration that trusts nobody, so a
+/// redirect or a misconfigured URL to https fails instead of trusting anything.
+/// Errors: `https` and no CA certificate could be read.
+pub fn http_client(https: bool) -> Result<reqwest::ClientBuilder> {
+    let config = if https {
+        client_config()?
+    } else {
+        trusting_nobody()
+    };
+    Ok(reqwest::Client::builder().tls_backend_preconfigured(config))
+}
+
+/// The client configuration for `https://`: the trusted CAs, TLS 1.2 and 1.3 with
+/// rustls's safe defaults, no client certificate. Built once per process.
+/// Errors: no CA certificate could be read (said with where to put one).
+pub fn client_config() -> Result<rustls::ClientConfig> {
+    static CONFIG: OnceLock<Result<rustls::ClientConfig, String>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| build(trusted_roots()?))
+        .clone()
+        .map_err(|e| anyhow!(e))
+}
+
+fn trusting_nobody() -> rustls::ClientConfig {
+    build(rustls::RootCertStore::empty()).expect("rustls's defaults are valid")
+}
+
+fn build(roots: rustls::RootCertStore) -> Result<rustls::ClientConfig, String> {
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map(|b| b.with_root_certificates(roots).with_no_client_auth())
+        .map_err(|e| format!("setting up TLS: {e}"))
+}
+
+/// The CAs to trust: `SSL_CERT_FILE` / `SSL_CERT_DIR` when set, else the system's.
+/// Unreadable entries are skipped (as OpenSSL does); none at all is an error.
+fn trusted_roots() -> Result<rustls::RootCertStore, String> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = rustls::RootCertStore::empty();
+    let (added, _ignored) = roots.add_parsable_certificates(found.certs);
+    if added > 0 {
+        return Ok(roots);
+    }
+    let given = ["SSL_CERT_FILE", "SSL_CERT_DIR"]
+        .into_iter()
+        .filter_map(|v| std::env::var(v).ok().map(|p| format!("{v}={p}")))
+        .collect::<Vec<_>>();
+    let why = found
+        .errors
+        .first()
+        .map(|e| format!(" ({e})"))
+        .unwrap_or_default();
+    Err(if given.is_empty() {
+        format!(
+            "no trusted CA certificates were found on this system{why}: install the \
+             ca-certificates package, or name a PEM bundle in SSL_CERT_FILE"
+        )
+    } else {
+        format!(
+            "no CA certificate could be read from {}{why}",
+            given.join(" or ")
+        )
+    })
+}
+
+/// Whether `e` (or an error beneath it) is the server's certificate refused: not
+/// trusted, expired, for another name. Trying again will not change that.
+pub fn certificate_refused(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut level = Some(e);
+    while let Some(err) = level {
+        if matches!(
+            err.downcast_ref::<rustls::Error>(),
+            Some(rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented)
+        ) {
+            return true;
+        }
+        // An I/O error shows the error it wraps but does not give it as its source.
+        level = match err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => err.source(),
+        };
+    }
+    false
+}
+
+/// `e` and every error beneath it, `: `-joined: a failed connection's reason is
+/// often three levels down ("error sending request: client error (Connect):
+/// invalid peer certificate: UnknownIssuer").
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_for_plain_http_reads_no_certificates_and_builds() {
+        http_client(false).unwrap().build().unwrap();
+    }
+
+    #[test]
+    fn an_error_chain_says_every_level_once() {
+        let inner = std::io::Error::other("invalid peer certificate: UnknownIssuer");
+        let outer = anyhow::Error::new(inner).context("error sending request");
+        let chain = error_chain(outer.as_ref());
+        assert_eq!(
+            chain,
+            "error sending request: invalid peer certificate: UnknownIssuer"
+        );
+    }
+}
