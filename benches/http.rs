@@ -458,6 +458,8 @@ impl Schema {
 }
 
 fn main() {
+    // reqwest's clients here need rustls's provider, as hitl's do.
+    hitl::runtime::tls::install_default_provider();
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--bare-server") {
         bare_server();

@@ -55,6 +55,8 @@ fn question(i: usize) -> String {
 }
 
 fn main() {
+    // reqwest's clients here need rustls's provider, as hitl's do.
+    hitl::runtime::tls::install_default_provider();
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         println!("mailbox benchmarks: run them with `cargo bench --bench mailbox [-- --quick]`");

@@ -77,6 +77,8 @@ fn now_ns() -> i128 {
 }
 
 fn main() {
+    // reqwest's clients here need rustls's provider, as hitl's do.
+    hitl::runtime::tls::install_default_provider();
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         println!("task benchmarks: run them with `cargo bench --bench tasks [-- --quick]`");

@@ -17,12 +17,23 @@ use anyhow::{Result, anyhow};
 /// redirect or a misconfigured URL to https fails instead of trusting anything.
 /// Errors: `https` and no CA certificate could be read.
 pub fn http_client(https: bool) -> Result<reqwest::ClientBuilder> {
+    install_default_provider();
     let config = if https {
         client_config()?
     } else {
         trusting_nobody()
     };
     Ok(reqwest::Client::builder().tls_backend_preconfigured(config))
+}
+
+/// Makes ring the process's rustls provider, for anything that builds a client
+/// without [`http_client`] (`reqwest::Client::default()` panics without one).
+pub fn install_default_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // Refused only when one is installed already: that one serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 /// The client configuration for `https://`: the trusted CAs, TLS 1.2 and 1.3 with
@@ -125,6 +136,20 @@ mod tests {
     #[test]
     fn a_client_for_plain_http_reads_no_certificates_and_builds() {
         http_client(false).unwrap().build().unwrap();
+    }
+
+    #[test]
+    fn a_refused_certificate_is_found_under_io_errors_and_a_refused_connection_is_not_one() {
+        let refused = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        let wrapped = std::io::Error::other(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            refused,
+        ));
+        let outer = anyhow::Error::new(wrapped).context("error sending request");
+        assert!(certificate_refused(outer.as_ref()));
+        let closed = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let outer = anyhow::Error::new(closed).context("error sending request");
+        assert!(!certificate_refused(outer.as_ref()));
     }
 
     #[test]

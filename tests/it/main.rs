@@ -2,6 +2,18 @@
 //! projects, driven the way agents and humans drive it. One test binary, so the suite
 //! links once.
 
+/// The tests' own HTTP clients (reqwest, built without a TLS provider of its own, as
+/// hitl is) need rustls's provider installed before the first one is built: done as
+/// the test binary loads, before any test runs, from the ELF's initialisers.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static INSTALL_TLS_PROVIDER: extern "C" fn() = {
+    extern "C" fn install() {
+        hitl::runtime::tls::install_default_provider();
+    }
+    install
+};
+
 mod badinput;
 mod boundary;
 mod classifier;
