@@ -249,16 +249,18 @@ async fn post(
                 format!("the receiver said {}", r.status()),
                 r.status().is_server_error() || r.status().as_u16() == 429,
             )),
-            // A certificate refused will be refused again: said at once, not retried.
-            Err(e) => match crate::runtime::tls::certificate_refused(&e) {
-                true => Err((
+            // Said without the URL, whose path may be its secret (Slack's is), as
+            // `webhooks.json` and the log keep it. A certificate refused will be refused
+            // again: said at once, not retried.
+            Err(e) => match e.without_url() {
+                e if crate::runtime::tls::certificate_refused(&e) => Err((
                     format!(
                         "{} (hitl trusts the system's CAs, or those in SSL_CERT_FILE)",
                         crate::runtime::tls::error_chain(&e)
                     ),
                     false,
                 )),
-                false => Err((crate::runtime::tls::error_chain(&e), true)),
+                e => Err((crate::runtime::tls::error_chain(&e), true)),
             },
         };
         let done = {

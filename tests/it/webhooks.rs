@@ -453,6 +453,10 @@ fn a_webhook_over_https_is_delivered_to_a_ca_in_ssl_cert_file_and_an_untrusted_o
     let why = refused["last_error"].as_str().unwrap();
     assert!(why.contains("certificate"), "{json:#}");
     assert!(why.contains("SSL_CERT_FILE"), "{json:#}");
+    assert!(
+        !why.contains("/hook"),
+        "a URL's path may be its secret: {json:#}"
+    );
     assert_eq!(
         refused["failed_tries"], 1,
         "a refused certificate is not retried: {json:#}"
