@@ -420,6 +420,13 @@ pub struct HttpSettings {
     /// Seconds a request body may take to arrive after its head: a body sent a byte
     /// now and then is cut (408).
     pub body_timeout: u64,
+    /// A PEM certificate chain (the server's own first): with `tls_key`, HTTP is
+    /// served over TLS (https and wss) instead of plain. `~/` is the home folder; a
+    /// relative path is taken from hitl's config folder. Read from the user's
+    /// settings only.
+    pub tls_cert: Option<String>,
+    /// The certificate's private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub tls_key: Option<String>,
 }
 
 /// Where a listener serves HTTP unless told otherwise.
@@ -440,6 +447,8 @@ impl Default for HttpSettings {
             max_connections: 512,
             header_timeout: 10,
             body_timeout: 30,
+            tls_cert: None,
+            tls_key: None,
         }
     }
 }
@@ -610,6 +619,8 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # max_connections = 512
 # header_timeout = 10
 # body_timeout = 30
+# To serve https (a phone, another machine): tls_cert and tls_key, a PEM certificate
+# chain and its key, in your user settings only (docs/answering.md says how).
 
 [tuning]
 # Take the fast paths: commits on the caller's thread when the store is idle, SQLite's
@@ -774,6 +785,19 @@ pub fn load(paths: &Paths, project_config: Option<&Path>) -> Result<Settings> {
                     file.display(),
                     paths.user_config().display()
                 );
+            }
+        }
+        // Nor say which key and certificate the user's listener presents.
+        if let Some(toml::Value::Table(http)) = t.get_mut("http") {
+            for key in ["tls_cert", "tls_key"] {
+                if http.remove(key).is_some() {
+                    eprintln!(
+                        "hitl: {}: [http] {key} is read from your user settings only ({}); \
+                         ignored here",
+                        file.display(),
+                        paths.user_config().display()
+                    );
+                }
             }
         }
         merge(&mut table, t);

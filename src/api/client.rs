@@ -137,7 +137,7 @@ impl Client {
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             bail!("{base:?} is not an http:// URL");
         }
-        let http = crate::runtime::tls::http_client(base.starts_with("https://"))?
+        let http = crate::runtime::tls::http_client_for(&base)?
             .connect_timeout(Duration::from_secs(5))
             .build()
             .context("starting the HTTP client")?;

@@ -119,6 +119,9 @@ pub fn run(dir: Option<PathBuf>, json: bool) -> Result<u8> {
         spool.as_ref(),
         listener.as_ref(),
     );
+    if let Some(settings) = &settings {
+        check_tls(&mut report, settings, &paths);
+    }
     runtime.block_on(check_store(&mut report, &paths));
     let hooks = project_dir
         .as_deref()
@@ -268,7 +271,7 @@ async fn check_listener(report: &mut Report, spool: &Spool, info: Option<&Listen
             let health = format!("{url}/healthz");
             let answered = async {
                 anyhow::Ok(
-                    crate::runtime::tls::http_client(health.starts_with("https://"))?
+                    crate::runtime::tls::http_client_for(url)?
                         .timeout(Duration::from_secs(3))
                         .build()?
                         .get(&health)
@@ -399,6 +402,30 @@ fn check_tokens(report: &mut Report, paths: &Paths) {
         );
     } else {
         report.fail("token", problems.join("; "), fixes.join("; "));
+    }
+}
+
+/// `[http] tls_cert` / `tls_key`, when set: read and checked as a listener would at
+/// start, so a listener that would refuse to start is found now.
+fn check_tls(report: &mut Report, settings: &Settings, paths: &Paths) {
+    if settings.http.tls_cert.is_none() && settings.http.tls_key.is_none() {
+        return;
+    }
+    match crate::server::tls::load(&settings.http, &paths.config_dir) {
+        Ok(Some(tls)) => report.ok(
+            "tls",
+            format!(
+                "HTTP is served over TLS, with the certificate whose SHA-256 is {}",
+                tls.sha256
+            ),
+        ),
+        Ok(None) => {}
+        Err(e) => report.fail(
+            "tls",
+            format!("{e:#}"),
+            "fix [http] tls_cert and tls_key in your user settings (a PEM certificate chain \
+             and its key), or remove both to serve plain http on loopback",
+        ),
     }
 }
 

@@ -258,11 +258,12 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
         notify: !opts.no_notify,
     })
     .await?;
-    let http_url = daemon.http_addr.map(|a| format!("http://{a}"));
+    let http_url = daemon.http_url.clone();
 
     let projects: Vec<PathBuf> = spools.iter().map(|s| s.project().to_path_buf()).collect();
     let mut presence = daemon.handle.presence().watch();
     let mut info = ListenerInfo::new(&projects, http_url.as_deref());
+    info.tls_sha256 = daemon.tls_sha256.clone();
     info.present = presence.borrow_and_update().clone();
     for s in &spools {
         info.write(s)

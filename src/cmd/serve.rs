@@ -48,7 +48,8 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         eprintln!("hitl: serving on {local}, not loopback: every route needs the token");
     }
     eprintln!(
-        "hitl: HTTP API on http://{local} (store: {})",
+        "hitl: HTTP API on {} (store: {})",
+        daemon.http_url.as_deref().unwrap_or_default(),
         crate::store::redact_url(&db_url)
     );
     if local.ip().is_loopback()

@@ -83,6 +83,10 @@ pub struct Daemon {
     pub handle: BrokerHandle,
     /// Where HTTP is served, if it is.
     pub http_addr: Option<SocketAddr>,
+    /// Its URL (`https://…` when it serves TLS), if it serves HTTP.
+    pub http_url: Option<String>,
+    /// The SHA-256 (hex) of the certificate it presents, when it serves TLS.
+    pub tls_sha256: Option<String>,
     broker_task: JoinHandle<()>,
     stop_broker: oneshot::Sender<()>,
     http: Option<server::Running>,
@@ -209,7 +213,7 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
     for r in responders {
         tasks.push(r(context.clone()));
     }
-    let link_base = http.as_ref().map(|h| format!("http://{}", h.local));
+    let link_base = http.as_ref().map(|h| h.url.clone());
     // Desktop notifications, where there is a desktop.
     if notify && crate::ui::notify::available() {
         tasks.push(crate::ui::notify::start(context.clone(), link_base.clone()));
@@ -225,6 +229,8 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
     }
     Ok(Daemon {
         http_addr: http.as_ref().map(|h| h.local),
+        http_url: http.as_ref().map(|h| h.url.clone()),
+        tls_sha256: http.as_ref().and_then(|h| h.tls_sha256.clone()),
         handle,
         broker_task,
         stop_broker,

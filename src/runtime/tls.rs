@@ -6,8 +6,16 @@
 //! (`rustls-native-certs`), so a private CA or a corporate proxy's is one variable
 //! away. Read once per process, on the first `https://` client: a short-lived
 //! command that talks plain http to its own listener never reads them.
+//!
+//! The user's own listener serving TLS (`[http] tls_cert`) is trusted another way:
+//! by the exact certificate it says it presents (`.listener.json`'s `tls_sha256`),
+//! for its URL only. Its certificate may be self-signed, or issued for a name that
+//! 127.0.0.1 is not (a tailnet's), and neither should make `hitl answer` fail.
 
-use std::sync::{Arc, OnceLock};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, OnceLock},
+};
 
 use anyhow::{Result, anyhow};
 
@@ -24,6 +32,127 @@ pub fn http_client(https: bool) -> Result<reqwest::ClientBuilder> {
         trusting_nobody()
     };
     Ok(reqwest::Client::builder().tls_backend_preconfigured(config))
+}
+
+/// A client builder for `base` (a server's URL): pinned to the certificate
+/// [`remember_pin`] noted for it, else trusting the CAs when it is `https://`, else
+/// trusting nobody (see [`http_client`]).
+pub fn http_client_for(base: &str) -> Result<reqwest::ClientBuilder> {
+    if !base.starts_with("https://") {
+        return http_client(false);
+    }
+    match pin_for(base) {
+        Some(pin) => {
+            install_default_provider();
+            Ok(reqwest::Client::builder().tls_backend_preconfigured(pinned_config(pin)))
+        }
+        None => http_client(true),
+    }
+}
+
+/// Pins `base` (`https://HOST:PORT`) to the certificate whose DER has SHA-256
+/// `sha256_hex`, for the rest of this process: the user's own listener said so in
+/// its `.listener.json`. A malformed fingerprint is ignored (the CAs decide then).
+pub fn remember_pin(base: &str, sha256_hex: &str) {
+    let Some(pin) = parse_sha256(sha256_hex) else {
+        return;
+    };
+    pins()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(base.trim_end_matches('/').to_ascii_lowercase(), pin);
+}
+
+fn pins() -> &'static Mutex<HashMap<String, [u8; 32]>> {
+    static PINS: OnceLock<Mutex<HashMap<String, [u8; 32]>>> = OnceLock::new();
+    PINS.get_or_init(Default::default)
+}
+
+fn pin_for(base: &str) -> Option<[u8; 32]> {
+    let key = base.trim_end_matches('/').to_ascii_lowercase();
+    pins()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&key)
+        .copied()
+}
+
+fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.trim();
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+/// A client configuration that trusts one certificate, by its fingerprint, and
+/// nothing else; the handshake's signatures are still checked against it.
+fn pinned_config(pin: [u8; 32]) -> rustls::ClientConfig {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = Arc::new(Pinned {
+        sha256: pin,
+        algorithms: provider.signature_verification_algorithms,
+    });
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("rustls's defaults are valid")
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth()
+}
+
+/// Accepts exactly the certificate whose SHA-256 is `sha256`, whatever names it is
+/// for and whoever signed it: the user's own listener named it.
+#[derive(Debug)]
+struct Pinned {
+    sha256: [u8; 32],
+    algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
+}
+
+impl rustls::client::danger::ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        use sha2::Digest;
+        if sha2::Sha256::digest(end_entity.as_ref()).as_slice() == self.sha256 {
+            Ok(rustls::client::danger::ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::ApplicationVerificationFailure,
+            ))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
 }
 
 /// Makes ring the process's rustls provider, for anything that builds a client
@@ -150,6 +279,21 @@ mod tests {
         let closed = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
         let outer = anyhow::Error::new(closed).context("error sending request");
         assert!(!certificate_refused(outer.as_ref()));
+    }
+
+    #[test]
+    fn a_pin_is_read_from_hex_and_kept_for_its_url_only() {
+        let hex = "00ff".repeat(16);
+        assert_eq!(parse_sha256(&hex).unwrap()[..2], [0x00, 0xff]);
+        assert!(parse_sha256("00ff").is_none());
+        assert!(parse_sha256(&"zz".repeat(32)).is_none());
+        remember_pin("https://127.0.0.1:4999/", &hex);
+        assert!(pin_for("https://127.0.0.1:4999").is_some());
+        assert!(pin_for("https://127.0.0.1:4998").is_none());
+        http_client_for("https://127.0.0.1:4999")
+            .unwrap()
+            .build()
+            .unwrap();
     }
 
     #[test]

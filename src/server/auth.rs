@@ -14,6 +14,13 @@
 //! server (the kernel's socket table says who owns the client's end), so another user
 //! on the machine cannot read answers by guessing ids. `[http] open_loopback = false`
 //! closes both.
+//!
+//! A request relayed by a proxy on this machine (Tailscale's `serve`, `cloudflared`,
+//! a reverse proxy: whatever lets a phone in) arrives from loopback too, as the proxy's
+//! OS user — often the user's own. It is not local: it says so by a forwarding header
+//! (`Forwarded`, `X-Forwarded-For`, `X-Real-IP`, `Via`) or by naming the server by a
+//! name from `[http] allowed_hosts`, which only such a relay needs; it then needs the
+//! token or a dashboard session for everything, as a remote client does.
 
 use std::{
     net::SocketAddr,
@@ -32,7 +39,7 @@ use axum::{
 use super::{
     AppState,
     error::ApiError,
-    login::{SESSION_TTL, cookie_name, cookie_value},
+    login::{SESSION_TTL, cookie_attributes, cookie_name, cookie_value},
 };
 
 /// What a route needs of its caller.
@@ -329,6 +336,27 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Whether a request came through a proxy rather than from a program on this
+/// machine: a forwarding header, or a `Host` that is one of `[http] allowed_hosts`
+/// (local programs name the server by a loopback address or `localhost`).
+fn relayed(headers: &axum::http::HeaderMap, settings: &crate::config::HttpSettings) -> bool {
+    const FORWARDING: [&str; 4] = ["forwarded", "x-forwarded-for", "x-real-ip", "via"];
+    if FORWARDING.iter().any(|h| headers.contains_key(*h)) {
+        return true;
+    }
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let name = host
+        .rsplit_once(':')
+        .filter(|(_, port)| port.parse::<u16>().is_ok())
+        .map_or(host, |(name, _)| name);
+    settings
+        .allowed_hosts
+        .iter()
+        .any(|h| h.trim().eq_ignore_ascii_case(name))
+}
+
 /// The guard, then authentication: the one layer every request passes before its
 /// route. [`Guard::check`](super::guard::Guard::check) refuses foreign Host names
 /// and cross-site writes before anything else is looked at; then the [`Caller`] is
@@ -367,7 +395,9 @@ pub async fn admit(
     let caller = Caller {
         authenticated,
         asker,
-        local: state.loopback_bound && peer.addr.ip().is_loopback(),
+        local: state.loopback_bound
+            && peer.addr.ip().is_loopback()
+            && !relayed(req.headers(), &state.settings),
         dashboard,
         peer,
     };
@@ -381,8 +411,9 @@ pub async fn admit(
     let mut response = next.run(req).await;
     if from_query.is_some()
         && let Ok(v) = HeaderValue::from_str(&format!(
-            "{cookie}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+            "{cookie}={}; {}; Max-Age={}",
             state.sessions.start(),
+            cookie_attributes(state.tls),
             SESSION_TTL.as_secs()
         ))
     {
@@ -411,5 +442,35 @@ mod tests {
         assert!(same("abc", "abc") && !same("abc", "abd") && !same("abc", "ab"));
         assert_eq!(percent_decode("a%20b"), "a b");
         assert_eq!(percent_decode("a%2"), "a%2");
+    }
+
+    #[test]
+    fn a_request_through_a_proxy_is_told_apart_from_a_local_program() {
+        let settings = crate::config::HttpSettings {
+            allowed_hosts: vec!["box.tail1234.ts.net".into()],
+            ..Default::default()
+        };
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = axum::http::HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, HeaderValue::from_static(v));
+            }
+            h
+        };
+        assert!(!relayed(&headers(&[("host", "127.0.0.1:4000")]), &settings));
+        assert!(!relayed(&headers(&[("host", "localhost")]), &settings));
+        assert!(!relayed(&headers(&[]), &settings));
+        assert!(relayed(
+            &headers(&[("host", "box.tail1234.ts.net")]),
+            &settings
+        ));
+        assert!(relayed(
+            &headers(&[("host", "BOX.tail1234.ts.net:443")]),
+            &settings
+        ));
+        for h in ["forwarded", "x-forwarded-for", "x-real-ip", "via"] {
+            let with = headers(&[("host", "127.0.0.1:4000"), (h, "1.2.3.4")]);
+            assert!(relayed(&with, &settings), "{h}");
+        }
     }
 }

@@ -13,6 +13,8 @@
 //!   client's socket, one `sock_diag` query per connection).
 //! - A request body must arrive whole within `[http] body_timeout` of its head: a
 //!   body sent a byte now and then is cut, not waited on.
+//! - Over TLS (`[http] tls_cert`), the handshake must end within the same
+//!   `header_timeout`, and a client that speaks plain http to it is told to use https.
 //! - When the process runs out of file descriptors, accepting pauses instead of
 //!   spinning, and [`reserve_descriptors`] keeps room for what matters more than one
 //!   more client: the spool's files, the store, inotify and answer pushes.
@@ -35,6 +37,7 @@ use axum::{Router, extract::ConnectInfo};
 use hyper::{body::Incoming, server::conn::http1};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{net::TcpListener, sync::Semaphore};
+use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 use super::{auth::Peer, error::BODY_LATE};
@@ -140,6 +143,7 @@ pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: ConnLimits,
+    tls: Option<TlsAcceptor>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -194,17 +198,23 @@ pub async fn serve(
             Peer::new(addr)
         };
         let service = per_connection(router.clone(), peer, limits.body_timeout);
-        let conn = http
-            .serve_connection(TokioIo::new(stream), service)
-            .with_upgrades();
-        let mut stop = stop_rx.clone();
+        let stop = stop_rx.clone();
+        let (http, tls) = (http.clone(), tls.clone());
         tokio::spawn(async move {
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = async { stop.wait_for(|stopping| *stopping).await.map(|_| ()) } => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
+            match tls {
+                None => serve_one(&http, stream, service, stop).await,
+                Some(tls) => {
+                    // The hello counts as the first request's head: within its time.
+                    let handshake = tokio::time::timeout(limits.header_timeout, async {
+                        if speaks_plain_http(&stream).await {
+                            say_use_https(stream).await;
+                            return None;
+                        }
+                        tls.accept(stream).await.ok()
+                    });
+                    if let Ok(Some(stream)) = handshake.await {
+                        serve_one(&http, stream, service, stop).await;
+                    }
                 }
             }
             drop(counted);
@@ -214,6 +224,67 @@ pub async fn serve(
     drop(listener);
     let _ = stop_tx.send(true);
     Ok(())
+}
+
+/// Serves one connection's requests until it closes, or finishes the one under way
+/// once the server stops.
+async fn serve_one<S, Svc>(
+    http: &http1::Builder,
+    io: S,
+    service: Svc,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    Svc: hyper::service::Service<
+            hyper::Request<Incoming>,
+            Response = axum::response::Response,
+            Error = Infallible,
+        > + Send
+        + 'static,
+    Svc::Future: Send + 'static,
+{
+    let conn = http
+        .serve_connection(TokioIo::new(io), service)
+        .with_upgrades();
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = async { stop.wait_for(|stopping| *stopping).await.map(|_| ()) } => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
+/// Whether a client of a TLS server began with plain text (a request line) rather
+/// than a TLS record (whose first byte, a handshake's, is 0x16).
+async fn speaks_plain_http(stream: &tokio::net::TcpStream) -> bool {
+    let mut first = [0u8; 1];
+    matches!(stream.peek(&mut first).await, Ok(1) if first[0].is_ascii_alphabetic())
+}
+
+/// Tells a plain-http client of a TLS server what went wrong, in its own protocol,
+/// instead of a TLS alert it would show as garbage or "connection reset".
+async fn say_use_https(mut stream: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // The head read first: closing on unread bytes would reset the connection, and
+    // the client might never see the answer.
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    while head.len() < 16 * 1024 && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    const BODY: &str = "{\"error\":\"this server speaks https only: use an https:// URL\"}";
+    let response = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
 }
 
 /// The router as a hyper service for one connection, telling the routes who connected;

@@ -34,6 +34,8 @@ pub struct Guard {
     hosts: Vec<String>,
     /// `[http] allowed_origins`, normalised.
     origins: Vec<String>,
+    /// The scheme of the server's own pages: `https` when it serves TLS.
+    scheme: &'static str,
 }
 
 impl Guard {
@@ -52,6 +54,11 @@ impl Guard {
                 .iter()
                 .filter_map(|o| normalise_origin(o))
                 .collect(),
+            scheme: if settings.tls_cert.is_some() {
+                "https"
+            } else {
+                "http"
+            },
         }
     }
 
@@ -99,15 +106,16 @@ impl Guard {
         if self.origins.contains(&origin) {
             return true;
         }
-        let authority = origin
-            .strip_prefix("http://")
-            .or_else(|| origin.strip_prefix("https://"))
-            .unwrap_or_default();
-        let default_port = if origin.starts_with("https://") {
-            443
-        } else {
-            80
+        // The server's own pages come by its own scheme: over TLS, a page at
+        // http://the-same-host:port is not one of them (whoever sees the network
+        // can write it).
+        let Some(authority) = origin
+            .strip_prefix(self.scheme)
+            .and_then(|rest| rest.strip_prefix("://"))
+        else {
+            return false;
         };
+        let default_port = if self.scheme == "https" { 443 } else { 80 };
         let (name, port) = split_authority(authority);
         let port = port.unwrap_or(default_port);
         port == self.local.port() && self.host_name_ok(name)
@@ -242,6 +250,31 @@ mod tests {
                 .check(&Method::GET, &headers(&[("host", "other:4000")]))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn over_tls_its_own_pages_are_https_ones_and_plain_http_on_its_port_is_not() {
+        let settings = HttpSettings {
+            tls_cert: Some("cert.pem".into()),
+            tls_key: Some("key.pem".into()),
+            ..HttpSettings::default()
+        };
+        let g = Guard::new("127.0.0.1:4443".parse().unwrap(), &settings);
+        let post = |origin: &str| {
+            let h = headers(&[("host", "127.0.0.1:4443"), ("origin", origin)]);
+            g.check(&Method::POST, &h)
+        };
+        assert!(post("https://127.0.0.1:4443").is_ok());
+        assert!(post("https://localhost:4443").is_ok());
+        assert!(post("http://127.0.0.1:4443").is_err());
+        assert!(post("https://127.0.0.1").is_err(), "443 is not ours");
+        // And a plain server's pages are http ones.
+        let plain = guard("127.0.0.1:4000", &[], &[]);
+        let h = headers(&[
+            ("host", "127.0.0.1:4000"),
+            ("origin", "https://127.0.0.1:4000"),
+        ]);
+        assert!(plain.check(&Method::POST, &h).is_err());
     }
 
     #[test]

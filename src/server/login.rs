@@ -63,9 +63,10 @@ impl LoginCodes {
         code
     }
 
-    /// A link to the dashboard at `addr` with a new code, good once within `ttl`.
-    pub fn link(&self, addr: std::net::SocketAddr, ttl: Duration) -> String {
-        format!("http://{addr}/?code={}", self.mint(ttl))
+    /// A link to the dashboard at `base` (the server's URL) with a new code, good
+    /// once within `ttl`.
+    pub fn link(&self, base: &str, ttl: Duration) -> String {
+        format!("{base}/?code={}", self.mint(ttl))
     }
 
     /// Spends `code`: true once, if it was minted here and has not expired.
@@ -185,6 +186,16 @@ pub fn cookie_name(port: u16) -> String {
     format!("hitl_token_{port}")
 }
 
+/// What every cookie of this server says besides its value: only for HTTP (never
+/// scripts), only this site, the whole server; over TLS, never sent in the clear.
+pub fn cookie_attributes(tls: bool) -> &'static str {
+    if tls {
+        "HttpOnly; Secure; SameSite=Strict; Path=/"
+    } else {
+        "HttpOnly; SameSite=Strict; Path=/"
+    }
+}
+
 /// This server's cookie, if the request carries it: a dashboard session's id.
 pub fn cookie_value<'r>(req: &'r axum::extract::Request, cookie: &str) -> Option<&'r str> {
     req.headers()
@@ -207,7 +218,8 @@ pub async fn logout(
     }
     let mut response = (StatusCode::OK, Json(json!({ "logged_out": true }))).into_response();
     if let Ok(v) = axum::http::HeaderValue::from_str(&format!(
-        "{cookie}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"
+        "{cookie}=; {}; Max-Age=0",
+        cookie_attributes(state.tls)
     )) {
         response
             .headers_mut()
@@ -223,7 +235,7 @@ pub async fn create(
     (
         StatusCode::CREATED,
         Json(json!({
-            "url": state.logins.link(state.local_addr, ON_REQUEST),
+            "url": state.logins.link(&state.base_url, ON_REQUEST),
             "expires_in_seconds": ON_REQUEST.as_secs(),
         })),
     )

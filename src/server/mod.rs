@@ -26,6 +26,7 @@ mod seed;
 pub mod seed004;
 mod stream;
 mod tasks;
+pub mod tls;
 
 use std::{net::SocketAddr, sync::Arc, time::Instant};
 
@@ -53,6 +54,10 @@ pub struct AppState {
     pub loopback_bound: bool,
     /// The address it listens on.
     pub local_addr: SocketAddr,
+    /// Its own URL, `http://ADDR` or, serving TLS, `https://ADDR`.
+    pub base_url: String,
+    /// It serves TLS (`[http] tls_cert`): its cookies are `Secure`.
+    pub tls: bool,
     /// The projects served, for the agents list.
     pub spools: Vec<Spool>,
     /// The task runner, where tasks run (`hitl listen` in a project).
@@ -103,7 +108,10 @@ impl AppState {
             tasks,
         } = backends;
         let guard = guard::Guard::new(local_addr, &settings);
+        let tls = settings.tls_cert.is_some();
         Arc::new(AppState {
+            base_url: base_url(local_addr, tls),
+            tls,
             broker,
             store,
             token,
@@ -219,15 +227,21 @@ pub fn project_port(project: &std::path::Path) -> u16 {
     40_000 + (hash % 9_000) as u16
 }
 
+/// A server's own URL: `https://` when it serves TLS.
+pub fn base_url(local: SocketAddr, tls: bool) -> String {
+    format!("{}://{local}", if tls { "https" } else { "http" })
+}
+
 /// Serves until `shutdown` completes, within `limits`.
 async fn serve(
     listener: TcpListener,
     state: Arc<AppState>,
     limits: conn::ConnLimits,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let app = routes::router(state);
-    conn::serve(listener, app, limits, shutdown)
+    conn::serve(listener, app, limits, tls, shutdown)
         .await
         .context("serving HTTP")
 }
@@ -236,6 +250,10 @@ async fn serve(
 pub struct Running {
     /// The address it listens on.
     pub local: SocketAddr,
+    /// Its URL: `http://ADDR`, or `https://ADDR` when it serves TLS.
+    pub url: String,
+    /// The SHA-256 of the certificate it presents (hex), when it serves TLS.
+    pub tls_sha256: Option<String>,
     logins: Arc<login::LoginCodes>,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<Result<()>>,
@@ -252,6 +270,8 @@ pub async fn start(
     config_dir: &std::path::Path,
 ) -> Result<Running> {
     settings.validate()?;
+    // Before the port is taken: a listener told to serve TLS never serves plain.
+    let tls = tls::load(settings, config_dir)?;
     let own_port = fallback.then(|| {
         backends
             .spools
@@ -280,11 +300,20 @@ pub async fn start(
         sessions,
     );
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(serve(listener, state, limits, async {
-        let _ = stopped.await;
-    }));
+    let tls_sha256 = tls.as_ref().map(|t| t.sha256.clone());
+    let task = tokio::spawn(serve(
+        listener,
+        state,
+        limits,
+        tls.map(|t| t.acceptor),
+        async {
+            let _ = stopped.await;
+        },
+    ));
     Ok(Running {
         local,
+        url: base_url(local, tls_sha256.is_some()),
+        tls_sha256,
         logins,
         stop,
         task,
@@ -294,14 +323,14 @@ pub async fn start(
 impl Running {
     /// A link that logs one browser into the dashboard, good for `ttl` or until opened.
     pub fn login_link(&self, ttl: std::time::Duration) -> String {
-        self.logins.link(self.local, ttl)
+        self.logins.link(&self.url, ttl)
     }
 
     /// A maker of such links for UIs, each good for [`login::ON_REQUEST`] or until
     /// opened (as `hitl dashboard`'s).
     pub fn login_links(&self) -> std::sync::Arc<dyn Fn() -> String + Send + Sync> {
-        let (logins, local) = (self.logins.clone(), self.local);
-        std::sync::Arc::new(move || logins.link(local, login::ON_REQUEST))
+        let (logins, url) = (self.logins.clone(), self.url.clone());
+        std::sync::Arc::new(move || logins.link(&url, login::ON_REQUEST))
     }
 
     /// Stops taking connections; open long polls and streams are cut after a moment,

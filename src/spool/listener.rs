@@ -25,6 +25,10 @@ pub struct ListenerInfo {
     pub http: Option<String>,
     /// Reserved for a local socket.
     pub socket: Option<String>,
+    /// When `http` is `https://`: the SHA-256 (hex) of the certificate the listener
+    /// presents, which the user's own commands trust for that URL and no other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_sha256: Option<String>,
     /// Who is at a UI to answer now (`[["terminal", 1], ["dashboard", 2]]`); empty:
     /// nobody, and hooks leave their calls to Claude Code (see `broker::presence`).
     #[serde(default)]
@@ -43,6 +47,7 @@ impl ListenerInfo {
             projects: projects.to_vec(),
             http: http.map(str::to_string),
             socket: None,
+            tls_sha256: None,
             present: Vec::new(),
         }
     }
@@ -60,6 +65,12 @@ impl ListenerInfo {
     pub fn running(spool: &Spool) -> Option<ListenerInfo> {
         let bytes = super::read_untrusted(&spool.listener_info_file(), 1 << 20).ok()?;
         let info: ListenerInfo = serde_json::from_slice(&bytes).ok()?;
-        crate::runtime::process::is_alive(info.pid, info.start_time).then_some(info)
+        if !crate::runtime::process::is_alive(info.pid, info.start_time) {
+            return None;
+        }
+        if let (Some(url), Some(pin)) = (&info.http, &info.tls_sha256) {
+            crate::runtime::tls::remember_pin(url, pin);
+        }
+        Some(info)
     }
 }

@@ -81,6 +81,17 @@ async fn browser(driver: &Driver, width: u32, height: u32) -> Client {
 
 /// A headless Chromium session, its pages in the dark colour scheme when `dark`.
 async fn browser_in(driver: &Driver, width: u32, height: u32, dark: bool) -> Client {
+    browser_with(driver, width, height, dark, &[]).await
+}
+
+/// A headless Chromium session with `extra` command-line flags.
+async fn browser_with(
+    driver: &Driver,
+    width: u32,
+    height: u32,
+    dark: bool,
+    extra: &[String],
+) -> Client {
     let mut args = vec![
         "--headless=new".to_string(),
         "--no-sandbox".into(),
@@ -91,6 +102,7 @@ async fn browser_in(driver: &Driver, width: u32, height: u32, dark: bool) -> Cli
     if dark {
         args.push("--force-dark-mode".into());
     }
+    args.extend_from_slice(extra);
     let mut caps = serde_json::Map::new();
     let mut options = json!({ "binary": "/usr/bin/chromium", "args": args });
     if width < 500 {
@@ -1803,5 +1815,54 @@ async fn a_mailbox_question_asked_over_mcp_is_answered_in_the_browser() {
     assert_eq!(ask["answer"], "Option 2", "{r:#}");
     assert_eq!(ask["text"], "Cancel and return to original branch", "{r:#}");
     assert!(!r["progress"].as_array().unwrap().is_empty(), "{r:#}");
+    c.close().await.unwrap();
+}
+
+/// The base64 SHA-256 of a PEM certificate's public key (its SPKI), as Chromium's
+/// `--ignore-certificate-errors-spki-list` takes it: the browser trusts that key and
+/// nothing else it would not trust anyway.
+fn spki_sha256(cert: &std::path::Path) -> String {
+    let script = format!(
+        "openssl x509 -in '{}' -pubkey -noout | openssl pkey -pubin -outform der \
+         | openssl dgst -sha256 -binary | base64",
+        cert.display()
+    );
+    let out = Command::new("sh").args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_https_a_phone_logs_in_with_the_printed_link_answers_and_follows_the_queue_live() {
+    let Some(driver) = driver() else { return };
+    let p = Project::new();
+    let certs = p.home.join("tls");
+    std::fs::create_dir_all(&certs).unwrap();
+    crate::support::make_certificates(&certs);
+    p.user_config("[http]\ntls_cert = \"tls/trusted.pem\"\ntls_key = \"tls/trusted.key\"\n");
+    let listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let link = printed_link(&listener);
+    assert!(link.starts_with("https://127.0.0.1:"), "{link}");
+    let trust = format!(
+        "--ignore-certificate-errors-spki-list={}",
+        spki_sha256(&certs.join("trusted.pem"))
+    );
+    let c = browser_with(&driver, 390, 844, false, &[trust]).await;
+    c.goto(&link).await.unwrap();
+    find(&c, "#inbox:not([hidden])").await;
+    // Asked after the page loaded: it arrives over the page's wss:// stream.
+    let (child, q) = ask(&p, &["--type", "approval", "Deploy from the phone?"]);
+    find(&c, &card(&q)).await;
+    fits(&c, 390, "an approval over https").await;
+    click(&c, &q, "button.approve").await;
+    let out = answer_of(child);
+    assert!(out.starts_with("approved"), "{out}");
+    // The cookie the link left is Secure: the page reads none of it, and a plain
+    // http page of the same port gets nothing but the advice to use https.
+    let cookies = c.get_all_cookies().await.unwrap();
+    assert!(
+        !cookies.is_empty() && cookies.iter().all(|k| k.secure() == Some(true)),
+        "{cookies:?}"
+    );
     c.close().await.unwrap();
 }

@@ -43,6 +43,7 @@ mod soak;
 mod store;
 mod support;
 mod tasks;
+mod tls;
 mod tui;
 mod wayback;
 mod webhooks;

@@ -11,7 +11,7 @@ use std::{
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::Value;
 
-use crate::support::{Project, eventually, spawn_ask, wait_output};
+use crate::support::{Project, eventually, make_certificates, spawn_ask, wait_output};
 
 /// One request the receiver took.
 #[derive(Debug, Clone)]
@@ -254,71 +254,6 @@ fn a_webhook_to_a_host_not_allowed_stops_the_listener_at_start_saying_why() {
     assert!(!out.status.success(), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("delivery_hosts"), "{err}");
-}
-
-/// Runs `openssl` (the command) with `args` in `dir`; it must succeed.
-fn openssl(dir: &std::path::Path, args: &[&str]) {
-    let out = std::process::Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl (the command) makes the test's certificates");
-    assert!(out.status.success(), "openssl {args:?}: {out:?}");
-}
-
-/// In `dir`: a CA (`ca.pem`) and a certificate it signed for localhost and
-/// 127.0.0.1 (`trusted.pem`, `trusted.key`); another CA, which nobody is told to
-/// trust, and its certificate for the same names (`untrusted.pem`, `untrusted.key`).
-/// P-256 keys, two days.
-fn make_certificates(dir: &std::path::Path) {
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
-         keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    let key = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-    ];
-    for (ca, leaf) in [("ca", "trusted"), ("other-ca", "untrusted")] {
-        let (ca_key, ca_pem) = (format!("{ca}.key"), format!("{ca}.pem"));
-        let (leaf_key, leaf_csr) = (format!("{leaf}.key"), format!("{leaf}.csr"));
-        let subject = format!("/CN=hitl test {ca}");
-        let ca_args = ["req", "-x509", "-days", "2", "-subj", &subject];
-        openssl(
-            dir,
-            &[&ca_args[..], &key, &["-keyout", &ca_key, "-out", &ca_pem]].concat(),
-        );
-        let csr = ["req", "-new", "-subj", "/CN=localhost"];
-        openssl(
-            dir,
-            &[&csr[..], &key, &["-keyout", &leaf_key, "-out", &leaf_csr]].concat(),
-        );
-        openssl(
-            dir,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &leaf_csr,
-                "-CA",
-                &ca_pem,
-                "-CAkey",
-                &ca_key,
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-extfile",
-                "ext.cnf",
-                "-out",
-                &format!("{leaf}.pem"),
-            ],
-        );
-    }
 }
 
 /// An https receiver: Python's `http.server` behind its `ssl` module (OpenSSL, a TLS
