@@ -427,6 +427,10 @@ pub struct HttpSettings {
     pub tls_cert: Option<String>,
     /// The certificate's private key, PEM (PKCS#8, PKCS#1 or SEC1).
     pub tls_key: Option<String>,
+    /// The URL other devices reach this server by (`https://box.tail1234.ts.net`,
+    /// through a tunnel or on the LAN), for `hitl pair`'s links; unset: the
+    /// server's own. Read from the user's settings only.
+    pub public_url: Option<String>,
 }
 
 /// Where a listener serves HTTP unless told otherwise.
@@ -449,6 +453,7 @@ impl Default for HttpSettings {
             body_timeout: 30,
             tls_cert: None,
             tls_key: None,
+            public_url: None,
         }
     }
 }
@@ -480,6 +485,14 @@ impl HttpSettings {
         }
         if self.body_timeout == 0 || self.body_timeout > 3600 {
             anyhow::bail!("[http] body_timeout must be 1 to 3600 seconds");
+        }
+        if let Some(url) = &self.public_url
+            && normalise_origin(url).is_none()
+        {
+            anyhow::bail!(
+                "[http] public_url: {url:?} is not a URL of a server; write \
+                 scheme://host[:port], like \"https://box.tail1234.ts.net\" (no path)"
+            );
         }
         for host in &self.allowed_hosts {
             let ok = !host.is_empty()
@@ -620,7 +633,8 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # header_timeout = 10
 # body_timeout = 30
 # To serve https (a phone, another machine): tls_cert and tls_key, a PEM certificate
-# chain and its key, in your user settings only (docs/answering.md says how).
+# chain and its key, and public_url, the URL devices reach it by, in your user
+# settings only (docs/answering.md says how).
 
 [tuning]
 # Take the fast paths: commits on the caller's thread when the store is idle, SQLite's
@@ -789,7 +803,7 @@ pub fn load(paths: &Paths, project_config: Option<&Path>) -> Result<Settings> {
         }
         // Nor say which key and certificate the user's listener presents.
         if let Some(toml::Value::Table(http)) = t.get_mut("http") {
-            for key in ["tls_cert", "tls_key"] {
+            for key in ["tls_cert", "tls_key", "public_url"] {
                 if http.remove(key).is_some() {
                     eprintln!(
                         "hitl: {}: [http] {key} is read from your user settings only ({}); \

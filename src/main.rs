@@ -71,6 +71,11 @@ const COMMAND_GROUPS: &[(&str, &[(&str, &str)])] = &[
                 "Cancel a question (or --all): its asker stops waiting",
             ),
             ("dashboard", "A one-time login link for the web dashboard"),
+            (
+                "pair",
+                "Log a phone or another device in: a QR code, good once",
+            ),
+            ("devices", "The devices logged in; revoke one at once"),
         ],
     ),
     (
@@ -178,6 +183,20 @@ enum ServiceAction {
         /// The service manager (default: this system's).
         #[arg(long, value_enum)]
         manager: Option<hitl::cmd::service::Manager>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// What `hitl devices` does besides listing.
+#[derive(Subcommand, Debug)]
+enum DevicesAction {
+    /// End a device's session at once: its next request is refused, its open pages
+    /// are cut off.
+    Revoke {
+        /// The device's id, as `hitl devices` lists it.
+        id: String,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -399,6 +418,38 @@ enum Command {
         /// Open the link in the desktop's browser too.
         #[arg(long)]
         open: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Log one device in to the dashboard (a phone): prints a link with a single-use
+    /// code, and a QR code of it in a terminal. Set [http] public_url to the URL the
+    /// device reaches the listener by (serve https for that: docs/answering.md).
+    Pair {
+        /// What to call the device in `hitl devices` (default: what its browser says).
+        #[arg(long)]
+        name: Option<String>,
+        /// The project folder.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The broker's URL instead of the project's listener.
+        #[arg(long, env = "HITL_SERVER")]
+        server: Option<String>,
+        /// Print JSON (`url`, `name`, `expires_in_seconds`).
+        #[arg(long)]
+        json: bool,
+    },
+    /// The devices logged in to the dashboard (by `hitl pair` or a login link): name,
+    /// how, last seen and from where; `hitl devices revoke ID` ends one.
+    Devices {
+        #[command(subcommand)]
+        action: Option<DevicesAction>,
+        /// The project folder.
+        #[arg(long, global = true)]
+        dir: Option<PathBuf>,
+        /// The broker's URL instead of the project's listener.
+        #[arg(long, env = "HITL_SERVER", global = true)]
+        server: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -634,6 +685,35 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 hitl::cmd::service::uninstall(manager, dry_run)?
             }
             ServiceAction::Status { manager, json } => hitl::cmd::service::status(manager, json)?,
+        },
+        Command::Pair {
+            name,
+            dir,
+            server,
+            json,
+        } => {
+            hitl::cmd::human::only_a_human("`hitl pair` (a paired device answers questions)")?;
+            runtime()?.block_on(hitl::cmd::devices::pair(dir.as_deref(), server, name, json))?
+        }
+        Command::Devices {
+            action,
+            dir,
+            server,
+            json,
+        } => match action {
+            None => {
+                hitl::cmd::human::only_a_human("`hitl devices`")?;
+                runtime()?.block_on(hitl::cmd::devices::list(dir.as_deref(), server, json))?
+            }
+            Some(DevicesAction::Revoke { id, json }) => {
+                hitl::cmd::human::only_a_human("`hitl devices revoke`")?;
+                runtime()?.block_on(hitl::cmd::devices::revoke(
+                    dir.as_deref(),
+                    server,
+                    &id,
+                    json,
+                ))?
+            }
         },
         Command::Dashboard {
             dir,

@@ -343,6 +343,46 @@ impl Client {
         ))
     }
 
+    /// A single-use link that logs one device in, named `name` (empty: as its
+    /// browser says).
+    pub async fn pair(&self, name: &str) -> Result<crate::api::Pairing> {
+        let url = format!("{}/api/v1/pairings", self.base);
+        let body = serde_json::json!({ "name": name });
+        let (status, v) = self
+            .send(self.http.post(url).json(&body), "asking for a pairing link")
+            .await?;
+        if !status.is_success() {
+            return Err(anyhow!(Client::refused(status, &v)))
+                .with_context(|| format!("asking {} for a pairing link", self.base));
+        }
+        serde_json::from_value(v).context("reading the pairing link")
+    }
+
+    /// The devices logged in to the dashboard.
+    pub async fn devices(&self) -> Result<Vec<crate::api::Device>> {
+        let url = format!("{}/api/v1/devices", self.base);
+        let (status, v) = self.send(self.http.get(url), "listing devices").await?;
+        if !status.is_success() {
+            return Err(anyhow!(Client::refused(status, &v)))
+                .with_context(|| format!("listing the devices of {}", self.base));
+        }
+        serde_json::from_value(v).context("reading the devices")
+    }
+
+    /// Ends device `id`'s session at once. A device that is not there comes back as
+    /// a [`Refused`] error (404).
+    pub async fn revoke_device(&self, id: &str) -> Result<()> {
+        let url = format!("{}/api/v1/devices/{id}", self.base);
+        let (status, v) = self
+            .send(self.http.delete(url), "revoking a device")
+            .await?;
+        if !status.is_success() {
+            return Err(anyhow!(Client::refused(status, &v)))
+                .with_context(|| format!("revoking device {id} at {}", self.base));
+        }
+        Ok(())
+    }
+
     /// Answers request `id` with `reply`, as `by`. A refusal (already answered, timed
     /// out, wrong field) comes back as a [`Refused`] error.
     pub async fn respond(&self, request: &Request, reply: &Reply, by: &str) -> Result<Answer> {

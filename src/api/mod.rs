@@ -401,3 +401,44 @@ mod tests {
         );
     }
 }
+
+/// A logged-in browser, as lists show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Device {
+    /// Its id, for `hitl devices revoke` (not a secret: it logs nothing in).
+    pub id: String,
+    /// What it is called: the name given to `hitl pair --name`, else what its
+    /// browser says it is ("Chrome on Android").
+    pub name: String,
+    /// How it logged in: `pair` or `link` (a dashboard login link).
+    pub by: String,
+    /// When it logged in, seconds since the epoch.
+    pub since: u64,
+    /// When it was last seen, seconds since the epoch.
+    pub last_seen: u64,
+    /// The address it was last seen from (the forwarded client's, through a tunnel).
+    pub from: String,
+    /// When its session ends unless it logs in again, seconds since the epoch.
+    pub until: u64,
+}
+
+/// `POST /api/v1/pairings`'s body.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PairBody {
+    /// What to call the device (`phone`); absent or empty: what its browser says.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// A pairing link, as `POST /api/v1/pairings` gives it.
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Pairing {
+    /// The link that logs one device in, once: `[http] public_url` (or the server's
+    /// own URL) with a single-use code.
+    pub url: String,
+    /// The name the device will have (empty: what its browser says).
+    pub name: String,
+    /// Seconds the link stays good unless it is opened.
+    pub expires_in_seconds: u64,
+}

@@ -12,7 +12,10 @@ use crate::{
 };
 
 /// Where the broker is: `server`, else the project's running listener.
-fn broker_url(dir: Option<&Path>, server: Option<String>) -> Result<(String, Destination)> {
+pub(crate) fn broker_url(
+    dir: Option<&Path>,
+    server: Option<String>,
+) -> Result<(String, Destination)> {
     // HITL_SERVER may list several replicas, as `hitl ask` takes it: the first.
     if let Some(s) = server.as_deref().and_then(|s| s.split(',').next()) {
         return Ok((s.trim().to_string(), Destination::Given));

@@ -5,6 +5,7 @@ pub mod answer;
 pub mod ask;
 pub mod dashboard;
 pub mod demo;
+pub mod devices;
 pub mod doctor;
 pub mod gc;
 pub mod human;

@@ -23,7 +23,7 @@
 //! token or a dashboard session for everything, as a remote client does.
 
 use std::{
-    net::SocketAddr,
+    net::{IpAddr, SocketAddr},
     path::Path,
     sync::{Arc, OnceLock},
 };
@@ -38,8 +38,9 @@ use axum::{
 
 use super::{
     AppState,
+    devices::{SESSION_TTL, name_from_user_agent},
     error::ApiError,
-    login::{SESSION_TTL, cookie_attributes, cookie_name, cookie_value},
+    login::{cookie_attributes, cookie_name, cookie_value},
 };
 
 /// What a route needs of its caller.
@@ -52,8 +53,11 @@ pub enum Access {
     /// Polling or waiting for an answer: without a token from loopback by the
     /// server's own OS user.
     Poll,
-    /// Everything else: the token.
+    /// Everything else: the token, or a device's session.
     Token,
+    /// What makes a way in (login links, pairing, devices): the token itself, never
+    /// a device's session, so that a device cannot outlast its revocation.
+    Owner,
 }
 
 /// The client's end of one TCP connection, shared by every request on it.
@@ -112,6 +116,8 @@ pub struct Caller {
     /// It came with a dashboard session's cookie, not the token: a person at the
     /// dashboard (its answers are credited to the dashboard).
     pub dashboard: bool,
+    /// That session's id (the cookie's value) and its device's id.
+    pub session: Option<(String, String)>,
     /// Its connection.
     pub peer: Peer,
 }
@@ -145,7 +151,16 @@ impl Caller {
                             == Some(crate::runtime::process::euid()))
             }
             Access::Token => self.authenticated,
+            Access::Owner => self.authenticated && !self.dashboard,
         };
+        if !ok && access == Access::Owner && self.dashboard {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "a device logged in to the dashboard may answer and read, but not make \
+                 login links, pair devices or manage them: that takes the hitl token \
+                 (`hitl dashboard`, `hitl pair`, `hitl devices` on your own machine)",
+            ));
+        }
         if ok {
             Ok(())
         } else {
@@ -372,33 +387,45 @@ pub async fn admit(
     if let Err(e) = state.guard.check(req.method(), req.headers()) {
         return e.into_response();
     }
+    let relayed = relayed(req.headers(), &state.settings);
+    let from = client_address(req.headers(), peer.addr.ip(), relayed);
     // The token itself in the query, or a one-time code for the dashboard's page
-    // (spent only there: a code sent to an API route stays good for the page).
-    let from_query = query_param(&req, "token")
-        .filter(|t| same(t, &state.token))
-        .or_else(|| {
-            (req.method() == axum::http::Method::GET && req.uri().path() == "/")
-                .then(|| query_param(&req, "code"))
-                .flatten()
-                .filter(|c| state.logins.redeem(c))
-                .map(|_| state.token.clone())
-        });
+    // (spent only there: a code sent to an API route stays good for the page): the
+    // page's browser is logged in as a device.
+    let token_in_query = query_param(&req, "token").is_some_and(|t| same(&t, &state.token));
+    let page = req.method() == axum::http::Method::GET && req.uri().path() == "/";
+    let login = if token_in_query {
+        Some(super::login::Redeemed::Link)
+    } else if page {
+        query_param(&req, "code").and_then(|c| state.logins.redeem(&c))
+    } else {
+        None
+    };
     let cookie = cookie_name(state.local_addr.port());
-    // The cookie holds a session, never the token (see `login.rs`).
-    let by_token =
-        from_query.is_some() || presented_token(&req).is_some_and(|t| same(t, &state.token));
-    let dashboard =
-        !by_token && cookie_value(&req, &cookie).is_some_and(|id| state.sessions.valid(id));
+    // The cookie holds a session, never the token (see `devices.rs`).
+    let by_token = token_in_query
+        || login.is_some()
+        || presented_token(&req).is_some_and(|t| same(t, &state.token));
+    let session = if by_token {
+        None
+    } else {
+        cookie_value(&req, &cookie).and_then(|id| {
+            state
+                .devices
+                .seen(id, from)
+                .map(|device| (id.to_string(), device))
+        })
+    };
+    let dashboard = session.is_some();
     let authenticated = by_token || dashboard;
     let asker =
         !authenticated && presented_token(&req).is_some_and(|t| same(t, &state.asker_token));
     let caller = Caller {
         authenticated,
         asker,
-        local: state.loopback_bound
-            && peer.addr.ip().is_loopback()
-            && !relayed(req.headers(), &state.settings),
+        local: state.loopback_bound && peer.addr.ip().is_loopback() && !relayed,
         dashboard,
+        session,
         peer,
     };
     if let Err(e) = state
@@ -408,18 +435,45 @@ pub async fn admit(
         return e.into_response();
     }
     req.extensions_mut().insert(caller);
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
     let mut response = next.run(req).await;
-    if from_query.is_some()
-        && let Ok(v) = HeaderValue::from_str(&format!(
-            "{cookie}={}; {}; Max-Age={}",
-            state.sessions.start(),
+    if let Some(login) = login {
+        let (by, name) = match login {
+            super::login::Redeemed::Pair(name) if !name.trim().is_empty() => ("pair", name),
+            super::login::Redeemed::Pair(_) => ("pair", name_from_user_agent(&user_agent)),
+            super::login::Redeemed::Link => ("link", name_from_user_agent(&user_agent)),
+        };
+        let session = state.devices.start(&name, by, from);
+        if let Ok(v) = HeaderValue::from_str(&format!(
+            "{cookie}={session}; {}; Max-Age={}",
             cookie_attributes(state.tls),
             SESSION_TTL.as_secs()
-        ))
-    {
-        response.headers_mut().append(header::SET_COOKIE, v);
+        )) {
+            response.headers_mut().append(header::SET_COOKIE, v);
+        }
     }
     response
+}
+
+/// Where a request comes from: the client a proxy on this machine says it relays
+/// (the first address of `X-Forwarded-For`, or `X-Real-IP`), else the connection's.
+fn client_address(headers: &axum::http::HeaderMap, peer: IpAddr, relayed: bool) -> IpAddr {
+    if !relayed {
+        return peer;
+    }
+    let forwarded = headers
+        .get("x-forwarded-for")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .or_else(|| headers.get("x-real-ip").and_then(|v| v.to_str().ok()));
+    forwarded
+        .and_then(|a| a.trim().parse().ok())
+        .unwrap_or(peer)
 }
 
 #[cfg(test)]

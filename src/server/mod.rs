@@ -10,6 +10,7 @@ mod auth;
 mod conn;
 mod dashboard;
 mod deliver;
+pub mod devices;
 mod error;
 mod guard;
 pub mod holder;
@@ -64,8 +65,8 @@ pub struct AppState {
     pub tasks: Option<crate::tasks::TaskHandle>,
     /// The dashboard's unspent one-time login codes.
     pub logins: Arc<login::LoginCodes>,
-    /// The dashboard's logged-in browsers.
-    pub sessions: login::Sessions,
+    /// The dashboard's logged-in browsers and paired devices.
+    pub devices: devices::Devices,
     limiter: limits::RateLimiter,
     /// Which names and web pages may reach the server at all.
     guard: guard::Guard,
@@ -97,7 +98,7 @@ impl AppState {
         settings: HttpSettings,
         local_addr: SocketAddr,
         logins: Arc<login::LoginCodes>,
-        sessions: login::Sessions,
+        devices: devices::Devices,
     ) -> Arc<AppState> {
         let (token, asker_token) = tokens;
         let Backends {
@@ -122,7 +123,7 @@ impl AppState {
             spools,
             tasks,
             logins,
-            sessions,
+            devices,
             limiter: limits::RateLimiter::default(),
             guard,
             deliverer,
@@ -290,14 +291,14 @@ pub async fn start(
         body_timeout: std::time::Duration::from_secs(settings.body_timeout),
     };
     let logins = Arc::new(login::LoginCodes::default());
-    let sessions = login::Sessions::load(Some(config_dir.join("sessions")));
+    let devices = devices::Devices::load(Some(config_dir.join("sessions")));
     let state = AppState::new(
         backends,
         (token, asker_token),
         settings.clone(),
         local,
         logins.clone(),
-        sessions,
+        devices,
     );
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let tls_sha256 = tls.as_ref().map(|t| t.sha256.clone());

@@ -24,7 +24,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use super::{
     AppState,
     auth::{self, Access, Caller},
-    login, metrics, native,
+    devices, login, metrics, native,
     schema::{self, Detail},
     seed, stream, tasks,
 };
@@ -429,10 +429,41 @@ pub fn table() -> Vec<Route> {
         route(
             M::POST,
             "/api/v1/login-links",
-            Token,
+            Owner,
             "A one-time link that logs a browser into the dashboard (good for ten minutes).",
             post(login::create),
             ok(201, None),
+        ),
+        route(
+            M::POST,
+            "/api/v1/pairings",
+            Owner,
+            "A single-use link that logs one device in, by `[http] public_url` (good for ten minutes).",
+            post(devices::pair),
+            Detail {
+                body: Some((of::<devices::PairBody>(), true)),
+                errors: &[400, 413, 415],
+                ..ok(201, Some(of::<devices::Pairing>()))
+            },
+        ),
+        route(
+            M::GET,
+            "/api/v1/devices",
+            Owner,
+            "The devices logged in to the dashboard: name, how, since, last seen and from where.",
+            get(devices::list),
+            ok(200, Some(of::<Vec<devices::Device>>())),
+        ),
+        route(
+            M::DELETE,
+            "/api/v1/devices/{id}",
+            Owner,
+            "Ends a device's session at once: its next request is refused, its streams close.",
+            delete(devices::revoke),
+            Detail {
+                errors: &[404],
+                ..ok(200, None)
+            },
         ),
         route(
             M::POST,
@@ -645,6 +676,12 @@ pub fn openapi(with_tasks: bool) -> Value {
                 );
             }
             Access::Token => op["security"] = json!([{ "token": [] }]),
+            Access::Owner => {
+                op["security"] = json!([{ "token": [] }]);
+                op["description"] = json!(
+                    "The token itself: a device logged in to the dashboard is refused (403)."
+                );
+            }
         }
         entry[r.method.as_str().to_ascii_lowercase()] = op;
     }

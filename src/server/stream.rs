@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::{
     extract::{
-        Query, State,
+        Extension, Query, State,
         rejection::QueryRejection,
         ws::{Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection},
     },
@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::{AppState, error::ApiError, seed004};
+use super::{AppState, auth::Caller, error::ApiError, seed004};
 use crate::broker::Change;
 
 /// A request that is not a WebSocket upgrade gets the API's JSON error, not plain text.
@@ -34,9 +34,44 @@ fn upgrade(
     })
 }
 
+/// Completes once the device session `session` is no longer live: revoked or
+/// logged out here (told at once), or through another listener sharing the devices
+/// file (looked at every few seconds). Never, for a caller that is no device.
+async fn session_ended(state: Arc<AppState>, session: Option<String>) {
+    let Some(session) = session else {
+        return std::future::pending().await;
+    };
+    let mut told = state.devices.revocations();
+    let mut telling = true;
+    loop {
+        tokio::select! {
+            changed = told.changed(), if telling => telling = changed.is_ok(),
+            () = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
+        }
+        if !state.devices.valid(&session) {
+            return;
+        }
+    }
+}
+
+/// Closes a revoked device's socket, saying why (policy: 1008).
+async fn close_revoked(socket: &mut WebSocket) {
+    let frame = axum::extract::ws::CloseFrame {
+        code: 1008,
+        reason: "this device was logged out or revoked".into(),
+    };
+    let _ = socket.send(Message::Close(Some(frame))).await;
+}
+
+/// The session id of a caller that is a device.
+fn device_session(caller: &Caller) -> Option<String> {
+    caller.session.as_ref().map(|(session, _)| session.clone())
+}
+
 /// `GET /stream`.
 pub async fn seed_stream(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let ws = upgrade(ws)?;
@@ -48,12 +83,15 @@ pub async fn seed_stream(
         .map_err(ApiError::internal)?;
     recent.reverse();
     let initial: Vec<Value> = recent.iter().map(seed004::event_json).collect();
+    let ended = session_ended(state.clone(), device_session(&caller));
     Ok(ws.on_upgrade(move |mut socket: WebSocket| async move {
         if send(&mut socket, json!({ "type": "initial", "data": initial })).await.is_err() {
             return;
         }
+        tokio::pin!(ended);
         loop {
             tokio::select! {
+                () = &mut ended => return close_revoked(&mut socket).await,
                 ev = events.recv() => match ev {
                     Ok(v) => if send(&mut socket, json!({ "type": "event", "data": v })).await.is_err() { return },
                     Err(RecvError::Lagged(n)) => tracing::warn!("a /stream client missed {n} events"),
@@ -88,6 +126,7 @@ fn is_kind_name(kind: &str) -> bool {
 /// `GET /api/v1/stream`.
 pub async fn changes_stream(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     query: Result<Query<StreamQuery>, QueryRejection>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
@@ -103,6 +142,7 @@ pub async fn changes_stream(
     let mut changes = state.broker.subscribe();
     let pending = state.broker.pending().await;
     let broker = state.broker.clone();
+    let ended = session_ended(state.clone(), device_session(&caller));
     Ok(ws.on_upgrade(move |mut socket: WebSocket| async move {
         // Held for as long as the page is connected.
         let _attendance = query.attend.as_deref().map(|kind| broker.attend(kind));
@@ -110,8 +150,10 @@ pub async fn changes_stream(
         if send(&mut socket, snapshot).await.is_err() {
             return;
         }
+        tokio::pin!(ended);
         loop {
             tokio::select! {
+                () = &mut ended => return close_revoked(&mut socket).await,
                 change = changes.recv() => {
                     let v = match change {
                         Ok(Change::Queued(p)) => json!({ "type": "queued", "request": p }),

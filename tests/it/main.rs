@@ -21,6 +21,7 @@ mod cli;
 mod compat;
 mod crash;
 mod dashboard;
+mod devices;
 mod dialog;
 mod doctor;
 mod failover;
