@@ -1866,3 +1866,89 @@ async fn over_https_a_phone_logs_in_with_the_printed_link_answers_and_follows_th
     );
     c.close().await.unwrap();
 }
+
+/// Whether the element `css` shows all it holds: nothing past its right edge.
+async fn shows_all(c: &Client, css: &str) -> bool {
+    let js = format!(
+        "const e = document.querySelector('{css}'); return e.scrollWidth <= e.clientWidth + 1"
+    );
+    c.execute(&js, vec![]).await.unwrap() == Value::Bool(true)
+}
+
+/// Asserts the element `css` lies within a `width` px screen, left to right.
+async fn within_width(c: &Client, css: &str, width: u32) {
+    let (x, _, w, _) = find(c, css).await.rectangle().await.unwrap();
+    assert!(
+        x >= 0.0 && x + w <= f64::from(width) + 0.5,
+        "{css}: from {x} to {} px on a {width} px screen",
+        x + w
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_phone_a_command_a_diff_and_a_plan_are_all_in_sight_and_answered() {
+    let Some(driver) = driver() else { return };
+    let p = Project::new();
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let c = browser(&driver, 390, 844).await;
+    c.goto(&login_url(&p)).await.unwrap();
+    find(&c, "#inbox:not([hidden])").await;
+
+    // A long command whose last words are what matters: wrapped in full, never cut
+    // or hidden past the edge of its box.
+    let command = format!(
+        "git status {} ; git push --force origin main",
+        "--porcelain ".repeat(30)
+    );
+    let child = hook(&p, "Bash", json!({ "command": command }));
+    let q = p.wait_pending(1, Duration::from_secs(10)).remove(0);
+    let shown = find(&c, &format!("{} pre.context", card(&q))).await;
+    assert_eq!(shown.text().await.unwrap(), format!("$ {command}"));
+    assert!(
+        shows_all(&c, &format!("{} pre.context", card(&q))).await,
+        "the whole command is in sight"
+    );
+    fits(&c, 390, "a long command").await;
+    for button in ["button.approve", "button.deny"] {
+        within_width(&c, &format!("{} {button}", card(&q)), 390).await;
+    }
+    type_into(&c, &q, "input.comment", "not to main").await;
+    click(&c, &q, "button.deny").await;
+    assert_eq!(decision_of(child)["permissionDecision"], "deny");
+
+    // A file written whole: its diff folded, the card with its buttons within one
+    // screen's height.
+    let content: String = (1..=200)
+        .map(|i| format!("line {i} of the new file\n"))
+        .collect();
+    let child = hook(
+        &p,
+        "Write",
+        json!({ "file_path": p.dir.join("package.json"), "content": content }),
+    );
+    let q = p.wait_pending(1, Duration::from_secs(10)).remove(0);
+    find(&c, &format!("{} .diff.folded", card(&q))).await;
+    let (_, _, _, height) = find(&c, &card(&q)).await.rectangle().await.unwrap();
+    assert!(
+        height < 844.0,
+        "the card is {height} px high on an 844 px screen"
+    );
+    fits(&c, 390, "a folded diff").await;
+    within_width(&c, &format!("{} button.approve", card(&q)), 390).await;
+    click(&c, &q, "button.approve").await;
+    assert_eq!(decision_of(child)["permissionDecision"], "allow");
+
+    // A plan: its Markdown, within the width, approved.
+    let plan = format!(
+        "# Plan\n\n1. Move `{}` into the store\n2. Run the whole suite\n",
+        "broker/requests.rs::Requests::begin_answer".repeat(2)
+    );
+    let child = hook(&p, "ExitPlanMode", json!({ "plan": plan }));
+    let q = p.wait_pending(1, Duration::from_secs(10)).remove(0);
+    find(&c, &format!("{} .markdown ol li", card(&q))).await;
+    fits(&c, 390, "a plan").await;
+    within_width(&c, &format!("{} .markdown", card(&q)), 390).await;
+    click(&c, &q, "button.approve").await;
+    assert_eq!(decision_of(child)["permissionDecision"], "allow");
+    c.close().await.unwrap();
+}
