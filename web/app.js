@@ -30,6 +30,11 @@ import { markdown } from "/ui/markdown.js";
  * @typedef {Snapshot|Queued|Finished|Activity|Lagged} StreamMessage
  */
 
+// An installable app (manifest.webmanifest) needs a service worker: sw.js, which
+// caches nothing. Where the browser has none (plain http to another host), the page
+// works as it is.
+if ("serviceWorker" in navigator) navigator.serviceWorker.register("/sw.js").catch(() => {});
+
 const PRIORITY = { urgent: 0, high: 1, normal: 2 };
 
 const pending = new Map(); // request id -> pending request (as the stream gives it)

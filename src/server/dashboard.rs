@@ -17,8 +17,8 @@ struct Files;
 /// What the browser may do with a dashboard page: its own scripts, styles and
 /// connections only (a request's text can never run as script), no framing.
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
-     img-src 'self' data:; connect-src 'self'; media-src 'self'; \
-     base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+     img-src 'self' data:; connect-src 'self'; media-src 'self'; worker-src 'self'; \
+     manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// `GET /`: the dashboard.
 pub async fn index() -> Response {
@@ -28,6 +28,17 @@ pub async fn index() -> Response {
 /// `GET /favicon.ico`: the icon browsers ask for on their own (an SVG).
 pub async fn favicon() -> Response {
     file("favicon.svg")
+}
+
+/// `GET /sw.js`: the service worker, served from the root so that its scope is the
+/// whole dashboard.
+pub async fn service_worker() -> Response {
+    file("sw.js")
+}
+
+/// `GET /manifest.webmanifest`: what makes the dashboard an installable app.
+pub async fn manifest() -> Response {
+    file("manifest.webmanifest")
 }
 
 /// `GET /ui/{name}`: its scripts and styles.
@@ -44,6 +55,8 @@ fn file(name: &str) -> Response {
         Some("js") => "text/javascript; charset=utf-8",
         Some("css") => "text/css; charset=utf-8",
         Some("svg") => "image/svg+xml",
+        Some("png") => "image/png",
+        Some("webmanifest") => "application/manifest+json",
         _ => "application/octet-stream",
     };
     let mut r = f.data.into_owned().into_response();

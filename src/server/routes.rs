@@ -573,7 +573,9 @@ pub fn router(state: Arc<AppState>) -> Router {
     let mut router = Router::new()
         .route("/", get(super::dashboard::index))
         .route("/ui/{name}", get(super::dashboard::asset))
-        .route("/favicon.ico", get(super::dashboard::favicon));
+        .route("/favicon.ico", get(super::dashboard::favicon))
+        .route("/sw.js", get(super::dashboard::service_worker))
+        .route("/manifest.webmanifest", get(super::dashboard::manifest));
     for (path, handler) in by_path {
         router = router.route(path, handler);
     }

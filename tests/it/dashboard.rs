@@ -1850,6 +1850,38 @@ async fn over_https_a_phone_logs_in_with_the_printed_link_answers_and_follows_th
     let c = browser_with(&driver, 390, 844, false, &[trust]).await;
     c.goto(&link).await.unwrap();
     find(&c, "#inbox:not([hidden])").await;
+    // An app a phone can install: its manifest, its icons, its service worker.
+    let app = c
+        .execute_async(
+            "const done = arguments[0];
+             (async () => {
+               const reg = await navigator.serviceWorker.ready;
+               const m = await (await fetch('/manifest.webmanifest')).json();
+               const icons = await Promise.all(m.icons.map(async (i) => {
+                 const r = await fetch(i.src);
+                 return [i.sizes, r.status, r.headers.get('content-type')];
+               }));
+               done({ scope: reg.scope, display: m.display, start: m.start_url, icons });
+             })().catch((e) => done({ error: String(e) }));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let base = link.split("/?").next().unwrap();
+    assert_eq!(app["scope"], format!("{base}/"), "{app}");
+    assert_eq!(
+        (&app["display"], &app["start"]),
+        (&json!("standalone"), &json!("/"))
+    );
+    for size in ["192x192", "512x512"] {
+        assert!(
+            app["icons"]
+                .as_array()
+                .unwrap()
+                .contains(&json!([size, 200, "image/png"])),
+            "{app}"
+        );
+    }
     // Asked after the page loaded: it arrives over the page's wss:// stream.
     let (child, q) = ask(&p, &["--type", "approval", "Deploy from the phone?"]);
     find(&c, &card(&q)).await;
