@@ -118,18 +118,22 @@ pub struct Caller {
     pub dashboard: bool,
     /// That session's id (the cookie's value) and its device's id.
     pub session: Option<(String, String)>,
+    /// That device's name, for whom an answer is credited to.
+    pub device_name: Option<String>,
     /// Its connection.
     pub peer: Peer,
 }
 
 impl Caller {
-    /// Who an answer this caller sends is from, unless it says: the dashboard and
-    /// this machine's user for a dashboard page, else `http`.
+    /// Who an answer this caller sends is from, unless it says: the dashboard, this
+    /// machine's user and the device (`dashboard:ana (my phone)`) for a dashboard
+    /// page, else `http`.
     pub fn responder(&self) -> String {
-        if self.dashboard {
-            format!("dashboard:{}", crate::runtime::process::user_name())
-        } else {
-            "http".to_string()
+        let user = crate::runtime::process::user_name();
+        match (self.dashboard, &self.device_name) {
+            (true, Some(device)) => format!("dashboard:{user} ({device})"),
+            (true, None) => format!("dashboard:{user}"),
+            (false, _) => "http".to_string(),
         }
     }
 }
@@ -409,12 +413,11 @@ pub async fn admit(
     let session = if by_token {
         None
     } else {
-        cookie_value(&req, &cookie).and_then(|id| {
-            state
-                .devices
-                .seen(id, from)
-                .map(|device| (id.to_string(), device))
-        })
+        cookie_value(&req, &cookie).and_then(|id| state.devices.seen(id, from).map(|d| (id, d)))
+    };
+    let (session, device_name) = match session {
+        Some((id, (device, name))) => (Some((id.to_string(), device)), Some(name)),
+        None => (None, None),
     };
     let dashboard = session.is_some();
     let authenticated = by_token || dashboard;
@@ -426,6 +429,7 @@ pub async fn admit(
         local: state.loopback_bound && peer.addr.ip().is_loopback() && !relayed,
         dashboard,
         session,
+        device_name,
         peer,
     };
     if let Err(e) = state

@@ -215,16 +215,16 @@ impl Devices {
         session
     }
 
-    /// The device holding session `session`, if it is live; notes that it was seen
-    /// now, from `from`.
-    pub fn seen(&self, session: &str, from: IpAddr) -> Option<String> {
+    /// The device holding session `session` (its id and name), if it is live; notes
+    /// that it was seen now, from `from`.
+    pub fn seen(&self, session: &str, from: IpAddr) -> Option<(String, String)> {
         let now = now_secs();
         let mut state = self.lock();
         let device = state.by_session.get_mut(session)?;
         if device.until <= now {
             return None;
         }
-        let id = device.id.clone();
+        let id = (device.id.clone(), device.name.clone());
         let from = from.to_string();
         if device.last_seen != now || device.from != from {
             device.last_seen = now;
@@ -441,7 +441,8 @@ mod tests {
         assert!(!devices.valid("nonsense"));
         let listed = devices.list();
         assert_eq!(listed.len(), 2);
-        let phone_id = devices.seen(&phone, here()).unwrap();
+        let (phone_id, name) = devices.seen(&phone, here()).unwrap();
+        assert_eq!(name, "phone");
         let entry = devices
             .list()
             .into_iter()
@@ -471,7 +472,7 @@ mod tests {
         let other = Devices::load(Some(file.clone()));
         let phone = one.start("phone", "pair", here());
         assert!(other.valid(&phone), "read again once the file changed");
-        let id = other.seen(&phone, here()).unwrap();
+        let (id, _) = other.seen(&phone, here()).unwrap();
         assert!(one.revoke(&id));
         assert!(!other.valid(&phone) && other.seen(&phone, here()).is_none());
     }

@@ -70,6 +70,13 @@ fn a_paired_device_logs_in_once_answers_cannot_make_a_way_in_and_is_revoked_at_o
         String::from_utf8_lossy(&asked.stdout).starts_with("approved"),
         "{asked:?}"
     );
+    // Credited to the dashboard, the user and the device.
+    let ended = &p.history()[0];
+    let by = ended["responded_by"].as_str().unwrap_or_default();
+    assert!(
+        by.starts_with("dashboard:") && by.ends_with(" (my phone)"),
+        "{ended}"
+    );
 
     // It makes no way in: no login link, no pairing, no device management.
     for (method, path) in [
