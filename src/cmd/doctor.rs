@@ -416,7 +416,7 @@ fn check_tls(report: &mut Report, settings: &Settings, paths: &Paths) {
             "tls",
             format!(
                 "HTTP is served over TLS, with the certificate whose SHA-256 is {}",
-                tls.sha256
+                *tls.sha256.borrow()
             ),
         ),
         Ok(None) => {}

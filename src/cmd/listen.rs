@@ -263,18 +263,34 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     let projects: Vec<PathBuf> = spools.iter().map(|s| s.project().to_path_buf()).collect();
     let mut presence = daemon.handle.presence().watch();
     let mut info = ListenerInfo::new(&projects, http_url.as_deref());
-    info.tls_sha256 = daemon.tls_sha256.clone();
+    let mut certificate = daemon.tls_sha256.clone();
+    info.tls_sha256 = certificate.as_mut().map(|c| c.borrow_and_update().clone());
     info.present = presence.borrow_and_update().clone();
     for s in &spools {
         info.write(s)
             .with_context(|| format!("writing {}", s.listener_info_file().display()))?;
     }
-    // Hooks read who is present from the file: kept true as UIs come and go.
+    // Hooks read who is present from the file: kept true as UIs come and go. The
+    // user's commands read which certificate to trust from it: kept true as it is
+    // renewed.
     let presence_task = tokio::spawn({
         let spools = spools.clone();
         async move {
-            while presence.changed().await.is_ok() {
-                info.present = presence.borrow_and_update().clone();
+            loop {
+                tokio::select! {
+                    changed = presence.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        info.present = presence.borrow_and_update().clone();
+                    }
+                    Some(sha) = async {
+                        match certificate.as_mut() {
+                            Some(c) => c.changed().await.ok().map(|()| c.borrow_and_update().clone()),
+                            None => std::future::pending().await,
+                        }
+                    } => info.tls_sha256 = Some(sha),
+                }
                 for s in &spools {
                     if let Err(e) = info.write(s) {
                         tracing::warn!("writing {}: {e}", s.listener_info_file().display());

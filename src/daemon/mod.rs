@@ -85,8 +85,8 @@ pub struct Daemon {
     pub http_addr: Option<SocketAddr>,
     /// Its URL (`https://…` when it serves TLS), if it serves HTTP.
     pub http_url: Option<String>,
-    /// The SHA-256 (hex) of the certificate it presents, when it serves TLS.
-    pub tls_sha256: Option<String>,
+    /// The SHA-256 (hex) of the certificate it presents now, when it serves TLS.
+    pub tls_sha256: Option<tokio::sync::watch::Receiver<String>>,
     broker_task: JoinHandle<()>,
     stop_broker: oneshot::Sender<()>,
     http: Option<server::Running>,

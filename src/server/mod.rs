@@ -253,9 +253,12 @@ pub struct Running {
     pub local: SocketAddr,
     /// Its URL: `http://ADDR`, or `https://ADDR` when it serves TLS.
     pub url: String,
-    /// The SHA-256 of the certificate it presents (hex), when it serves TLS.
-    pub tls_sha256: Option<String>,
+    /// The SHA-256 of the certificate it presents now (hex), when it serves TLS;
+    /// changes when renewed files are served.
+    pub tls_sha256: Option<tokio::sync::watch::Receiver<String>>,
     logins: Arc<login::LoginCodes>,
+    /// Follows the certificate's renewals, when it serves TLS.
+    renewals: Option<tokio::task::JoinHandle<()>>,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<Result<()>>,
 }
@@ -302,6 +305,7 @@ pub async fn start(
     );
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let tls_sha256 = tls.as_ref().map(|t| t.sha256.clone());
+    let renewals = tls.as_ref().map(tls::ServerTls::follow_renewals);
     let task = tokio::spawn(serve(
         listener,
         state,
@@ -315,6 +319,7 @@ pub async fn start(
         local,
         url: base_url(local, tls_sha256.is_some()),
         tls_sha256,
+        renewals,
         logins,
         stop,
         task,
@@ -337,7 +342,15 @@ impl Running {
     /// Stops taking connections; open long polls and streams are cut after a moment,
     /// not waited for.
     pub async fn stop(self) {
-        let Running { stop, mut task, .. } = self;
+        let Running {
+            stop,
+            mut task,
+            renewals,
+            ..
+        } = self;
+        if let Some(r) = renewals {
+            r.abort();
+        }
         let _ = stop.send(());
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), &mut task).await;
         task.abort();

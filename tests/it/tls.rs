@@ -198,10 +198,65 @@ fn a_listener_with_a_certificate_serves_https_only_and_its_own_commands_trust_ex
         "{report}"
     );
 
+    // Renewed under the running listener (as certbot or `tailscale cert` do): first
+    // a broken pair (the certificate written before its key), which is said and not
+    // served, then a whole one, served from the next handshake and named in
+    // `.listener.json`, which the user's commands follow.
+    let old_sha = fingerprint(&certs, "trusted.pem");
+    std::fs::copy(certs.join("untrusted.pem"), certs.join("trusted.pem")).unwrap();
+    crate::support::eventually(
+        "the half-renewed pair said",
+        Duration::from_secs(15),
+        || listener.log().contains("cannot be served"),
+    );
+    assert_eq!(listener_info(&p)["tls_sha256"], old_sha.as_str());
+    let health = curl(
+        &ca,
+        &[
+            "-w",
+            "%{http_code}",
+            "-o",
+            "/dev/null",
+            &format!("{url}/healthz"),
+        ],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&health.stdout),
+        "200",
+        "the pair before still served"
+    );
+    std::fs::copy(certs.join("untrusted.key"), certs.join("trusted.key")).unwrap();
+    let new_sha = fingerprint(&certs, "untrusted.pem");
+    crate::support::eventually(
+        "the renewed certificate named",
+        Duration::from_secs(15),
+        || listener_info(&p)["tls_sha256"] == new_sha.as_str(),
+    );
+    let renewed = curl(
+        &certs.join("other-ca.pem"),
+        &[
+            "-w",
+            "%{http_code}",
+            "-o",
+            "/dev/null",
+            &format!("{url}/healthz"),
+        ],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&renewed.stdout),
+        "200",
+        "{renewed:?}"
+    );
+    let out = p.run(&["dashboard", "--json"]);
+    assert!(
+        out.status.success(),
+        "the commands trust the renewed one: {out:?}"
+    );
+
     // A `.listener.json` naming another certificate: the commands refuse to talk to
     // whatever answers there, and say why.
     let mut info = listener_info(&p);
-    info["tls_sha256"] = Value::from(fingerprint(&certs, "untrusted.pem"));
+    info["tls_sha256"] = Value::from(old_sha.as_str());
     std::fs::write(
         p.helpers().join(".listener.json"),
         serde_json::to_vec(&info).unwrap(),
