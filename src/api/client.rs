@@ -92,7 +92,10 @@ impl Client {
             .map(|t| t.trim().to_string())
             .filter(|t| !t.is_empty());
         let ours = match to {
-            Destination::Listener => true,
+            // The file can be written by whatever runs as the user (an agent among
+            // them): the user's token goes only where a listener of this machine can
+            // be, never to a host the file names.
+            Destination::Listener => on_this_machine(base),
             Destination::Given => names_server(base),
         };
         let (token, credential) = match (handed, user) {
@@ -645,6 +648,29 @@ fn names_server(base: &str) -> bool {
         .any(|named| origin_of(named).as_ref() == Some(&wanted))
 }
 
+/// Whether `base` names this machine: `localhost`, or an address one of its
+/// interfaces has (loopback, the unspecified address, the LAN address a listener
+/// bound to). A listener writes its bound address, never a name; whether an address
+/// is this machine's is what binding a socket to it says, so nothing is guessed.
+fn on_this_machine(base: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(base.trim()) else {
+        return false;
+    };
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    match host.trim_start_matches('[').trim_end_matches(']').parse() {
+        Ok(ip) => is_local_address(ip),
+        Err(_) => host.eq_ignore_ascii_case("localhost"),
+    }
+}
+
+fn is_local_address(ip: std::net::IpAddr) -> bool {
+    ip.is_loopback()
+        || ip.is_unspecified()
+        || std::net::UdpSocket::bind(std::net::SocketAddr::new(ip, 0)).is_ok()
+}
+
 /// A URL's scheme, host (lower case) and port (the scheme's own when not written).
 fn origin_of(url: &str) -> Option<(String, String, u16)> {
     let url = reqwest::Url::parse(url.trim()).ok()?;
@@ -654,4 +680,30 @@ fn origin_of(url: &str) -> Option<(String, String, u16)> {
     }
     let host = url.host_str()?.to_ascii_lowercase();
     Some((scheme, host, url.port_or_known_default()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_this_machines_addresses_are_a_listeners() {
+        for local in [
+            "http://127.0.0.1:4000",
+            "https://127.0.0.1:4443",
+            "http://localhost:4000",
+            "http://[::1]:4000",
+            "http://0.0.0.0:4000",
+        ] {
+            assert!(on_this_machine(local), "{local}");
+        }
+        for elsewhere in [
+            "http://192.0.2.1:4000",
+            "https://hooks.example.com",
+            "http://localhost.example.com:4000",
+            "not a url",
+        ] {
+            assert!(!on_this_machine(elsewhere), "{elsewhere}");
+        }
+    }
 }

@@ -383,3 +383,23 @@ fn a_request_relayed_by_a_tunnel_on_this_machine_needs_the_token_as_a_remote_one
         "201"
     );
 }
+
+#[test]
+fn a_listener_file_naming_another_machine_is_never_sent_the_users_token() {
+    let p = Project::new();
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    // An agent (it runs as the user) rewrites the file to send the human's next
+    // `hitl answer` or `hitl dashboard` somewhere of its own.
+    let mut info = listener_info(&p);
+    info["http"] = Value::from("http://192.0.2.1:4000");
+    std::fs::write(
+        p.helpers().join(".listener.json"),
+        serde_json::to_vec(&info).unwrap(),
+    )
+    .unwrap();
+    let out = p.run(&["dashboard", "--json"]);
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("needs your hitl token"), "{err}");
+    assert!(err.contains("192.0.2.1"), "{err}");
+}
