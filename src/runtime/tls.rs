@@ -57,24 +57,24 @@ pub fn remember_pin(base: &str, sha256_hex: &str) {
     let Some(pin) = parse_sha256(sha256_hex) else {
         return;
     };
-    pins()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(base.trim_end_matches('/').to_ascii_lowercase(), pin);
+    pins().insert(pin_key(base), pin);
 }
 
-fn pins() -> &'static Mutex<HashMap<String, [u8; 32]>> {
+/// The pins noted in this process, by [`pin_key`].
+fn pins() -> std::sync::MutexGuard<'static, HashMap<String, [u8; 32]>> {
     static PINS: OnceLock<Mutex<HashMap<String, [u8; 32]>>> = OnceLock::new();
     PINS.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// A URL as pins are looked up by: lower case, no trailing slash.
+fn pin_key(base: &str) -> String {
+    base.trim_end_matches('/').to_ascii_lowercase()
 }
 
 fn pin_for(base: &str) -> Option<[u8; 32]> {
-    let key = base.trim_end_matches('/').to_ascii_lowercase();
-    pins()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(&key)
-        .copied()
+    pins().get(&pin_key(base)).copied()
 }
 
 fn parse_sha256(hex: &str) -> Option<[u8; 32]> {

@@ -45,6 +45,31 @@ fn listener_info(p: &Project) -> Value {
     serde_json::from_slice(&std::fs::read(p.helpers().join(".listener.json")).unwrap()).unwrap()
 }
 
+/// Rewrites `.listener.json` with `key` set to `value`, as whatever runs as the user
+/// (an agent among them) can.
+fn rewrite_listener_info(p: &Project, key: &str, value: &str) {
+    let mut info = listener_info(p);
+    info[key] = Value::from(value);
+    std::fs::write(
+        p.helpers().join(".listener.json"),
+        serde_json::to_vec(&info).unwrap(),
+    )
+    .unwrap();
+}
+
+/// `hitl doctor --json`'s check `name`.
+fn doctor_check(p: &Project, name: &str) -> Value {
+    let out = p.run(&["doctor", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("a {name} check: {report}"))
+}
+
 #[test]
 fn a_listener_with_a_certificate_serves_https_only_and_its_own_commands_trust_exactly_that_one() {
     let p = Project::new();
@@ -179,24 +204,12 @@ fn a_listener_with_a_certificate_serves_https_only_and_its_own_commands_trust_ex
     );
 
     // `hitl doctor` reaches it too, and names the certificate.
-    let out = p.run(&["doctor", "--json"]);
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let check = |name: &str| {
-        report["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["check"] == name)
-            .cloned()
-            .unwrap_or_else(|| panic!("a {name} check: {report}"))
-    };
-    assert_eq!(check("listener")["status"], "ok", "{report}");
-    assert_eq!(check("tls")["status"], "ok", "{report}");
+    let listener_check = doctor_check(&p, "listener");
+    assert_eq!(listener_check["status"], "ok", "{listener_check}");
+    let tls = doctor_check(&p, "tls");
+    assert_eq!(tls["status"], "ok", "{tls}");
     let sha = fingerprint(&certs, "trusted.pem");
-    assert!(
-        check("tls")["summary"].as_str().unwrap().contains(&sha),
-        "{report}"
-    );
+    assert!(tls["summary"].as_str().unwrap().contains(&sha), "{tls}");
 
     // Renewed under the running listener (as certbot or `tailscale cert` do): first
     // a broken pair (the certificate written before its key), which is said and not
@@ -255,13 +268,7 @@ fn a_listener_with_a_certificate_serves_https_only_and_its_own_commands_trust_ex
 
     // A `.listener.json` naming another certificate: the commands refuse to talk to
     // whatever answers there, and say why.
-    let mut info = listener_info(&p);
-    info["tls_sha256"] = Value::from(old_sha.as_str());
-    std::fs::write(
-        p.helpers().join(".listener.json"),
-        serde_json::to_vec(&info).unwrap(),
-    )
-    .unwrap();
+    rewrite_listener_info(&p, "tls_sha256", &old_sha);
     let out = p.run(&["dashboard", "--json"]);
     assert!(!out.status.success(), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
@@ -297,14 +304,7 @@ fn tls_settings_that_cannot_be_served_stop_the_listener_at_start_saying_which_fi
         "{err}"
     );
     // `hitl doctor` finds it before a listener does.
-    let out = p.run(&["doctor", "--json"]);
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let tls = report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["check"] == "tls")
-        .unwrap_or_else(|| panic!("a tls check: {report}"));
+    let tls = doctor_check(&p, "tls");
     assert_eq!(tls["status"], "fail", "{tls}");
     assert!(
         tls["summary"].as_str().unwrap().contains("untrusted.key"),
@@ -390,13 +390,7 @@ fn a_listener_file_naming_another_machine_is_never_sent_the_users_token() {
     let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
     // An agent (it runs as the user) rewrites the file to send the human's next
     // `hitl answer` or `hitl dashboard` somewhere of its own.
-    let mut info = listener_info(&p);
-    info["http"] = Value::from("http://192.0.2.1:4000");
-    std::fs::write(
-        p.helpers().join(".listener.json"),
-        serde_json::to_vec(&info).unwrap(),
-    )
-    .unwrap();
+    rewrite_listener_info(&p, "http", "http://192.0.2.1:4000");
     let out = p.run(&["dashboard", "--json"]);
     assert!(!out.status.success(), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
