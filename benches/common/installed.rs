@@ -12,6 +12,12 @@ use std::process::{Command, Stdio};
 /// binary. `cargo install` and `cargo build --release` leave the dev-dependencies
 /// out; the benchmarks build that binary here (at once when it is built already),
 /// and run a copy of it, which later builds do not replace.
+///
+/// That build runs without the variables cargo set for this benchmark
+/// (`CARGO_PKG_NAME`, `CARGO_MANIFEST_DIR`, …): build scripts watch some of them
+/// (ring's watches both), so with hitl's values in the environment cargo would
+/// rebuild those crates and everything above them, six minutes on two cores, and
+/// the next `cargo bench` would rebuild them back.
 pub fn hitl() -> &'static str {
     static HITL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     HITL.get_or_init(|| {
@@ -19,7 +25,13 @@ pub fn hitl() -> &'static str {
             return other;
         }
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let out = Command::new(cargo)
+        let mut build = Command::new(cargo);
+        for (name, _) in std::env::vars_os() {
+            if set_by_cargo_for_this_run(&name.to_string_lossy()) {
+                build.env_remove(&name);
+            }
+        }
+        let out = build
             .args(["build", "--release", "--locked", "--bin", "hitl"])
             .args(["--message-format", "json-render-diagnostics"])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -37,4 +49,20 @@ pub fn hitl() -> &'static str {
         std::fs::copy(&built, &copy).expect("a copy of the installed binary");
         copy
     })
+}
+
+/// Whether cargo set this variable for the benchmark it runs, as opposed to the
+/// user's own settings (`CARGO_HOME`, `CARGO_TARGET_DIR`, `CARGO_PROFILE_…`), which
+/// the build must keep.
+fn set_by_cargo_for_this_run(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || name.starts_with("CARGO_MANIFEST_")
+        || matches!(
+            name,
+            "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+                | "OUT_DIR"
+        )
 }
