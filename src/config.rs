@@ -409,7 +409,9 @@ pub struct HttpSettings {
     /// address it is bound to (a `Host` naming anything else is refused: DNS
     /// rebinding). Bound beyond loopback with this empty, any name is answered.
     pub allowed_hosts: Vec<String>,
-    /// Hosts besides loopback that answers may be delivered to (`responseWebSocketUrl`).
+    /// Hosts besides loopback that answers may be delivered to (`responseWebSocketUrl`)
+    /// and webhooks posted to; and push services besides the browsers' own that Web
+    /// Push may go to (loopback included: named here, or not at all).
     pub delivery_hosts: Vec<String>,
     /// HTTP connections open at once; more are closed as they come (file descriptors
     /// are kept for the spool and the store whatever this says).
@@ -623,7 +625,8 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 
 # Names the server answers to besides 127.0.0.1, ::1, localhost and its own address.
 # allowed_hosts = []
-# Hosts besides loopback that answers may be pushed to (responseWebSocketUrl).
+# Hosts besides loopback that answers may be pushed to (responseWebSocketUrl) and
+# webhooks posted to; push services besides the browsers' own (Web Push).
 # delivery_hosts = []
 # HTTP connections open at once (more are closed as they come), and the seconds a
 # connection may take to send a request head before it is cut (idle or slowloris).

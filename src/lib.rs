@@ -21,6 +21,7 @@ pub mod config;
 pub mod daemon;
 pub mod mailbox;
 pub mod protocol;
+pub mod push;
 pub mod runtime;
 pub mod server;
 pub mod spool;

@@ -10,6 +10,7 @@ import { showTasks, tasksChanged } from "/ui/tasks.js";
 import { widget } from "/ui/answer.js";
 import { diff_of } from "/ui/diff.js";
 import { markdown } from "/ui/markdown.js";
+import { startPush } from "/ui/push.js";
 
 // The messages /api/v1/stream sends (src/server/stream.rs), as this page reads them.
 /**
@@ -57,6 +58,7 @@ async function start() {
   }
   $("tabs").hidden = false;
   show("inbox");
+  startPush();
   connect();
   loadEvents();
   loadAgents();

@@ -442,3 +442,44 @@ pub struct Pairing {
     /// Seconds the link stays good unless it is opened.
     pub expires_in_seconds: u64,
 }
+
+/// `GET /api/v1/push/vapid`: the key a browser subscribes with.
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct VapidKey {
+    /// This server's VAPID public key (P-256, uncompressed, base64url): the
+    /// `applicationServerKey` of `pushManager.subscribe`.
+    pub public_key: String,
+}
+
+/// `POST /api/v1/push/subscriptions`'s body: a browser's `PushSubscription`, as
+/// its `toJSON()` gives it.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct PushSubscriptionBody {
+    /// The push service's URL for this browser: one of the browsers' own push
+    /// services, or a host in `[http] delivery_hosts`.
+    pub endpoint: String,
+    /// When the browser will end it (milliseconds since the epoch), or null.
+    #[serde(default, rename = "expirationTime")]
+    pub expiration_time: Option<serde_json::Value>,
+    /// The browser's keys.
+    pub keys: PushKeys,
+}
+
+/// A subscription's keys.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct PushKeys {
+    /// The browser's P-256 public key, base64url.
+    pub p256dh: String,
+    /// Its 16-byte auth secret, base64url.
+    pub auth: String,
+}
+
+/// A subscription kept, as `POST /api/v1/push/subscriptions` says it.
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PushSubscribed {
+    /// The push service's scheme and host (its URL's path is the browser's secret).
+    pub service: String,
+    /// The device it belongs to (it ends with the device), or none for the token.
+    #[serde(default)]
+    pub device: Option<String>,
+}

@@ -218,6 +218,11 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
     if notify && crate::ui::notify::available() {
         tasks.push(crate::ui::notify::start(context.clone(), link_base.clone()));
     }
+    // Web Push to the devices that subscribed (none until one does).
+    if let Some(h) = &http {
+        let (push, live) = h.push();
+        tasks.push(crate::push::notifier::start(&handle, push, live));
+    }
     // Webhooks (opt-in, `[[webhooks]]`), linking to this server's dashboard.
     if !settings.webhooks.is_empty() {
         tasks.push(crate::ui::webhooks::start(

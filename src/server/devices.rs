@@ -256,6 +256,15 @@ impl Devices {
         }
     }
 
+    /// Whether the device `id` is logged in now.
+    pub fn is_live(&self, id: &str) -> bool {
+        let now = now_secs();
+        self.lock()
+            .by_session
+            .values()
+            .any(|d| d.id == id && d.until > now)
+    }
+
     /// Ends the device `id` at once; false when there is none.
     pub fn revoke(&self, id: &str) -> bool {
         let mut state = self.lock();
@@ -412,6 +421,14 @@ pub async fn revoke(
     Path(id): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     if state.devices.revoke(&id) {
+        // Its pushes end with it.
+        if let Err(e) = state
+            .push
+            .subscriptions
+            .remove(|s| s.device.as_deref() == Some(&id))
+        {
+            tracing::warn!("push: the revoked device's subscriptions: {e:#}");
+        }
         Ok(Json(serde_json::json!({ "revoked": id })))
     } else {
         Err(ApiError::not_found(format!(

@@ -20,6 +20,7 @@ pub mod login;
 mod metrics;
 mod native;
 mod peer;
+mod push;
 mod respond;
 mod routes;
 mod schema;
@@ -67,6 +68,8 @@ pub struct AppState {
     pub logins: Arc<login::LoginCodes>,
     /// The dashboard's logged-in browsers and paired devices.
     pub devices: devices::Devices,
+    /// Web Push to the devices that subscribed.
+    pub push: Arc<crate::push::Push>,
     limiter: limits::RateLimiter,
     /// Which names and web pages may reach the server at all.
     guard: guard::Guard,
@@ -99,6 +102,7 @@ impl AppState {
         local_addr: SocketAddr,
         logins: Arc<login::LoginCodes>,
         devices: devices::Devices,
+        push: Arc<crate::push::Push>,
     ) -> Arc<AppState> {
         let (token, asker_token) = tokens;
         let Backends {
@@ -124,6 +128,7 @@ impl AppState {
             tasks,
             logins,
             devices,
+            push,
             limiter: limits::RateLimiter::default(),
             guard,
             deliverer,
@@ -257,6 +262,8 @@ pub struct Running {
     /// changes when renewed files are served.
     pub tls_sha256: Option<tokio::sync::watch::Receiver<String>>,
     logins: Arc<login::LoginCodes>,
+    /// What it serves from, for the notifiers it feeds (Web Push).
+    state: Arc<AppState>,
     /// Follows the certificate's renewals, when it serves TLS.
     renewals: Option<tokio::task::JoinHandle<()>>,
     stop: tokio::sync::oneshot::Sender<()>,
@@ -295,6 +302,7 @@ pub async fn start(
     };
     let logins = Arc::new(login::LoginCodes::default());
     let devices = devices::Devices::load(Some(config_dir.join("sessions")));
+    let push = Arc::new(crate::push::Push::new(config_dir, settings));
     let state = AppState::new(
         backends,
         (token, asker_token),
@@ -302,7 +310,9 @@ pub async fn start(
         local,
         logins.clone(),
         devices,
+        push,
     );
+    let for_push = state.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let tls_sha256 = tls.as_ref().map(|t| t.sha256.clone());
     let renewals = tls.as_ref().map(tls::ServerTls::follow_renewals);
@@ -321,6 +331,7 @@ pub async fn start(
         tls_sha256,
         renewals,
         logins,
+        state: for_push,
         stop,
         task,
     })
@@ -337,6 +348,16 @@ impl Running {
     pub fn login_links(&self) -> std::sync::Arc<dyn Fn() -> String + Send + Sync> {
         let (logins, url) = (self.logins.clone(), self.url.clone());
         std::sync::Arc::new(move || logins.link(&url, login::ON_REQUEST))
+    }
+
+    /// Web Push, and whether a device (by id) is still logged in, for the notifier
+    /// that pushes to the devices that subscribed here.
+    pub fn push(&self) -> (Arc<crate::push::Push>, crate::push::notifier::DeviceLive) {
+        let state = self.state.clone();
+        (
+            self.state.push.clone(),
+            Arc::new(move |id: &str| state.devices.is_live(id)),
+        )
     }
 
     /// Stops taking connections; open long polls and streams are cut after a moment,

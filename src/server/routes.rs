@@ -24,7 +24,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use super::{
     AppState,
     auth::{self, Access, Caller},
-    devices, login, metrics, native,
+    devices, login, metrics, native, push,
     schema::{self, Detail},
     seed, stream, tasks,
 };
@@ -462,6 +462,41 @@ pub fn table() -> Vec<Route> {
             delete(devices::revoke),
             Detail {
                 errors: &[404],
+                ..ok(200, None)
+            },
+        ),
+        route(
+            M::GET,
+            "/api/v1/push/vapid",
+            Token,
+            "This server's VAPID public key, which a browser subscribes to Web Push with.",
+            get(push::vapid),
+            ok(200, Some(of::<push::VapidKey>())),
+        ),
+        route(
+            M::POST,
+            "/api/v1/push/subscriptions",
+            Token,
+            "Pushes each new request to this browser: its `PushSubscription` (to a browser's own push service, or a host in `[http] delivery_hosts`); a device's ends with the device.",
+            post(push::subscribe),
+            Detail {
+                body: Some((of::<push::PushSubscriptionBody>(), true)),
+                errors: &[400, 413, 415],
+                ..ok(201, Some(of::<push::PushSubscribed>()))
+            },
+        ),
+        route(
+            M::DELETE,
+            "/api/v1/push/subscriptions",
+            Token,
+            "Stops pushing to the browser with this endpoint (a device: only to itself).",
+            delete(push::unsubscribe),
+            Detail {
+                errors: &[400, 404],
+                query: &[(
+                    "endpoint",
+                    r#"{"type": "string", "description": "The subscription's endpoint, as subscribed."}"#,
+                )],
                 ..ok(200, None)
             },
         ),

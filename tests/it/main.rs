@@ -36,6 +36,7 @@ mod mailbox;
 mod mcp;
 mod notify;
 mod presence;
+mod push;
 mod readme;
 mod replicas;
 mod roundtrip;

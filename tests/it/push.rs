@@ -1,0 +1,319 @@
+//! Web Push: a subscribed browser is pushed each new request and each end, through
+//! a push service, encrypted for it and signed as the server's. The push service
+//! here is a stand-in (tests/it/push_service.py) that also plays the browser: it
+//! decrypts each body with http_ece and checks each VAPID JWT with cryptography,
+//! code hitl does not share.
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::Duration,
+};
+
+use reqwest::{StatusCode, blocking::Client};
+use serde_json::{Value, json};
+
+use crate::support::{Project, checkout, spawn_ask, wait_output};
+
+/// The stand-in push service, and what it prints: first its port and the
+/// browser's keys, then a line per push.
+struct Service {
+    child: Child,
+    lines: mpsc::Receiver<Value>,
+    port: u16,
+    p256dh: String,
+    auth: String,
+}
+
+impl Service {
+    fn start() -> Service {
+        let mut child = Command::new("python3")
+            .arg(checkout().join("tests/it/push_service.py"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs the stand-in push service (tools/test-all installs http_ece)");
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                let _ = tx.send(serde_json::from_str(&line).unwrap_or(json!({ "bad": line })));
+            }
+        });
+        let first = lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the push service starts");
+        Service {
+            child,
+            lines,
+            port: first["port"].as_u64().unwrap() as u16,
+            p256dh: first["p256dh"].as_str().unwrap().to_string(),
+            auth: first["auth"].as_str().unwrap().to_string(),
+        }
+    }
+
+    fn endpoint(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// The next push it took.
+    fn next(&self) -> Value {
+        self.lines
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a push within 20 s")
+    }
+
+    /// No push within `wait`.
+    fn quiet(&self, wait: Duration) {
+        if let Ok(p) = self.lines.recv_timeout(wait) {
+            panic!("an unexpected push: {p}");
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_subscribed_browser_is_pushed_each_request_encrypted_and_signed_and_answers_from_it() {
+    let service = Service::start();
+    let p = Project::new();
+    // The stand-in is on loopback over plain http: named in delivery_hosts, as any
+    // push service but the browsers' own must be.
+    p.user_config("[http]\ndelivery_hosts = [\"127.0.0.1\"]\n");
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let base = p.http_url();
+    let http = Client::new();
+    let token = p.token();
+    let call = |method: reqwest::Method, path: &str| {
+        http.request(method, format!("{base}{path}"))
+            .bearer_auth(&token)
+    };
+
+    let vapid: Value = call(reqwest::Method::GET, "/api/v1/push/vapid")
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let server_key = vapid["public_key"].as_str().unwrap().to_string();
+    assert_eq!(server_key.len(), 87, "{vapid}"); // 65 bytes, base64url
+    let again: Value = call(reqwest::Method::GET, "/api/v1/push/vapid")
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(again, vapid, "one key pair, kept");
+
+    // What a browser's PushSubscription.toJSON() gives.
+    let subscribe = |endpoint: &str, p256dh: &str| {
+        call(reqwest::Method::POST, "/api/v1/push/subscriptions")
+            .json(&json!({
+                "endpoint": endpoint,
+                "expirationTime": null,
+                "keys": { "p256dh": p256dh, "auth": service.auth },
+            }))
+            .send()
+            .unwrap()
+    };
+    let r = subscribe(&service.endpoint("/push/desk"), &service.p256dh);
+    assert_eq!(r.status(), StatusCode::CREATED, "{:?}", r.text());
+    // Never an arbitrary URL, nor keys that are not a browser's.
+    for (endpoint, key, why) in [
+        (
+            "https://evil.example/x",
+            service.p256dh.as_str(),
+            "push service",
+        ),
+        ("http://10.0.0.1/x", service.p256dh.as_str(), "loopback"),
+        (&service.endpoint("/push/x"), "AAAA", "p256dh"),
+    ] {
+        let r = subscribe(endpoint, key);
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{endpoint}");
+        let said = r.text().unwrap();
+        assert!(said.contains(why), "{endpoint}: {said}");
+    }
+
+    // A new request is pushed.
+    let asker = spawn_ask(
+        &p,
+        &[
+            "--type",
+            "approval",
+            "--timeout",
+            "60",
+            "--priority",
+            "high",
+            "Deploy to production?",
+        ],
+    );
+    let pushed = service.next();
+    assert_eq!(pushed["path"], "/push/desk", "{pushed}");
+    assert_eq!(pushed["content_encoding"], "aes128gcm", "{pushed}");
+    assert_eq!(
+        pushed["content_type"], "application/octet-stream",
+        "{pushed}"
+    );
+    assert_eq!(pushed["urgency"], "high", "{pushed}");
+    let ttl: u64 = pushed["ttl"].as_str().unwrap().parse().unwrap();
+    assert!(
+        (50..=60).contains(&ttl),
+        "the request's time left: {pushed}"
+    );
+    let v = &pushed["vapid"];
+    assert_eq!(
+        v["verified"], true,
+        "the VAPID signature verifies: {pushed}"
+    );
+    assert_eq!(
+        v["header"],
+        json!({ "typ": "JWT", "alg": "ES256" }),
+        "{pushed}"
+    );
+    assert_eq!(
+        v["aud_ok"], true,
+        "aud is the push service's origin: {pushed}"
+    );
+    assert_eq!(v["exp_ok"], true, "exp within 24 h: {pushed}");
+    assert_eq!(v["sub_ok"], true, "sub a mailto: or https: URL: {pushed}");
+    assert_eq!(v["k"], server_key.as_str(), "{pushed}");
+    let m = &pushed["message"];
+    assert_eq!(m["type"], "request", "decrypted by http_ece: {pushed}");
+    let id = m["id"].as_str().unwrap().to_string();
+    assert_eq!(m["question"], "Deploy to production?");
+    assert_eq!(m["kind"], "approval");
+    assert_eq!(m["url"], format!("/#request={id}"));
+    assert_eq!(pushed["topic"].as_str().unwrap().len(), 32, "{pushed}");
+    let actions = m["actions"].as_array().unwrap();
+    assert_eq!(actions.len(), 2, "{m}");
+    assert_eq!(actions[0]["title"], "Approve");
+    assert_eq!(actions[1]["answer"], json!({ "approved": false }));
+
+    // The Approve button's body, posted as the service worker posts it, answers.
+    let r = call(
+        reqwest::Method::POST,
+        &format!("/api/v1/requests/{id}/respond"),
+    )
+    .json(&actions[0]["answer"])
+    .send()
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "{:?}", r.text());
+    let asked = wait_output(asker, Duration::from_secs(10));
+    assert!(
+        String::from_utf8_lossy(&asked.stdout).starts_with("approved"),
+        "{asked:?}"
+    );
+    // Its end is pushed too, under the same topic, so the notification goes away.
+    let ended = service.next();
+    assert_eq!(ended["message"]["type"], "ended", "{ended}");
+    assert_eq!(ended["message"]["id"], id.as_str());
+    assert_eq!(ended["message"]["status"], "answered");
+    assert_eq!(ended["topic"], pushed["topic"]);
+
+    // A subscription its service says is gone (410) is forgotten.
+    let r = subscribe(&service.endpoint("/gone/old-phone"), &service.p256dh);
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let asker = spawn_ask(&p, &["--type", "text", "--timeout", "2", "Which branch?"]);
+    let mut paths: Vec<String> = (0..2)
+        .map(|_| service.next()["path"].as_str().unwrap().to_string())
+        .collect();
+    paths.sort();
+    assert_eq!(paths, ["/gone/old-phone", "/push/desk"]);
+    let kept = p.home.join("push-subscriptions");
+    crate::support::eventually(
+        "the gone subscription forgotten",
+        Duration::from_secs(10),
+        || !std::fs::read_to_string(&kept).unwrap().contains("/gone/"),
+    );
+    let _ = wait_output(asker, Duration::from_secs(10));
+    // Its end (the asker withdrew it at its own deadline) is pushed to the one left.
+    let ended = service.next();
+    assert_eq!(ended["path"], "/push/desk");
+    assert_eq!(ended["message"]["status"], "withdrawn", "{ended}");
+
+    // Unsubscribed: nothing more.
+    let r = call(
+        reqwest::Method::DELETE,
+        &format!(
+            "/api/v1/push/subscriptions?endpoint={}",
+            service
+                .endpoint("/push/desk")
+                .replace(':', "%3A")
+                .replace('/', "%2F")
+        ),
+    )
+    .send()
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "{:?}", r.text());
+    let asker = spawn_ask(&p, &["--type", "text", "--timeout", "1", "Anyone?"]);
+    service.quiet(Duration::from_secs(2));
+    let _ = wait_output(asker, Duration::from_secs(10));
+}
+
+#[test]
+fn a_devices_subscription_ends_with_the_device() {
+    let service = Service::start();
+    let p = Project::new();
+    p.user_config("[http]\ndelivery_hosts = [\"127.0.0.1\"]\n");
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let base = p.http_url();
+    let out = p.run(&["pair", "--name", "phone", "--json"]);
+    let pairing: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = Client::new()
+        .get(pairing["url"].as_str().unwrap())
+        .send()
+        .unwrap();
+    let cookie = r.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let http = Client::new();
+    let r = http
+        .post(format!("{base}/api/v1/push/subscriptions"))
+        .header("cookie", &cookie)
+        .header("origin", &base)
+        .json(&json!({
+            "endpoint": service.endpoint("/push/phone"),
+            "keys": { "p256dh": service.p256dh, "auth": service.auth },
+        }))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED, "{:?}", r.text());
+    let subscribed: Value = r.json().unwrap();
+    let device = subscribed["device"].as_str().unwrap().to_string();
+
+    let asker = spawn_ask(&p, &["--type", "yesno", "--timeout", "1", "Ship it?"]);
+    let pushed = service.next();
+    assert_eq!(pushed["path"], "/push/phone");
+    let options: Vec<&Value> = pushed["message"]["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| &a["answer"])
+        .collect();
+    assert_eq!(
+        options,
+        [&json!({ "response": "yes" }), &json!({ "response": "no" })]
+    );
+    let _ = wait_output(asker, Duration::from_secs(10));
+    assert_eq!(service.next()["message"]["type"], "ended");
+
+    // Revoked: its subscription goes with it, at once.
+    let out = p.run(&["devices", "revoke", &device]);
+    assert!(out.status.success(), "{out:?}");
+    let asker = spawn_ask(&p, &["--type", "yesno", "--timeout", "1", "Ship it now?"]);
+    service.quiet(Duration::from_secs(2));
+    let _ = wait_output(asker, Duration::from_secs(10));
+    assert!(
+        !std::fs::read_to_string(p.home.join("push-subscriptions"))
+            .unwrap_or_default()
+            .contains("/push/phone")
+    );
+}
