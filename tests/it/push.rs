@@ -317,3 +317,313 @@ fn a_devices_subscription_ends_with_the_device() {
             .contains("/push/phone")
     );
 }
+
+/// Chromium, headless, driven over the DevTools protocol (what WebDriver cannot
+/// reach: a service worker's context, its push events, its notifications).
+struct Chromium {
+    child: Child,
+    _profile: tempfile::TempDir,
+    ws: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    next_id: u64,
+    events: Vec<Value>,
+}
+
+impl Chromium {
+    async fn start() -> Chromium {
+        let profile = tempfile::tempdir().unwrap();
+        let mut child = Command::new("/usr/bin/chromium")
+            .args([
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--remote-debugging-port=0",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg("about:blank")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("/usr/bin/chromium (tools/test-all installs it)");
+        // "DevTools listening on ws://127.0.0.1:PORT/devtools/browser/ID"
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("DevTools listening on ") {
+                    let _ = tx.send(url.trim().to_string());
+                }
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("Chromium says where its DevTools listen");
+        let (ws, _) = tokio_tungstenite::connect_async(url.as_str())
+            .await
+            .unwrap();
+        Chromium {
+            child,
+            _profile: profile,
+            ws,
+            next_id: 0,
+            events: Vec::new(),
+        }
+    }
+
+    /// Calls `method` (in `session`, an attached target, or the browser's own).
+    async fn call(&mut self, session: Option<&str>, method: &str, params: Value) -> Value {
+        use futures_util::{SinkExt as _, StreamExt as _};
+        use tokio_tungstenite::tungstenite::Message;
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut msg = json!({ "id": id, "method": method, "params": params });
+        if let Some(s) = session {
+            msg["sessionId"] = json!(s);
+        }
+        self.ws.send(Message::text(msg.to_string())).await.unwrap();
+        loop {
+            let next = tokio::time::timeout(Duration::from_secs(30), self.ws.next())
+                .await
+                .unwrap_or_else(|_| panic!("no answer to {method} in 30 s"))
+                .unwrap()
+                .unwrap();
+            let Message::Text(text) = next else { continue };
+            let v: Value = serde_json::from_str(&text).unwrap();
+            if v["id"] == id {
+                assert!(v.get("error").is_none(), "{method}: {v}");
+                return v["result"].clone();
+            }
+            self.events.push(v);
+        }
+    }
+
+    /// Evaluates `js` in `session` and waits for its promise: its value.
+    async fn eval(&mut self, session: &str, js: &str) -> Value {
+        let r = self
+            .call(
+                Some(session),
+                "Runtime.evaluate",
+                json!({ "expression": js, "awaitPromise": true, "returnByValue": true }),
+            )
+            .await;
+        assert!(r.get("exceptionDetails").is_none(), "{js}: {r}");
+        r["result"]["value"].clone()
+    }
+
+    /// Attaches to the first target of `kind` whose URL ends with `suffix`.
+    async fn attach(&mut self, kind: &str, suffix: &str) -> String {
+        for _ in 0..100 {
+            let targets = self.call(None, "Target.getTargets", json!({})).await;
+            let found = targets["targetInfos"].as_array().unwrap().iter().find(|t| {
+                t["type"] == kind && t["url"].as_str().unwrap_or_default().ends_with(suffix)
+            });
+            if let Some(t) = found {
+                let id = t["targetId"].clone();
+                let r = self
+                    .call(
+                        None,
+                        "Target.attachToTarget",
+                        json!({ "targetId": id, "flatten": true }),
+                    )
+                    .await;
+                return r["sessionId"].as_str().unwrap().to_string();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("no {kind} target at …{suffix}");
+    }
+}
+
+impl Drop for Chromium {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_chromium_a_pushed_requests_approve_button_answers_it() {
+    if !std::path::Path::new("/usr/bin/chromium").exists() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI must have chromium (tools/test-all installs it)"
+        );
+        eprintln!("SKIPPED: no /usr/bin/chromium");
+        return;
+    }
+    let service = Service::start();
+    let p = Project::new();
+    p.user_config("[http]\ndelivery_hosts = [\"127.0.0.1\"]\n");
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let base = p.http_url();
+    let out = p.run(&["pair", "--name", "phone", "--json"]);
+    let pairing: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let link = pairing["url"].as_str().unwrap().to_string();
+
+    // The phone opens the pairing link; its dashboard registers the service worker.
+    let mut chromium = Chromium::start().await;
+    chromium
+        .call(
+            None,
+            "Browser.grantPermissions",
+            json!({ "origin": base, "permissions": ["notifications"] }),
+        )
+        .await;
+    let page = chromium
+        .call(None, "Target.createTarget", json!({ "url": link }))
+        .await;
+    let page = chromium
+        .call(
+            None,
+            "Target.attachToTarget",
+            json!({ "targetId": page["targetId"], "flatten": true }),
+        )
+        .await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut ready = Value::Null;
+    for _ in 0..100 {
+        ready = chromium
+            .eval(
+                &page,
+                "location.pathname === '/' && document.readyState === 'complete' && \
+                 'serviceWorker' in navigator ? navigator.serviceWorker.ready.then((r) => r.active.state) : null",
+            )
+            .await;
+        if ready == "activated" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(ready, "activated", "the dashboard's service worker runs");
+    chromium
+        .call(Some(&page), "ServiceWorker.enable", json!({}))
+        .await;
+    let mut registration = None;
+    for _ in 0..50 {
+        registration = chromium.events.iter().find_map(|e| {
+            (e["method"] == "ServiceWorker.workerRegistrationUpdated")
+                .then(|| e["params"]["registrations"].as_array())
+                .flatten()
+                .and_then(|rs| {
+                    rs.iter()
+                        .find(|r| r["scopeURL"].as_str().is_some_and(|s| s.starts_with(&base)))
+                })
+                .map(|r| r["registrationId"].clone())
+        });
+        if registration.is_some() {
+            break;
+        }
+        chromium.call(None, "Target.getTargets", json!({})).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let registration = registration.expect("the worker's registration is told");
+    let worker = chromium.attach("service_worker", "/sw.js").await;
+
+    // The request's push, as hitl sent it through the push service and the stand-in
+    // browser decrypted it, delivered to the worker as Chromium delivers a push.
+    let status = tokio::task::block_in_place(|| {
+        Client::new()
+            .post(format!("{base}/api/v1/push/subscriptions"))
+            .bearer_auth(p.token())
+            .json(&json!({
+                "endpoint": service.endpoint("/push/phone"),
+                "keys": { "p256dh": service.p256dh, "auth": service.auth },
+            }))
+            .send()
+            .unwrap()
+            .status()
+    });
+    assert_eq!(status, StatusCode::CREATED);
+    let asker = spawn_ask(
+        &p,
+        &[
+            "--type",
+            "approval",
+            "--timeout",
+            "60",
+            "Merge the release branch?",
+        ],
+    );
+    let pushed = service.next();
+    let deliver = |message: &Value| json!({ "origin": base, "registrationId": registration, "data": message.to_string() });
+    chromium
+        .call(
+            Some(&page),
+            "ServiceWorker.deliverPushMessage",
+            deliver(&pushed["message"]),
+        )
+        .await;
+    let mut shown = Value::Null;
+    for _ in 0..100 {
+        shown = chromium
+            .eval(
+                &worker,
+                "self.registration.getNotifications().then((ns) => ns.map((n) => \
+                 ({ tag: n.tag, title: n.title, body: n.body, actions: n.actions.map((a) => a.title) })))",
+            )
+            .await;
+        if shown.as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let shown = &shown[0];
+    assert_eq!(shown["tag"], pushed["message"]["id"], "{shown}");
+    assert!(
+        shown["title"].as_str().unwrap().ends_with(" asks"),
+        "{shown}"
+    );
+    assert_eq!(shown["body"], "Merge the release branch?", "{shown}");
+    assert_eq!(shown["actions"], json!(["Approve", "Deny"]), "{shown}");
+
+    // Its Approve button, as the worker's notificationclick handler takes it.
+    chromium
+        .eval(
+            &worker,
+            "self.registration.getNotifications().then((ns) => onNotificationClick(ns[0], 'a0')).then(() => true)",
+        )
+        .await;
+    let asked = wait_output(asker, Duration::from_secs(10));
+    assert!(
+        String::from_utf8_lossy(&asked.stdout).starts_with("approved"),
+        "{asked:?}"
+    );
+    let by = p.history()[0]["responded_by"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        by.starts_with("dashboard:") && by.ends_with(" (phone)"),
+        "{by}"
+    );
+
+    // The end's push takes the notification away.
+    let ended = service.next();
+    assert_eq!(ended["message"]["type"], "ended");
+    chromium
+        .call(
+            Some(&page),
+            "ServiceWorker.deliverPushMessage",
+            deliver(&ended["message"]),
+        )
+        .await;
+    let mut left = Value::Null;
+    for _ in 0..100 {
+        left = chromium
+            .eval(
+                &worker,
+                "self.registration.getNotifications().then((ns) => ns.length)",
+            )
+            .await;
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(left, 0, "the notification is closed on the request's end");
+}
