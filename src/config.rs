@@ -89,6 +89,32 @@ pub struct Settings {
     pub client: ClientSettings,
     /// `[run]`: `hitl run`'s boundary (read from the user's settings only).
     pub run: RunSettings,
+    /// `[telegram]`: a Telegram bot that asks in a chat when nobody is at the desk
+    /// (none unless configured; read from the user's settings only).
+    pub telegram: Option<TelegramSettings>,
+}
+
+/// `[telegram]`: the bot that asks, the chat it asks in, who there may answer.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelegramSettings {
+    /// The bot's token, from @BotFather (`123456:ABC…`).
+    pub bot_token: String,
+    /// The chat it asks in: your own chat with the bot (your user id), or a group's
+    /// id (negative).
+    pub chat_id: i64,
+    /// Who in that chat may answer, by Telegram user id (empty: anyone in it; in
+    /// your own chat with the bot, that is you).
+    #[serde(default)]
+    pub users: Vec<i64>,
+    /// The Bot API server: Telegram's own, or a self-hosted one (`https://`, or
+    /// `http://` to loopback).
+    #[serde(default = "telegram_api_url")]
+    pub api_url: String,
+}
+
+fn telegram_api_url() -> String {
+    "https://api.telegram.org".into()
 }
 
 /// `[run]` settings: what an agent started by `hitl run` may write besides the
@@ -793,6 +819,7 @@ pub fn load(paths: &Paths, project_config: Option<&Path>) -> Result<Settings> {
         // send the human's questions anywhere.
         for (key, shown) in [
             ("webhooks", "[[webhooks]]"),
+            ("telegram", "[telegram]"),
             ("client", "[client]"),
             ("run", "[run]"),
         ] {

@@ -779,7 +779,7 @@ fn first_time_said(session: &str, message: &str) -> bool {
 fn someone_answers(spool: &Spool) -> Result<(), &'static str> {
     match ListenerInfo::running(spool) {
         None => Err("no hitl listener runs for this project"),
-        Some(info) if info.present.is_empty() => Err(
+        Some(info) if !info.someone_answers() => Err(
             "nobody is at hitl to answer (no prompt, dashboard or other UI attached to its listener)",
         ),
         Some(_) => Ok(()),

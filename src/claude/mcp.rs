@@ -406,7 +406,7 @@ impl McpServer {
                 spool.project().display()
             )));
         };
-        if listener.present.is_empty() {
+        if !listener.someone_answers() {
             // A question nobody sees only stalls the agent: it asks the user itself.
             return Err(NotAsked(NOBODY_THERE.into()));
         }
@@ -520,7 +520,7 @@ impl McpServer {
                 let mut every = tokio::time::interval(PRESENCE_EVERY);
                 loop {
                     every.tick().await;
-                    if ListenerInfo::running(&watched).is_some_and(|l| l.present.is_empty()) {
+                    if ListenerInfo::running(&watched).is_some_and(|l| !l.someone_answers()) {
                         left.store(true, std::sync::atomic::Ordering::Relaxed);
                         return;
                     }

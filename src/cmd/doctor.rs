@@ -291,7 +291,15 @@ async fn check_listener(report: &mut Report, spool: &Spool, info: Option<&Listen
             }
         }
     }
-    if info.present.is_empty() {
+    if info.present.is_empty() && !info.reachable.is_empty() {
+        report.ok(
+            "presence",
+            format!(
+                "nobody at the desk; questions reach you by {}",
+                info.reachable.join(", ")
+            ),
+        );
+    } else if info.present.is_empty() {
         report.warn(
             "presence",
             "nobody is present to answer: hooks leave their calls to Claude Code's own prompts",

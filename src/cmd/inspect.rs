@@ -680,6 +680,10 @@ pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
     }
     if let Some(info) = &listener {
         match info.present.as_slice() {
+            [] if !info.reachable.is_empty() => println!(
+                "present:  nobody at the desk; reachable by {}",
+                info.reachable.join(", ")
+            ),
             [] => println!(
                 "present:  nobody (hooks leave calls to Claude Code's own prompts; \
                  `hitl dashboard --open` or a terminal prompt takes them)"

@@ -266,6 +266,7 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     let mut certificate = daemon.tls_sha256.clone();
     info.tls_sha256 = certificate.as_mut().map(|c| c.borrow_and_update().clone());
     info.present = presence.borrow_and_update().clone();
+    info.reachable = daemon.reachable.clone();
     for s in &spools {
         info.write(s)
             .with_context(|| format!("writing {}", s.listener_info_file().display()))?;

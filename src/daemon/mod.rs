@@ -87,6 +87,10 @@ pub struct Daemon {
     pub http_url: Option<String>,
     /// The SHA-256 (hex) of the certificate it presents now, when it serves TLS.
     pub tls_sha256: Option<tokio::sync::watch::Receiver<String>>,
+    /// The channels that reach a person away from the desk (`telegram`).
+    pub reachable: Vec<String>,
+    /// Held while this daemon runs the user's Telegram bot.
+    _bot: Option<nix::fcntl::Flock<std::fs::File>>,
     broker_task: JoinHandle<()>,
     stop_broker: oneshot::Sender<()>,
     http: Option<server::Running>,
@@ -114,6 +118,9 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
         notify,
     } = opts;
     crate::ui::webhooks::validate(&settings.webhooks, &settings.http.delivery_hosts)?;
+    if let Some(t) = &settings.telegram {
+        crate::ui::telegram::validate(t)?;
+    }
     let store = Store::open(&db_url).await?;
     let reader = store.clone();
     let undelivered = store.undelivered().await?;
@@ -232,7 +239,25 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
             spools_for_status,
         ));
     }
+    // Telegram (opt-in, `[telegram]`): one daemon of the user's runs the bot.
+    let mut reachable = Vec::new();
+    let mut bot = None;
+    if let Some(t) = &settings.telegram {
+        match crate::ui::telegram::take_bot(&config_dir) {
+            Ok(Some(lock)) => {
+                tasks.push(crate::ui::telegram::start(handle.clone(), t.clone()));
+                reachable.push("telegram".to_string());
+                bot = Some(lock);
+            }
+            Ok(None) => tracing::warn!(
+                "telegram: another listener of yours runs the bot; this one's requests are not sent to the chat"
+            ),
+            Err(e) => tracing::warn!("telegram: {e:#}"),
+        }
+    }
     Ok(Daemon {
+        reachable,
+        _bot: bot,
         http_addr: http.as_ref().map(|h| h.local),
         http_url: http.as_ref().map(|h| h.url.clone()),
         tls_sha256: http.as_ref().and_then(|h| h.tls_sha256.clone()),

@@ -33,6 +33,10 @@ pub struct ListenerInfo {
     /// nobody, and hooks leave their calls to Claude Code (see `broker::presence`).
     #[serde(default)]
     pub present: Vec<(String, usize)>,
+    /// The channels that reach a person away from the desk (`["telegram"]`): while
+    /// one is up, hooks and MCP wait for an answer even with nobody present.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reachable: Vec<String>,
 }
 
 impl ListenerInfo {
@@ -49,7 +53,14 @@ impl ListenerInfo {
             socket: None,
             tls_sha256: None,
             present: Vec::new(),
+            reachable: Vec::new(),
         }
+    }
+
+    /// Whether a question asked now would reach a person: someone at one of its
+    /// UIs, or a channel that reaches them elsewhere.
+    pub fn someone_answers(&self) -> bool {
+        !self.present.is_empty() || !self.reachable.is_empty()
     }
 
     /// Writes it into `spool` (atomically; not fsynced: it describes a live process).

@@ -3,6 +3,7 @@
 
 pub mod dialog;
 pub mod notify;
+pub mod telegram;
 pub mod terminal;
 pub mod tui;
 pub mod webhooks;

@@ -45,6 +45,7 @@ mod soak;
 mod store;
 mod support;
 mod tasks;
+mod telegram;
 mod tls;
 mod tui;
 mod wayback;

@@ -1,0 +1,628 @@
+//! Telegram: a bot asks in one chat when nobody is at the desk, and a press or a
+//! reply there answers.
+//!
+//! Outbound only: the bot long-polls the Bot API (`getUpdates`), so no public URL
+//! or open port is needed. A request is sent (`sendMessage`) once nobody is
+//! present to answer it here (as it is queued, or when the last UI leaves while it
+//! waits), with buttons for the answers that fit one (Approve / Deny / Always for
+//! approvals and permissions, one per option for yes/no and selects); a reply to
+//! the message answers text questions, and denies an approval with the reply as its
+//! reason. Presses and replies from any chat but `[telegram] chat_id`, or from a
+//! user not in `users` when it is set, change nothing. Every press is acknowledged
+//! (`answerCallbackQuery`), and when the request ends, wherever it was answered,
+//! the message is edited to say how, by whom and when, its buttons gone.
+//!
+//! Configured in the user's settings only (a project's settings sit beside the
+//! agents), and `api_url` must be https, or http to loopback.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::{
+    broker::{BrokerHandle, Change, Finished, PendingRequest},
+    config::TelegramSettings,
+    protocol::{AnswerShape, Reply, Status, text::visible},
+};
+
+/// How long one `getUpdates` call holds, in seconds (Telegram allows up to 50).
+const POLL_SECONDS: u64 = 25;
+
+/// Most of a message's text Telegram takes is 4096 characters; the question is cut
+/// well inside it.
+const QUESTION_CHARS: usize = 2500;
+
+/// Refuses settings the bot cannot use, saying which and why.
+pub fn validate(settings: &TelegramSettings) -> Result<()> {
+    let token = settings.bot_token.trim();
+    let well_formed = token.split_once(':').is_some_and(|(id, secret)| {
+        !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) && !secret.is_empty()
+    }) && token
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b':' | b'_' | b'-'));
+    if !well_formed {
+        bail!("[telegram] bot_token is not a bot token (123456:ABC…, from @BotFather)");
+    }
+    let url = reqwest::Url::parse(&settings.api_url)
+        .map_err(|e| anyhow!("[telegram] api_url {:?}: {e}", settings.api_url))?;
+    let host = url.host_str().unwrap_or_default();
+    let loopback = host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if loopback => Ok(()),
+        _ => bail!(
+            "[telegram] api_url {:?}: https, or http to loopback only (the bot's token travels in it)",
+            settings.api_url
+        ),
+    }
+}
+
+/// Takes the user's bot for this process (`telegram.lock` in `config_dir`, held
+/// while it runs): `None` when another of the user's listeners has it, since a
+/// bot's updates go to one poller.
+pub fn take_bot(config_dir: &std::path::Path) -> Result<Option<nix::fcntl::Flock<std::fs::File>>> {
+    std::fs::create_dir_all(config_dir)
+        .with_context(|| format!("making {}", config_dir.display()))?;
+    let path = config_dir.join("telegram.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(Some(lock)),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, e)) => Err(anyhow!("locking {}: {e}", path.display())),
+    }
+}
+
+/// The Bot API, as this bot calls it.
+#[derive(Clone)]
+struct Api {
+    client: reqwest::Client,
+    /// `{api_url}/bot{token}/`: holds the token, so never logged.
+    base: String,
+}
+
+/// The Bot API's envelope: `{"ok": true, "result": …}` or `{"ok": false,
+/// "error_code": …, "description": …}`.
+#[derive(Deserialize)]
+struct Envelope {
+    ok: bool,
+    #[serde(default)]
+    result: Value,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    error_code: Option<u16>,
+}
+
+impl Api {
+    async fn call(&self, method: &str, params: Value, timeout: Duration) -> Result<Value> {
+        let r = self
+            .client
+            .post(format!("{}{method}", self.base))
+            .timeout(timeout)
+            .json(&params)
+            .send()
+            .await
+            // Said without the URL, which holds the token.
+            .map_err(|e| {
+                anyhow!(
+                    "{method}: {}",
+                    crate::runtime::tls::error_chain(&e.without_url())
+                )
+            })?;
+        let status = r.status();
+        let body: Envelope = r
+            .json()
+            .await
+            .map_err(|e| anyhow!("{method}: the Bot API answered {status} with no JSON: {e}"))?;
+        if !body.ok {
+            bail!(
+                "{method}: the Bot API said {} {}",
+                body.error_code.unwrap_or(status.as_u16()),
+                body.description.unwrap_or_default()
+            );
+        }
+        Ok(body.result)
+    }
+}
+
+/// A request's message in the chat.
+#[derive(Debug, Clone)]
+struct Sent {
+    message_id: i64,
+    /// Its text as sent (HTML), to be edited with the end below it.
+    text: String,
+}
+
+/// What the bot knows: each request's message, and which request a message is.
+#[derive(Default)]
+struct State {
+    by_request: HashMap<String, Sent>,
+    by_message: HashMap<i64, String>,
+}
+
+type Shared = Arc<Mutex<State>>;
+
+fn lock(s: &Shared) -> std::sync::MutexGuard<'_, State> {
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Starts the bot: a task sending and editing messages as the broker's requests
+/// come and go, and one long-polling for presses and replies.
+pub fn start(broker: BrokerHandle, settings: TelegramSettings) -> tokio::task::JoinHandle<()> {
+    let https = settings.api_url.starts_with("https://");
+    let client = crate::runtime::tls::http_client(https)
+        .and_then(|b| {
+            Ok(b.redirect(reqwest::redirect::Policy::none())
+                .user_agent(concat!("hitl/", env!("CARGO_PKG_VERSION")))
+                .build()?)
+        })
+        .unwrap_or_default();
+    let api = Api {
+        client,
+        base: format!(
+            "{}/bot{}/",
+            settings.api_url.trim_end_matches('/'),
+            settings.bot_token.trim()
+        ),
+    };
+    let state: Shared = Arc::default();
+    let settings = Arc::new(settings);
+    let sender = tokio::spawn(send_loop(
+        broker.clone(),
+        api.clone(),
+        settings.clone(),
+        state.clone(),
+    ));
+    tokio::spawn(async move {
+        poll_loop(broker, api, settings, state).await;
+        sender.abort();
+    })
+}
+
+/// Sends each request once nobody is present to answer it, and edits its message
+/// when it ends.
+async fn send_loop(broker: BrokerHandle, api: Api, settings: Arc<TelegramSettings>, state: Shared) {
+    let mut changes = broker.subscribe();
+    let mut presence = broker.presence().watch();
+    // Whatever waits already when the bot starts with nobody there.
+    if presence.borrow_and_update().is_empty() {
+        for p in broker.pending().await {
+            send(&api, &settings, &state, &p).await;
+        }
+    }
+    loop {
+        tokio::select! {
+            change = changes.recv() => match change {
+                Ok(Change::Queued(p)) => {
+                    if broker.presence().now().is_empty() {
+                        send(&api, &settings, &state, &p).await;
+                    }
+                }
+                Ok(Change::Finished(f)) => ended(&api, &settings, &state, &f).await,
+                Ok(_) => {}
+                Err(RecvError::Lagged(n)) => {
+                    tracing::warn!("telegram: {n} changes of the queue went by untold");
+                }
+                Err(RecvError::Closed) => return,
+            },
+            seen = presence.changed() => {
+                if seen.is_err() {
+                    return;
+                }
+                // The last UI left: whatever still waits goes to the chat.
+                if presence.borrow_and_update().is_empty() {
+                    for p in broker.pending().await {
+                        send(&api, &settings, &state, &p).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `text` safe in Telegram's HTML: controls made visible, `&`, `<`, `>` escaped.
+fn html(text: &str) -> String {
+    visible(text)
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut s: String = text.chars().take(max - 1).collect();
+    s.push('…');
+    s
+}
+
+/// The buttons for `p`: each with its `callback_data`, `h:{id}:{choice}` (at most
+/// 64 bytes, as Telegram takes).
+fn keyboard(p: &PendingRequest) -> Option<Value> {
+    let id = &p.request.id;
+    let button = |title: &str, choice: &str| json!({ "text": cut(&visible(title), 60), "callback_data": format!("h:{id}:{choice}") });
+    let rows: Vec<Vec<Value>> = match &p.answer_shape {
+        AnswerShape::Decision { always, .. } => {
+            let mut rows = vec![vec![button("Approve", "a"), button("Deny", "d")]];
+            if let Some(rule) = always {
+                rows.push(vec![button(&format!("Always allow {rule}"), "A")]);
+            }
+            rows
+        }
+        AnswerShape::Choice {
+            options,
+            many: false,
+            ..
+        } => options
+            .iter()
+            .take(20)
+            .enumerate()
+            .map(|(i, o)| vec![button(o, &i.to_string())])
+            .collect(),
+        _ => return None,
+    };
+    (format!("h:{id}:A").len() <= 64).then(|| json!({ "inline_keyboard": rows }))
+}
+
+/// The message for `p`: who asks, the question, what the call does, how to answer.
+fn message_text(p: &PendingRequest) -> String {
+    let r = &p.request;
+    let mut text = format!(
+        "<b>{}</b> asks ({}):\n{}",
+        html(&r.agent_name),
+        r.kind.as_str(),
+        html(&cut(&r.content, QUESTION_CHARS))
+    );
+    if let Some(command) = r
+        .context
+        .get("tool_input")
+        .and_then(|i| i.get("command"))
+        .and_then(Value::as_str)
+    {
+        text.push_str(&format!("\n<pre>{}</pre>", html(&cut(command, 1000))));
+    }
+    let hint = match &p.answer_shape {
+        AnswerShape::Decision { .. } => "Reply to this message to deny with a reason.",
+        AnswerShape::Choice { many: false, .. } => "Press one, or reply with your answer.",
+        _ => "Reply to this message with your answer.",
+    };
+    text.push_str(&format!("\n\n<i>{hint}</i>"));
+    text
+}
+
+/// Sends `p` to the chat, once.
+async fn send(api: &Api, settings: &TelegramSettings, state: &Shared, p: &PendingRequest) {
+    if lock(state).by_request.contains_key(&p.request.id) {
+        return;
+    }
+    let text = message_text(p);
+    let mut params = json!({
+        "chat_id": settings.chat_id,
+        "text": text,
+        "parse_mode": "HTML",
+        "link_preview_options": { "is_disabled": true },
+    });
+    if let Some(k) = keyboard(p) {
+        params["reply_markup"] = k;
+    }
+    match api
+        .call("sendMessage", params, Duration::from_secs(15))
+        .await
+        .and_then(|m| {
+            m["message_id"]
+                .as_i64()
+                .context("sendMessage gave no message_id")
+        }) {
+        Ok(message_id) => {
+            let mut s = lock(state);
+            s.by_message.insert(message_id, p.request.id.clone());
+            s.by_request
+                .insert(p.request.id.clone(), Sent { message_id, text });
+        }
+        Err(e) => tracing::warn!("telegram: {e:#}"),
+    }
+}
+
+/// How `f` ended, in a line for its message.
+fn outcome(f: &Finished) -> String {
+    let when = jiff::Zoned::now().strftime("%H:%M").to_string();
+    let by = f
+        .answer
+        .as_ref()
+        .map(|a| format!(" by {}", html(&a.responded_by)))
+        .unwrap_or_default();
+    let what = match (f.status, &f.answer) {
+        (Status::Answered, Some(a)) => match a.approved {
+            Some(true) => "✅ Approved".to_string(),
+            Some(false) => "❌ Denied".to_string(),
+            None => format!("Answered: {}", html(&cut(&a.content, 200))),
+        },
+        (Status::Timeout, _) => "⌛ Nobody answered in time".to_string(),
+        (s, _) => format!("Ended: {}", s.as_str()),
+    };
+    let comment = f
+        .answer
+        .as_ref()
+        .and_then(|a| a.comment.as_deref())
+        .map(|c| format!(" ({})", html(&cut(c, 200))))
+        .unwrap_or_default();
+    let reason = f
+        .reason
+        .as_deref()
+        .filter(|_| f.answer.is_none())
+        .map(|r| format!(" ({})", html(&cut(r, 200))))
+        .unwrap_or_default();
+    format!("<b>{what}</b>{by}{comment}{reason} at {when}")
+}
+
+/// Edits `f`'s message, if it was sent, to say how it ended; its buttons go.
+async fn ended(api: &Api, settings: &TelegramSettings, state: &Shared, f: &Finished) {
+    let Some(sent) = lock(state).by_request.remove(f.id()) else {
+        return;
+    };
+    let text = format!(
+        "{}\n\n{}",
+        sent.text
+            .rsplit_once("\n\n<i>")
+            .map_or(sent.text.as_str(), |(q, _)| q),
+        outcome(f)
+    );
+    let params = json!({
+        "chat_id": settings.chat_id,
+        "message_id": sent.message_id,
+        "text": text,
+        "parse_mode": "HTML",
+        "link_preview_options": { "is_disabled": true },
+    });
+    if let Err(e) = api
+        .call("editMessageText", params, Duration::from_secs(15))
+        .await
+    {
+        tracing::warn!("telegram: {e:#}");
+    }
+    // Replies to it are no longer answers; a late press finds nothing pending.
+    lock(state).by_message.remove(&sent.message_id);
+}
+
+/// Long-polls for presses and replies, and answers with them.
+async fn poll_loop(broker: BrokerHandle, api: Api, settings: Arc<TelegramSettings>, state: Shared) {
+    let mut offset: i64 = 0;
+    let mut wait = Duration::from_secs(1);
+    loop {
+        let params = json!({
+            "offset": offset,
+            "timeout": POLL_SECONDS,
+            "allowed_updates": ["message", "callback_query"],
+        });
+        let updates = match api
+            .call("getUpdates", params, Duration::from_secs(POLL_SECONDS + 10))
+            .await
+        {
+            Ok(u) => {
+                wait = Duration::from_secs(1);
+                u
+            }
+            Err(e) => {
+                tracing::warn!("telegram: {e:#}; trying again in {}s", wait.as_secs());
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(60));
+                continue;
+            }
+        };
+        for update in updates.as_array().into_iter().flatten() {
+            if let Some(id) = update["update_id"].as_i64() {
+                offset = offset.max(id + 1);
+            }
+            if let Some(press) = update.get("callback_query") {
+                pressed(&broker, &api, &settings, &state, press).await;
+            } else if let Some(message) = update.get("message") {
+                replied(&broker, &settings, &state, message).await;
+            }
+        }
+    }
+}
+
+/// Whether `user` in `chat` may answer.
+fn allowed(settings: &TelegramSettings, chat: Option<i64>, user: Option<i64>) -> bool {
+    chat == Some(settings.chat_id)
+        && (settings.users.is_empty() || user.is_some_and(|u| settings.users.contains(&u)))
+}
+
+/// Who answered, as history credits it: `telegram:@name` or `telegram:ID`.
+fn responder(from: &Value) -> String {
+    match from["username"].as_str() {
+        Some(name) => format!("telegram:@{name}"),
+        None => format!("telegram:{}", from["id"].as_i64().unwrap_or_default()),
+    }
+}
+
+/// A button pressed: answered if it may be, acknowledged whatever happens.
+async fn pressed(
+    broker: &BrokerHandle,
+    api: &Api,
+    settings: &TelegramSettings,
+    _state: &Shared,
+    press: &Value,
+) {
+    let chat = press["message"]["chat"]["id"].as_i64();
+    let user = press["from"]["id"].as_i64();
+    let said = if !allowed(settings, chat, user) {
+        tracing::warn!("telegram: a press from chat {chat:?}, user {user:?} ignored");
+        "Not yours to answer.".to_string()
+    } else {
+        match press_reply(broker, press["data"].as_str().unwrap_or_default()).await {
+            Ok((seq, reply, done)) => {
+                match broker.respond(seq, reply, &responder(&press["from"])).await {
+                    Ok(_) => done,
+                    Err(e) => e.to_string(),
+                }
+            }
+            Err(e) => e,
+        }
+    };
+    let params = json!({
+        "callback_query_id": press["id"].as_str().unwrap_or_default(),
+        "text": cut(&said, 190),
+    });
+    if let Err(e) = api
+        .call("answerCallbackQuery", params, Duration::from_secs(15))
+        .await
+    {
+        tracing::warn!("telegram: {e:#}");
+    }
+}
+
+/// The reply a button's `h:{id}:{choice}` gives, for the request still pending,
+/// and what to tell the presser.
+async fn press_reply(broker: &BrokerHandle, data: &str) -> Result<(u64, Reply, String), String> {
+    let mut parts = data.splitn(3, ':');
+    let (Some("h"), Some(id), Some(choice)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err("That button is not hitl's.".into());
+    };
+    let p = broker
+        .find(id)
+        .await
+        .ok_or_else(|| "That request has ended.".to_string())?;
+    let r = &p.request;
+    let approval = |approved: bool, remember: Option<String>| Reply::Approval {
+        approved,
+        comment: None,
+        remember,
+    };
+    let (reply, done) = match (&p.answer_shape, choice) {
+        (AnswerShape::Decision { .. }, "a") => (approval(true, None), "Approved.".to_string()),
+        (AnswerShape::Decision { .. }, "d") => (approval(false, None), "Denied.".to_string()),
+        (
+            AnswerShape::Decision {
+                always: Some(rule), ..
+            },
+            "A",
+        ) => (
+            approval(true, Some(rule.clone())),
+            format!("Approved, and always allowed: {rule}"),
+        ),
+        (
+            AnswerShape::Choice {
+                options,
+                many: false,
+                ..
+            },
+            n,
+        ) => {
+            let option = n
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| options.get(i))
+                .ok_or("No such option.")?;
+            (r.interpret(option)?, format!("Answered: {option}"))
+        }
+        _ => return Err("That button does not answer this request.".into()),
+    };
+    Ok((p.seq, reply, done))
+}
+
+/// A message in the chat: a reply to one of the bot's answers its request (text
+/// for a question, the reason of a denial for an approval).
+async fn replied(
+    broker: &BrokerHandle,
+    settings: &TelegramSettings,
+    state: &Shared,
+    message: &Value,
+) {
+    let Some(to) = message["reply_to_message"]["message_id"].as_i64() else {
+        return;
+    };
+    let Some(id) = lock(state).by_message.get(&to).cloned() else {
+        return;
+    };
+    let chat = message["chat"]["id"].as_i64();
+    let user = message["from"]["id"].as_i64();
+    if !allowed(settings, chat, user) {
+        tracing::warn!("telegram: a reply from chat {chat:?}, user {user:?} ignored");
+        return;
+    }
+    let Some(text) = message["text"].as_str() else {
+        return;
+    };
+    let Some(p) = broker.find(&id).await else {
+        return;
+    };
+    let reply = match &p.answer_shape {
+        AnswerShape::Decision { .. } => Reply::Approval {
+            approved: false,
+            comment: Some(text.to_string()),
+            remember: None,
+        },
+        _ => match p.request.interpret(text) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("telegram: a reply that does not answer {id}: {e}");
+                return;
+            }
+        },
+    };
+    if let Err(e) = broker
+        .respond(p.seq, reply, &responder(&message["from"]))
+        .await
+    {
+        tracing::warn!("telegram: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(token: &str, url: &str) -> TelegramSettings {
+        TelegramSettings {
+            bot_token: token.into(),
+            chat_id: 42,
+            users: vec![7],
+            api_url: url.into(),
+        }
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        validate(&settings("123:ABC-def_9", "https://api.telegram.org")).unwrap();
+        validate(&settings("123:ABC", "http://127.0.0.1:8081")).unwrap();
+        assert!(validate(&settings("nonsense", "https://api.telegram.org")).is_err());
+        assert!(validate(&settings("123:a/b", "https://api.telegram.org")).is_err());
+        let e = validate(&settings("123:ABC", "http://bot.example")).unwrap_err();
+        assert!(e.to_string().contains("loopback"), "{e}");
+    }
+
+    #[test]
+    fn only_the_chat_and_its_listed_users_answer() {
+        let s = settings("1:a", "https://api.telegram.org");
+        assert!(allowed(&s, Some(42), Some(7)));
+        assert!(!allowed(&s, Some(42), Some(8)));
+        assert!(!allowed(&s, Some(99), Some(7)));
+        let anyone = TelegramSettings { users: vec![], ..s };
+        assert!(allowed(&anyone, Some(42), Some(8)));
+        assert!(!allowed(&anyone, None, Some(8)));
+    }
+
+    #[test]
+    fn text_is_escaped_for_telegrams_html() {
+        assert_eq!(html("<b>&x\u{1b}"), "&lt;b&gt;&amp;x\\u{1b}");
+    }
+}
