@@ -105,7 +105,8 @@ async function loadHistory(more) {
       ...(h.labels || []).map((label) => el("span", { class: "label", text: label })),
       el("span", { class: "what", text: `${firstLine(h.content)}${h.answer ? ` → ${firstLine(h.answer)}` : ""}` }),
       el("span", { class: "by", text: h.responded_by || "" }),
-      el("time", { datetime: h.asked_at, text: new Date(h.asked_at).toLocaleString() })));
+      el("time", { datetime: h.asked_at, text: new Date(h.asked_at).toLocaleString() }),
+      trailButton(h)));
   }
   if (rows.length) oldest = rows[rows.length - 1].asked_at;
   // The agents seen so far, offered as the agent filter's choices.
@@ -117,6 +118,40 @@ async function loadHistory(more) {
     }
   }
   $("older").hidden = rows.length < PAGE;
+}
+
+// A request's record: each notification sent (where, to whom, delivered or why
+// not) and each vote, then how it ended; fetched when asked for.
+function trailButton(h) {
+  const button = el("button", { type: "button", class: "trail-toggle", "aria-expanded": "false", text: "Trail" });
+  button.addEventListener("click", async () => {
+    const row = button.closest("li");
+    const shown = row.querySelector(".trail");
+    if (shown) {
+      shown.remove();
+      button.setAttribute("aria-expanded", "false");
+      return;
+    }
+    const res = await fetch(`/api/v1/requests/${encodeURIComponent(h.id)}/trail`, { credentials: "same-origin" });
+    const steps = res.ok ? await res.json() : [];
+    const list = el("ol", { class: "trail" });
+    for (const s of steps) {
+      const d = s.detail || {};
+      const outcome = d.delivered === true ? "delivered" : d.error ? `failed: ${d.error}` : "";
+      list.append(el("li", {},
+        el("time", { datetime: new Date(s.at_ms).toISOString(), text: new Date(s.at_ms).toLocaleTimeString() }),
+        el("span", { text: ` ${s.step} · ${s.surface}${d.to ? ` · ${d.to}` : ""}${d.by ? ` · ${d.by}` : ""}${outcome ? ` · ${outcome}` : ""}` })));
+    }
+    const comment = h.answer_detail && h.answer_detail.comment ? ` (${h.answer_detail.comment})` : "";
+    const end = h.status === "pending" ? "pending"
+      : `${h.status}${h.responded_by ? ` by ${h.responded_by}` : ""}${h.answer ? `: ${firstLine(h.answer)}` : ""}${comment}`;
+    list.append(el("li", { class: "trail-end" },
+      h.finished_at ? el("time", { datetime: h.finished_at, text: new Date(h.finished_at).toLocaleTimeString() }) : "",
+      el("span", { text: ` ${end}` })));
+    row.append(list);
+    button.setAttribute("aria-expanded", "true");
+  });
+  return button;
 }
 
 $("history-search").addEventListener("submit", (e) => {

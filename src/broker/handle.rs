@@ -271,6 +271,15 @@ impl BrokerHandle {
         });
     }
 
+    /// Records a step of a request's trail (a notification sent, a vote). Fire and
+    /// forget: a notifier never waits on history.
+    pub fn note_trail(&self, step: crate::store::TrailStep) {
+        self.store.write_now_or_send(StoreMsg {
+            op: StoreOp::Trail(Box::new(step)),
+            ack: None,
+        });
+    }
+
     /// Records an agent event without a request; returns its id (the first one's
     /// for a repeated idempotency key).
     pub async fn record_event(&self, event: NewEvent) -> Result<i64, AskError> {

@@ -581,9 +581,24 @@ pub async fn history(
             );
         }
     }
+    // One request asked for: its trail too (each notification, each vote).
+    let one = match rows.first() {
+        Some(first) if rows.iter().all(|h| h.id == first.id) => Some(first.id.clone()),
+        _ => None,
+    };
+    if let Some(id) = &one {
+        let trail = store.trail(id).await?;
+        for h in &mut rows {
+            h.trail.clone_from(&trail);
+        }
+    }
     store.close().await;
     if as_json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    if let (Some(_), Some(h)) = (&one, rows.first()) {
+        print_decision(h);
         return Ok(());
     }
     if rows.is_empty() {
@@ -618,6 +633,82 @@ pub async fn history(
         );
     }
     Ok(())
+}
+
+/// One request's record, as `hitl history --id` shows it: the question, each step
+/// of its trail, and how it ended.
+fn print_decision(h: &crate::store::HistoryEntry) {
+    let local = |ms: i64| {
+        Timestamp::from_millisecond(ms)
+            .map(|t| {
+                t.to_zoned(jiff::tz::TimeZone::system())
+                    .strftime("%Y-%m-%d %H:%M:%S")
+                    .to_string()
+            })
+            .unwrap_or_default()
+    };
+    let asked = h
+        .asked_at
+        .parse::<Timestamp>()
+        .map(|t| local(t.as_millisecond()))
+        .unwrap_or_else(|_| h.asked_at.clone());
+    println!("{} ({}, {})", h.id, h.kind.as_str(), h.priority.as_str());
+    println!(
+        "  {asked}  asked by {}: {}",
+        one_line(&h.agent_name, 40),
+        one_line(&h.content, 80)
+    );
+    for step in &h.trail {
+        let d = &step.detail;
+        let outcome = match (d["delivered"].as_bool(), d["error"].as_str()) {
+            (Some(true), _) => "delivered".to_string(),
+            (_, Some(e)) => format!("failed: {}", one_line(e, 60)),
+            _ => String::new(),
+        };
+        let to = d["to"].as_str().unwrap_or_default();
+        let by = d["by"].as_str().unwrap_or_default();
+        println!(
+            "  {}  {} {:<9} {}",
+            local(step.at_ms),
+            step.step,
+            step.surface,
+            [to, by, &outcome]
+                .iter()
+                .filter(|s| !s.is_empty())
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    let ended = h
+        .finished_at
+        .as_deref()
+        .and_then(|f| f.parse::<Timestamp>().ok())
+        .map(|t| local(t.as_millisecond()))
+        .unwrap_or_default();
+    match h.status {
+        crate::protocol::Status::Pending => println!("  (pending)"),
+        status => {
+            let by = h
+                .responded_by
+                .as_deref()
+                .map(|b| format!(" by {b}"))
+                .unwrap_or_default();
+            let what = h
+                .answer
+                .as_deref()
+                .or(h.reason.as_deref())
+                .map(|a| format!(": {}", one_line(a, 80)))
+                .unwrap_or_default();
+            let comment = h
+                .answer_detail
+                .as_ref()
+                .and_then(|d| d["comment"].as_str())
+                .map(|c| format!(" ({})", one_line(c, 80)))
+                .unwrap_or_default();
+            println!("  {ended}  {}{by}{what}{comment}", status.as_str());
+        }
+    }
 }
 
 /// `hitl status`: is a listener running, how much is waiting, where history lives.

@@ -34,11 +34,12 @@ pub fn start(
     device_live: DeviceLive,
 ) -> tokio::task::JoinHandle<()> {
     let mut changes = broker.subscribe();
+    let broker = broker.clone();
     tokio::spawn(async move {
         loop {
-            let message = match changes.recv().await {
-                Ok(Change::Queued(p)) => request_message(&p),
-                Ok(Change::Finished(f)) if f.here => ended_message(f.id(), f.status),
+            let (message, asked) = match changes.recv().await {
+                Ok(Change::Queued(p)) => (request_message(&p), Some(p.request.id.clone())),
+                Ok(Change::Finished(f)) if f.here => (ended_message(f.id(), f.status), None),
                 Ok(_) => continue,
                 Err(RecvError::Lagged(n)) => {
                     tracing::warn!("push: {n} changes of the queue went by unpushed");
@@ -59,20 +60,43 @@ pub fn start(
             }
             let message = Arc::new(message);
             for sub in live {
-                tokio::spawn(deliver(push.clone(), sub, message.clone()));
+                let trail = asked.clone().map(|id| (broker.clone(), id));
+                tokio::spawn(deliver(push.clone(), sub, message.clone(), trail));
             }
         }
     })
 }
 
 /// Pushes `message` to `sub`, trying again after a failure that may pass; a
-/// subscription its service says is gone is forgotten.
-async fn deliver(push: Arc<Push>, sub: Subscription, message: Arc<Message>) {
+/// subscription its service says is gone is forgotten. How it went is kept in the
+/// request's trail (`trail`: the broker and the request, for a new request's push).
+async fn deliver(
+    push: Arc<Push>,
+    sub: Subscription,
+    message: Arc<Message>,
+    trail: Option<(BrokerHandle, String)>,
+) {
+    let record = |outcome: Value| {
+        if let Some((broker, id)) = &trail {
+            let mut detail =
+                json!({ "to": super::shown_endpoint(&sub.endpoint), "device": sub.device });
+            if let (Some(d), Some(o)) = (detail.as_object_mut(), outcome.as_object()) {
+                d.extend(o.clone());
+            }
+            broker.note_trail(crate::store::TrailStep::now(id, "notified", "push", detail));
+        }
+    };
     let mut wait = std::time::Duration::from_secs(1);
     for attempt in 1..=ATTEMPTS {
         match push.send(&sub, &message).await {
-            Sent::Delivered => return,
+            Sent::Delivered => {
+                record(json!({ "delivered": true }));
+                return;
+            }
             Sent::Gone => {
+                record(
+                    json!({ "delivered": false, "error": "the push service says the subscription is gone" }),
+                );
                 tracing::info!(
                     "push: {} says a subscription is gone; forgotten",
                     super::shown_endpoint(&sub.endpoint)
@@ -86,6 +110,7 @@ async fn deliver(push: Arc<Push>, sub: Subscription, message: Arc<Message>) {
                         "push: {} not pushed to after {attempt} tries: {why}",
                         super::shown_endpoint(&sub.endpoint)
                     );
+                    record(json!({ "delivered": false, "error": why }));
                     return;
                 }
             }

@@ -280,6 +280,17 @@ pub async fn get(
     }
 }
 
+/// `GET /api/v1/requests/:id/trail`: what hitl did about a request besides asking
+/// and answering it (each notification sent and how it went, each vote), oldest
+/// first; empty for a request with none (or none known).
+pub async fn trail(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<crate::store::TrailStep>>, ApiError> {
+    let steps = state.store.trail(&id).await.map_err(ApiError::internal)?;
+    Ok(Json(steps))
+}
+
 /// `POST /api/v1/requests/:id/respond`.
 pub async fn respond_request(
     State(state): State<Arc<AppState>>,

@@ -344,6 +344,14 @@ pub fn table() -> Vec<Route> {
             },
         ),
         route(
+            M::GET,
+            "/api/v1/requests/{id}/trail",
+            Token,
+            "What hitl did about a request besides asking and answering it: each notification sent (surface, to whom, delivered or the error) and each vote, oldest first.",
+            get(native::trail),
+            ok(200, Some(of::<Vec<crate::store::TrailStep>>())),
+        ),
+        route(
             M::POST,
             "/api/v1/requests/{id}/respond",
             Token,

@@ -88,7 +88,7 @@ mod ops;
 mod reads;
 mod retention;
 pub use open::{is_postgres_url, redact_url, sqlite_path};
-pub use ops::{NewEvent, Outcome, StoreOp};
+pub use ops::{NewEvent, Outcome, StoreOp, TrailStep};
 pub use reads::{
     FilterOptions, HistoryEntry, HistoryQuery, Search, StoredEvent, StoredRequest, Undelivered,
 };

@@ -58,6 +58,8 @@ pub enum StoreOp {
     },
     /// An agent event without a request, for the activity feed.
     Event(Box<NewEvent>),
+    /// A step of a request's trail: a notification sent and how it went, a vote.
+    Trail(Box<TrailStep>),
     /// Ends a request made over HTTP if it is still pending. Of racing responders (on
     /// this broker or another replica) exactly one settles it: the outcome says which.
     Settle {
@@ -87,6 +89,35 @@ pub enum Outcome {
     },
     /// A settle: `true` if this op ended the request, `false` if it had already ended.
     Settled(bool),
+}
+
+/// A step of a request's trail (the `trail` table): what hitl did about a request
+/// besides asking and answering it.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct TrailStep {
+    /// The request's id.
+    pub id: String,
+    /// When, milliseconds since the epoch.
+    pub at_ms: i64,
+    /// What happened: `notified` (a message sent to a person somewhere), `vote`.
+    pub step: String,
+    /// Where: `push`, `telegram`, `webhook`, `desktop`, …
+    pub surface: String,
+    /// The rest: to whom, delivered or the error, who voted.
+    pub detail: serde_json::Value,
+}
+
+impl TrailStep {
+    /// A step of `id`'s trail, now.
+    pub fn now(id: &str, step: &str, surface: &str, detail: serde_json::Value) -> TrailStep {
+        TrailStep {
+            id: id.to_string(),
+            at_ms: jiff::Timestamp::now().as_millisecond(),
+            step: step.to_string(),
+            surface: surface.to_string(),
+            detail,
+        }
+    }
 }
 
 /// An agent event as POST /events receives it (seed 004's HookEvent).

@@ -127,7 +127,7 @@ enum Group {
 
 fn group_of(op: &StoreOp) -> Group {
     match op {
-        StoreOp::CreateRemote { .. } | StoreOp::Event(_) => Group::Events,
+        StoreOp::CreateRemote { .. } | StoreOp::Event(_) | StoreOp::Trail(_) => Group::Events,
         StoreOp::Settle { .. } => Group::Settles,
         StoreOp::Asked { .. } | StoreOp::Delivering { .. } | StoreOp::Finished { .. } => {
             Group::Spool
@@ -274,6 +274,16 @@ async fn apply_one(tx: &mut Tx<'_>, op: &StoreOp) -> Result<Outcome> {
         StoreOp::Event(event) => {
             let (event_id, existing) = insert_event(tx, event).await?;
             return Ok(Outcome::Created { event_id, existing });
+        }
+        StoreOp::Trail(t) => {
+            sqlx::query(sql::INSERT_TRAIL)
+                .bind(text(&t.id))
+                .bind(t.at_ms)
+                .bind(text(&t.step))
+                .bind(text(&t.surface))
+                .bind(text(&t.detail.to_string()))
+                .execute(&mut **tx)
+                .await?;
         }
         StoreOp::CreateRemote { .. } | StoreOp::Settle { .. } => {
             unreachable!("runs of these are written by create_remote and settle")

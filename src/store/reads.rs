@@ -130,6 +130,11 @@ pub struct HistoryEntry {
     pub reason: Option<String>,
     /// What UIs show beside the question ([`Request::labels`]).
     pub labels: Vec<String>,
+    /// What hitl did about it besides asking and answering (notifications sent and
+    /// how each went, votes), oldest first: filled in for one request looked up by
+    /// id (`hitl history --id`, `GET /api/v1/requests/{id}/trail`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trail: Vec<super::ops::TrailStep>,
 }
 
 /// What a person searches the queue and history for, as typed into one box (the
@@ -508,6 +513,7 @@ impl Store {
                         kind,
                         priority,
                         labels: request.as_ref().map(Request::labels).unwrap_or_default(),
+                        trail: Vec::new(),
                         // The text is stored once, in the request's JSON.
                         content: request.map(|q| q.content).unwrap_or_default(),
                         asked_at: r.get("asked_at"),
@@ -522,6 +528,29 @@ impl Store {
                         finished_at: r.get("finished_at"),
                         reason: r.get("reason"),
                     })
+                })
+                .collect())
+        })
+    }
+
+    /// The steps of request `id`'s trail, oldest first (at most 1,000).
+    pub async fn trail(&self, id: &str) -> Result<Vec<super::ops::TrailStep>> {
+        with_pool!(self, |pool| {
+            let rows = sqlx::query(
+                "SELECT id, at_ms, step, surface, detail FROM trail
+                 WHERE id = $1 ORDER BY at_ms LIMIT 1000",
+            )
+            .bind(id)
+            .fetch_all(pool)
+            .await?;
+            Ok(rows
+                .into_iter()
+                .map(|r| super::ops::TrailStep {
+                    id: r.get("id"),
+                    at_ms: r.get("at_ms"),
+                    step: r.get("step"),
+                    surface: r.get("surface"),
+                    detail: serde_json::from_str(&r.get::<String, _>("detail")).unwrap_or_default(),
                 })
                 .collect())
         })

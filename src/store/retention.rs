@@ -159,6 +159,7 @@ impl Store {
             let (r, e) = self.delete_before(cutoff, u64::MAX, BATCH).await?;
             report.requests_deleted += r;
             report.events_deleted += e;
+            self.sweep_trail(Some(cutoff)).await?;
         }
         if keep.max_bytes > 0 && !dry_run {
             // Oldest first, about as many rows as the excess takes, until it fits.
@@ -178,8 +179,28 @@ impl Store {
                 report.events_deleted += e;
             }
         }
+        if keep.max_bytes > 0 && !dry_run {
+            self.sweep_trail(None).await?;
+        }
         report.bytes_after = self.history_bytes().await?;
         Ok(report)
+    }
+
+    /// Deletes trail steps from before `cutoff` (ms), or, without one, those older
+    /// than every request history still holds.
+    async fn sweep_trail(&self, cutoff: Option<i64>) -> Result<()> {
+        let sql = match cutoff {
+            Some(_) => "DELETE FROM trail WHERE at_ms < $1",
+            None => {
+                "DELETE FROM trail WHERE at_ms < COALESCE((SELECT MIN(asked_ms) FROM requests), $1)"
+            }
+        };
+        with_pool!(self, |pool| sqlx::query(sql)
+            .bind(cutoff.unwrap_or(i64::MAX))
+            .execute(pool)
+            .await?
+            .rows_affected());
+        Ok(())
     }
 
     /// How many rows a `COUNT_OLD_*` query counts before `cutoff`.

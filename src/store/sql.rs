@@ -32,6 +32,10 @@ pub const FINISH_REQUEST: &str = "UPDATE requests SET status = $1, answer_json =
     WHERE origin = 'spool' AND project = $6 AND id = $7 AND asked_at = $8
         AND status = 'pending'";
 
+/// Records a step of a request's trail. Binds: id, at_ms, step, surface, detail.
+pub const INSERT_TRAIL: &str =
+    "INSERT INTO trail (id, at_ms, step, surface, detail) VALUES ($1, $2, $3, $4, $5)";
+
 /// Stores an event unless its idempotency key is known; returns its id if stored.
 /// Binds: source_app, session_id, hook_event_type, payload_json, extra_json,
 /// timestamp_ms, hitl_json, idempotency_key.

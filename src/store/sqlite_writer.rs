@@ -334,6 +334,16 @@ fn apply_ops(tx: &Connection, ops: &[StoreOp]) -> Result<Vec<Outcome>> {
                 let (event_id, existing) = insert_event(tx, event)?;
                 Outcome::Created { event_id, existing }
             }
+            StoreOp::Trail(t) => {
+                tx.prepare_cached(sql::INSERT_TRAIL)?.execute(params![
+                    t.id,
+                    t.at_ms,
+                    t.step,
+                    t.surface,
+                    t.detail.to_string()
+                ])?;
+                Outcome::Done
+            }
             StoreOp::CreateRemote { request, event } => {
                 let (event_id, existing) = insert_event(tx, event)?;
                 if !existing {

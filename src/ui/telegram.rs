@@ -204,7 +204,7 @@ async fn send_loop(broker: BrokerHandle, api: Api, settings: Arc<TelegramSetting
     // Whatever waits already when the bot starts with nobody there.
     if presence.borrow_and_update().is_empty() {
         for p in broker.pending().await {
-            send(&api, &settings, &state, &p).await;
+            send(&broker, &api, &settings, &state, &p).await;
         }
     }
     loop {
@@ -212,7 +212,7 @@ async fn send_loop(broker: BrokerHandle, api: Api, settings: Arc<TelegramSetting
             change = changes.recv() => match change {
                 Ok(Change::Queued(p)) => {
                     if broker.presence().now().is_empty() {
-                        send(&api, &settings, &state, &p).await;
+                        send(&broker, &api, &settings, &state, &p).await;
                     }
                 }
                 Ok(Change::Finished(f)) => ended(&api, &settings, &state, &f).await,
@@ -229,7 +229,7 @@ async fn send_loop(broker: BrokerHandle, api: Api, settings: Arc<TelegramSetting
                 // The last UI left: whatever still waits goes to the chat.
                 if presence.borrow_and_update().is_empty() {
                     for p in broker.pending().await {
-                        send(&api, &settings, &state, &p).await;
+                        send(&broker, &api, &settings, &state, &p).await;
                     }
                 }
             }
@@ -308,8 +308,14 @@ fn message_text(p: &PendingRequest) -> String {
     text
 }
 
-/// Sends `p` to the chat, once.
-async fn send(api: &Api, settings: &TelegramSettings, state: &Shared, p: &PendingRequest) {
+/// Sends `p` to the chat, once; how it went goes into its trail.
+async fn send(
+    broker: &BrokerHandle,
+    api: &Api,
+    settings: &TelegramSettings,
+    state: &Shared,
+    p: &PendingRequest,
+) {
     if lock(state).by_request.contains_key(&p.request.id) {
         return;
     }
@@ -323,22 +329,34 @@ async fn send(api: &Api, settings: &TelegramSettings, state: &Shared, p: &Pendin
     if let Some(k) = keyboard(p) {
         params["reply_markup"] = k;
     }
-    match api
+    let to = format!("chat {}", settings.chat_id);
+    let sent = api
         .call("sendMessage", params, Duration::from_secs(15))
         .await
         .and_then(|m| {
             m["message_id"]
                 .as_i64()
                 .context("sendMessage gave no message_id")
-        }) {
+        });
+    let detail = match sent {
         Ok(message_id) => {
             let mut s = lock(state);
             s.by_message.insert(message_id, p.request.id.clone());
             s.by_request
                 .insert(p.request.id.clone(), Sent { message_id, text });
+            json!({ "to": to, "message_id": message_id, "delivered": true })
         }
-        Err(e) => tracing::warn!("telegram: {e:#}"),
-    }
+        Err(e) => {
+            tracing::warn!("telegram: {e:#}");
+            json!({ "to": to, "delivered": false, "error": format!("{e:#}") })
+        }
+    };
+    broker.note_trail(crate::store::TrailStep::now(
+        &p.request.id,
+        "notified",
+        "telegram",
+        detail,
+    ));
 }
 
 /// How `f` ended, in a line for its message.

@@ -212,12 +212,16 @@ pub fn start(
                     reason.as_deref(),
                     hook.link_base.as_deref(),
                 );
+                // A new request's post goes into its trail.
+                let trail = (event == "created")
+                    .then(|| (context.broker.clone(), pending.request.id.clone()));
                 tokio::spawn(post(
                     client.clone(),
                     hook.clone(),
                     body,
                     statuses.clone(),
                     status_path.clone(),
+                    trail,
                 ));
             }
         }
@@ -231,6 +235,7 @@ async fn post(
     body: Vec<u8>,
     statuses: Arc<Mutex<Vec<HookStatus>>>,
     status_path: Option<PathBuf>,
+    trail: Option<(crate::broker::BrokerHandle, String)>,
 ) {
     let mut wait = Duration::from_secs(1);
     for attempt in 1..=ATTEMPTS {
@@ -290,6 +295,19 @@ async fn post(
             done
         };
         if done {
+            if let Some((broker, id)) = &trail {
+                let mut detail = json!({ "to": shown_url(&hook.settings.url) });
+                match &outcome {
+                    Ok(()) => detail["delivered"] = json!(true),
+                    Err((why, _)) => {
+                        detail["delivered"] = json!(false);
+                        detail["error"] = json!(why);
+                    }
+                }
+                broker.note_trail(crate::store::TrailStep::now(
+                    id, "notified", "webhook", detail,
+                ));
+            }
             return;
         }
         tokio::time::sleep(wait).await;

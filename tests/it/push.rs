@@ -207,6 +207,28 @@ fn a_subscribed_browser_is_pushed_each_request_encrypted_and_signed_and_answers_
         String::from_utf8_lossy(&asked.stdout).starts_with("approved"),
         "{asked:?}"
     );
+    // The push is in the request's trail: where it went, delivered.
+    let mut trail = Value::Null;
+    crate::support::eventually("the push in the trail", Duration::from_secs(10), || {
+        trail = call(
+            reqwest::Method::GET,
+            &format!("/api/v1/requests/{id}/trail"),
+        )
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+        trail.as_array().is_some_and(|t| !t.is_empty())
+    });
+    assert_eq!(trail[0]["step"], "notified", "{trail}");
+    assert_eq!(trail[0]["surface"], "push", "{trail}");
+    assert_eq!(
+        trail[0]["detail"]["to"],
+        format!("http://127.0.0.1:{}", service.port),
+        "{trail}"
+    );
+    assert_eq!(trail[0]["detail"]["delivered"], true, "{trail}");
+
     // Its end is pushed too, under the same topic, so the notification goes away.
     let ended = service.next();
     assert_eq!(ended["message"]["type"], "ended", "{ended}");
@@ -626,4 +648,35 @@ async fn in_chromium_a_pushed_requests_approve_button_answers_it() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(left, 0, "the notification is closed on the request's end");
+
+    // The dashboard's history shows the decision's trail: pushed, then approved
+    // from the phone.
+    chromium
+        .eval(
+            &page,
+            "document.querySelector('[data-view=history]').click(), true",
+        )
+        .await;
+    let mut trail = Value::Null;
+    for _ in 0..100 {
+        trail = chromium
+            .eval(
+                &page,
+                "(() => { const b = document.querySelector('.history-row .trail-toggle'); \
+                 const t = document.querySelector('.history-row .trail'); \
+                 if (t && t.children.length) return t.innerText; if (b && !t) b.click(); return null; })()",
+            )
+            .await;
+        if trail.is_string() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let trail = trail.as_str().expect("the trail shown");
+    assert!(
+        trail.contains("notified · push · http://127.0.0.1:"),
+        "{trail}"
+    );
+    assert!(trail.contains("delivered"), "{trail}");
+    assert!(trail.contains("answered by dashboard:"), "{trail}");
 }

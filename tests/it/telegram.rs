@@ -207,6 +207,27 @@ fn with_nobody_at_the_desk_a_permission_request_is_answered_in_the_chat() {
     );
     assert!(edit["params"].get("reply_markup").is_none(), "{edit}");
 
+    // The decision's record: sent to the chat, delivered; approved there, by whom.
+    let id = p.history()[0]["id"].as_str().unwrap().to_string();
+    let mut record = Value::Null;
+    eventually("the trail recorded", Duration::from_secs(10), || {
+        let out = p.run(&["history", "--id", &id, "--json"]);
+        record = serde_json::from_slice::<Value>(&out.stdout).unwrap()[0].clone();
+        record["trail"].as_array().is_some_and(|t| !t.is_empty())
+    });
+    let step = &record["trail"][0];
+    assert_eq!(step["step"], "notified", "{record}");
+    assert_eq!(step["surface"], "telegram", "{record}");
+    assert_eq!(step["detail"]["to"], "chat 42", "{record}");
+    assert_eq!(step["detail"]["delivered"], true, "{record}");
+    let shown = p.run(&["history", "--id", &id]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("notified telegram  chat 42 delivered"),
+        "{shown}"
+    );
+    assert!(shown.contains("answered by telegram:@user7"), "{shown}");
+
     // A text question: answered by a reply to its message.
     let asker = spawn_ask(&p, &["--timeout", "60", "Which branch do I release from?"]);
     let sent = api.wait_calls("sendMessage", 2).remove(1);
