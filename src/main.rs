@@ -373,7 +373,9 @@ enum Command {
     },
     /// Show how past questions ended, newest first.
     History {
-        /// Only this question (its id, or the start of one).
+        /// Only this question (its id, or the start of one), shown as its record:
+        /// each notification sent about it (push, Telegram, webhooks) and whether
+        /// it was delivered, then how it ended, by whom and where.
         #[arg(long)]
         id: Option<String>,
         /// Only questions whose text, answer or agent name holds this (any case);

@@ -549,6 +549,7 @@ pub async fn history(
 ) -> Result<()> {
     let url = db.unwrap_or_else(|| Paths::from_env().db_url());
     let store = Store::open(&url).await?;
+    let by_id = id.is_some();
     let search = Search::parse(search.as_deref().unwrap_or_default());
     let mut rows = store
         .history(&HistoryQuery {
@@ -581,9 +582,9 @@ pub async fn history(
             );
         }
     }
-    // One request asked for: its trail too (each notification, each vote).
+    // One request asked for by its id: its trail too (each notification sent).
     let one = match rows.first() {
-        Some(first) if rows.iter().all(|h| h.id == first.id) => Some(first.id.clone()),
+        Some(first) if by_id && rows.iter().all(|h| h.id == first.id) => Some(first.id.clone()),
         _ => None,
     };
     if let Some(id) = &one {

@@ -5,14 +5,14 @@ use std::sync::Arc;
 
 use axum::{
     Extension, Json,
-    extract::{Query, State},
+    extract::State,
 };
 use serde::Deserialize;
 
 use super::{
     AppState,
     auth::Caller,
-    error::{ApiError, JsonBody},
+    error::{ApiError, JsonBody, QueryParams},
 };
 pub use crate::api::{PushSubscribed, PushSubscriptionBody, VapidKey};
 use crate::push::{Subscription, shown_endpoint};
@@ -65,7 +65,7 @@ pub struct Unsubscribe {
 pub async fn unsubscribe(
     State(state): State<Arc<AppState>>,
     Extension(caller): Extension<Caller>,
-    Query(q): Query<Unsubscribe>,
+    QueryParams(q): QueryParams<Unsubscribe>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let device = caller.session.map(|(_, device)| device);
     let removed = state
