@@ -456,7 +456,10 @@ pub struct VapidKey {
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct PushSubscriptionBody {
     /// The push service's URL for this browser: one of the browsers' own push
-    /// services, or a host in `[http] delivery_hosts`.
+    /// services (as the pattern says), or a host in `[http] delivery_hosts`.
+    #[schemars(regex(
+        pattern = r"^https://([a-z0-9-]+\.)*(fcm\.googleapis\.com|android\.googleapis\.com|push\.services\.mozilla\.com|push\.apple\.com|notify\.windows\.com)/[!-~]{0,2000}$"
+    ))]
     pub endpoint: String,
     /// When the browser will end it (milliseconds since the epoch), or null.
     #[serde(default, rename = "expirationTime")]
@@ -468,9 +471,11 @@ pub struct PushSubscriptionBody {
 /// A subscription's keys.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct PushKeys {
-    /// The browser's P-256 public key, base64url.
+    /// The browser's P-256 public key (an uncompressed point, 65 bytes), base64url.
+    #[schemars(regex(pattern = r"^B[A-P][A-Za-z0-9_-]{84}[AEIMQUYcgkosw048]$"))]
     pub p256dh: String,
     /// Its 16-byte auth secret, base64url.
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_-]{21}[AQgw]$"))]
     pub auth: String,
 }
 

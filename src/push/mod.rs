@@ -124,6 +124,11 @@ impl Push {
     /// browsers' or a host in `[http] delivery_hosts`, over https (http only to
     /// loopback), with no user or password.
     pub fn refusal(&self, endpoint: &str) -> Option<String> {
+        if endpoint.len() > 2048 || !endpoint.bytes().all(|b| b.is_ascii_graphic()) {
+            return Some(
+                "a push service's URL is printable ASCII without spaces, at most 2048 bytes".into(),
+            );
+        }
         let url = match reqwest::Url::parse(endpoint) {
             Ok(u) => u,
             Err(e) => return Some(format!("not a URL: {e}")),

@@ -3,10 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::{
-    Extension, Json,
-    extract::State,
-};
+use axum::{Extension, Json, extract::State};
 use serde::Deserialize;
 
 use super::{

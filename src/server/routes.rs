@@ -503,7 +503,7 @@ pub fn table() -> Vec<Route> {
                 errors: &[400, 404],
                 query: &[(
                     "endpoint",
-                    r#"{"type": "string", "description": "The subscription's endpoint, as subscribed."}"#,
+                    r#"{"type": "string", "x-required": true, "description": "The subscription's endpoint, as subscribed."}"#,
                 )],
                 ..ok(200, None)
             },
@@ -700,9 +700,15 @@ pub fn openapi(with_tasks: bool) -> Value {
             .map(|name| json!({ "name": name, "in": "path", "required": true, "schema": { "type": "string" } }))
             .collect();
         for (name, schema) in detail.query {
-            let schema: Value = serde_json::from_str(schema).unwrap_or_else(|_| json!({}));
-            params
-                .push(json!({ "name": name, "in": "query", "required": false, "schema": schema }));
+            let mut schema: Value = serde_json::from_str(schema).unwrap_or_else(|_| json!({}));
+            // `"x-required": true` in a parameter's schema: it must be given.
+            let required = schema
+                .as_object_mut()
+                .and_then(|s| s.remove("x-required"))
+                .is_some_and(|r| r == true);
+            params.push(
+                json!({ "name": name, "in": "query", "required": required, "schema": schema }),
+            );
         }
         if !params.is_empty() {
             op["parameters"] = json!(params);
