@@ -107,6 +107,11 @@ pub struct TelegramSettings {
     /// your own chat with the bot, that is you).
     #[serde(default)]
     pub users: Vec<i64>,
+    /// Your own Telegram user id, when `chat_id` is a group's: your presses there
+    /// count as you, not as a second person, for requests that need two people's
+    /// approval. (In your own chat with the bot, `chat_id` is you already.)
+    #[serde(default)]
+    pub owner: Option<i64>,
     /// The Bot API server: Telegram's own, or a self-hosted one (`https://`, or
     /// `http://` to loopback).
     #[serde(default = "telegram_api_url")]

@@ -215,7 +215,8 @@ async function post(path, form, body) {
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify(body),
     });
-    if (!res.ok) {
+    if (!res.ok || res.status === 202) {
+      // 202: an approval counted toward one that needs another person's; it waits.
       const why = await res.json().catch(() => ({}));
       error.textContent = why.error || `refused (${res.status})`;
     }

@@ -394,7 +394,9 @@ impl Client {
         let (status, v) = self
             .send(self.http.post(url).json(&body), "answering")
             .await?;
-        if !status.is_success() {
+        // 202: an approval counted toward a request that needs several people's,
+        // which still waits (a `Refused` with that status says so).
+        if !status.is_success() || status == reqwest::StatusCode::ACCEPTED {
             return Err(anyhow!(Client::refused(status, &v)));
         }
         let done: Responded =

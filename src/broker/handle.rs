@@ -23,6 +23,8 @@ pub(super) enum Command {
         seq: u64,
         reply: Reply,
         by: String,
+        /// Who the person is, for requests that need several people's approval.
+        approver: String,
         done: super::Reply,
     },
     Pending {
@@ -115,12 +117,32 @@ impl BrokerHandle {
 
     /// Answers pending request `seq` with `reply`, as `by`. A reply that does not fit
     /// the request's kind is refused ([`RespondError::Invalid`]) and leaves it pending.
+    ///
+    /// The person answering is this machine's user ([`super::LOCAL_APPROVER`]): to
+    /// a request that needs several people's approval, every surface of theirs
+    /// counts once.
     pub async fn respond(&self, seq: u64, reply: Reply, by: &str) -> Result<Answer, RespondError> {
+        self.respond_as(seq, reply, by, super::LOCAL_APPROVER).await
+    }
+
+    /// [`BrokerHandle::respond`] from a person reached elsewhere, named by
+    /// `approver` (`telegram:12345`): for a request that needs several people's
+    /// approval, an approval is counted once per approver, and until there are
+    /// enough it is recorded and the request waits ([`RespondError::Waiting`]).
+    pub async fn respond_as(
+        &self,
+        seq: u64,
+        reply: Reply,
+        by: &str,
+        approver: &str,
+    ) -> Result<Answer, RespondError> {
         let by = by.to_string();
+        let approver = approver.to_string();
         self.call(|done| Command::Respond {
             seq,
             reply,
             by,
+            approver,
             done: Some(done),
         })
         .await

@@ -130,6 +130,10 @@ pub struct PendingRequest {
     /// again (`hitl ask` re-attaches), withdrawn after.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kept_until: Option<Timestamp>,
+    /// The approvals it has had, when it needs several people's
+    /// ([`Request::approvals`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub votes: Vec<Vote>,
 }
 
 /// What changed in the queue.
@@ -244,6 +248,21 @@ pub enum AskError {
     Stopped,
 }
 
+/// Who answers from any surface of this machine's user (terminal, TUI, dashboard,
+/// the user's paired phone, `hitl answer`, the API with the token): one person.
+pub const LOCAL_APPROVER: &str = "local";
+
+/// One person's approval of a request that needs several.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Vote {
+    /// Who, as history credits it (`dashboard:ana (phone)`, `telegram:@bob`).
+    pub by: String,
+    /// The person ([`LOCAL_APPROVER`], `telegram:12345`): each counts once.
+    pub approver: String,
+    /// When.
+    pub at: Timestamp,
+}
+
 /// Why a response was refused.
 #[derive(Debug, Clone, Error, PartialEq, Eq)]
 pub enum RespondError {
@@ -268,6 +287,15 @@ pub enum RespondError {
     /// The broker has stopped.
     #[error("the broker has stopped")]
     Stopped,
+    /// An approval was counted, and the request waits for more people's: it needs
+    /// `needed` different approvers and has `have`.
+    #[error("approval {have} of {needed} recorded: it waits for another person's approval")]
+    Waiting {
+        /// Approvals so far.
+        have: usize,
+        /// Approvals it needs.
+        needed: usize,
+    },
 }
 
 /// Who to tell how an answer went; `None` for fire-and-forget responders.
@@ -469,6 +497,7 @@ impl Broker {
             request: parsed.request,
             variant: parsed.variant,
             kept_until: None,
+            votes: Vec::new(),
         };
         self.stats.total_requests += 1;
         self.requests.add(make, place, deadline)
@@ -558,9 +587,73 @@ impl Broker {
                 seq,
                 reply,
                 by,
+                approver,
                 done,
-            } => self.respond(seq, reply, by, false, done),
+            } => match self.count_vote(seq, &reply, by, approver) {
+                Ok(by) => self.respond(seq, reply, by, false, done),
+                Err(e) => {
+                    if let Some(done) = done {
+                        let _ = done.send(Err(e));
+                    }
+                }
+            },
         }
+    }
+
+    /// Counts an approval of `seq` that needs several people's: each `approver` once,
+    /// each approval in the request's trail. Until there are enough, the request
+    /// waits ([`RespondError::Waiting`]); the last one answers it, credited to every
+    /// approver (`by` for the answer). Anything else (one person's request, a
+    /// denial, which ends it at once) passes as it is.
+    fn count_vote(
+        &mut self,
+        seq: u64,
+        reply: &crate::protocol::Reply,
+        by: String,
+        approver: String,
+    ) -> Result<String, RespondError> {
+        let Some(entry) = self.requests.get(seq) else {
+            return Ok(by); // `respond` says it is gone
+        };
+        let needed = entry.pending.request.approvals_needed();
+        let approves = matches!(
+            reply,
+            crate::protocol::Reply::Approval { approved: true, .. }
+        );
+        if needed <= 1 || !approves || entry.answering {
+            return Ok(by);
+        }
+        if let Some(v) = entry.pending.votes.iter().find(|v| v.approver == approver) {
+            return Err(RespondError::Invalid(format!(
+                "{} approved this already: it needs {needed} different people's approval, \
+                 and every surface of this machine's user counts as one person",
+                v.by
+            )));
+        }
+        let id = entry.pending.request.id.clone();
+        let mut all: Vec<String> = entry.pending.votes.iter().map(|v| v.by.clone()).collect();
+        all.push(by.clone());
+        let have = all.len();
+        let surface = by.split(':').next().unwrap_or_default().to_string();
+        self.write(StoreMsg {
+            op: StoreOp::Trail(Box::new(crate::store::TrailStep::now(
+                &id,
+                "vote",
+                &surface,
+                serde_json::json!({ "by": by, "approved": true, "have": have, "needed": needed }),
+            ))),
+            ack: None,
+        });
+        if have < needed {
+            let vote = Vote {
+                by,
+                approver,
+                at: Timestamp::now(),
+            };
+            self.update_pending(seq, |p| p.votes.push(vote));
+            return Err(RespondError::Waiting { have, needed });
+        }
+        Ok(all.join(" + "))
     }
 
     /// Answers `seq` with `reply` from `by`, unless it is gone, being answered, or the

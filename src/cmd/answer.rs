@@ -387,6 +387,17 @@ pub async fn run(mut opts: AnswerOptions) -> Result<()> {
     }
 
     let reply = reply_for(&opts, &q.request)?;
+    // Several people's approval is counted by the listener, never by one of them
+    // writing the answer alone (a denial needs nobody else).
+    let approves = matches!(reply, Reply::Approval { approved: true, .. });
+    if approves && q.request.approvals_needed() > 1 {
+        bail!(
+            "question {} needs {} different people's approval, which the project's listener \
+             counts: start `hitl listen` and approve there",
+            opts.id,
+            q.request.approvals_needed()
+        );
+    }
     let answer = Answer::from_reply(&q.request, reply, &responder());
     match questions::deliver(&spool, &question_path, &q, &answer, true)
         .with_context(|| format!("writing the answer to {}", answer_path.display()))?
@@ -475,10 +486,24 @@ async fn respond_with(
     opts: &AnswerOptions,
 ) -> Result<()> {
     let reply = reply_for(opts, request)?;
-    let answer = client
-        .respond(request, &reply, &responder())
-        .await
-        .with_context(|| format!("question {} was not answered", opts.id))?;
+    let answer = match client.respond(request, &reply, &responder()).await {
+        Ok(a) => a,
+        // Counted toward an approval that needs several people: said, not failed.
+        Err(e) => match e.downcast_ref::<crate::api::client::Refused>() {
+            Some(r) if r.status == 202 => {
+                if opts.json {
+                    println!(
+                        "{}",
+                        serde_json::json!({ "id": request.id, "recorded": r.message })
+                    );
+                } else {
+                    println!("{}: {}", request.id, r.message);
+                }
+                return Ok(());
+            }
+            _ => return Err(e).with_context(|| format!("question {} was not answered", opts.id)),
+        },
+    };
     print_done(&answer, opts.json)
 }
 

@@ -65,6 +65,12 @@ pub struct AskOptions {
     /// How urgent it is (normal, high or urgent).
     #[arg(long)]
     pub priority: Option<Priority>,
+    /// How many different people must approve (type approval or permission): 2 for
+    /// two-person approval, counted by the listener. Every surface of this
+    /// machine's user counts as one person; the others are reached elsewhere (a
+    /// Telegram group). One denial ends it.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=5))]
+    pub approvals: u32,
     /// A tag to file it under, shown beside it and a filter of `hitl history`
     /// (repeat, or separate with commas); $HITL_TAGS's tags are added to every
     /// question.
@@ -169,6 +175,7 @@ fn build_request(
         priority: opts.priority.unwrap_or(settings.ask.priority),
         timeout: Some(timeout).filter(|&t| t > 0),
         tags: Request::tags_with_env(&opts.tags),
+        approvals: opts.approvals,
         context,
         metadata,
         asker: Some(Asker {

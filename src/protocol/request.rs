@@ -196,6 +196,14 @@ pub struct Request {
     )]
     #[schemars(schema_with = "body_schema::tags")]
     pub tags: Vec<String>,
+    /// How many different people must approve it, for an approval or a permission:
+    /// 2 (up to [`Request::MAX_APPROVALS`]) for two-person approval. Every surface of
+    /// this machine's user (terminal, TUI, dashboard, the user's phone, `hitl
+    /// answer`) counts as one person; others are reached elsewhere (a Telegram
+    /// group's members). One denial ends it.
+    #[serde(default = "one_approval", skip_serializing_if = "is_one_approval")]
+    #[schemars(range(min = 1, max = 5))]
+    pub approvals: u32,
     /// Free-form context for the human (file, command, diff…).
     #[serde(default, skip_serializing_if = "is_empty_object")]
     pub context: Value,
@@ -258,7 +266,29 @@ pub const CREATED_BY_USER: &str = "user";
 /// memory and the queue for good.
 pub const OTHER_USER_MAX_TIMEOUT_SECS: u64 = 24 * 3600;
 
+fn one_approval() -> u32 {
+    1
+}
+
+fn is_one_approval(n: &u32) -> bool {
+    *n <= 1
+}
+
 impl Request {
+    /// The most approvals a request can need.
+    pub const MAX_APPROVALS: u32 = 5;
+
+    /// How many different people must approve it (1 unless it is an approval or a
+    /// permission that asks for more).
+    pub fn approvals_needed(&self) -> usize {
+        match self.kind {
+            Kind::Approval | Kind::Permission => {
+                self.approvals.clamp(1, Request::MAX_APPROVALS) as usize
+            }
+            _ => 1,
+        }
+    }
+
     /// The most tags a request keeps.
     pub const MAX_TAGS: usize = 16;
     /// The most characters a tag keeps.
@@ -342,6 +372,7 @@ impl Request {
             priority: Priority::Normal,
             timeout: None,
             tags: Vec::new(),
+            approvals: 1,
             context: Value::Null,
             metadata: Map::new(),
             asker: None,

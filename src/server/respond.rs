@@ -180,6 +180,10 @@ pub async fn respond(
         }
         Err(e @ RespondError::Gone) => return Err(ApiError::new(StatusCode::GONE, e.to_string())),
         Err(e @ RespondError::Invalid(_)) => return Err(ApiError::bad_request(e.to_string())),
+        // Counted, not answered: 202, and the request stays pending.
+        Err(e @ RespondError::Waiting { .. }) => {
+            return Err(ApiError::new(StatusCode::ACCEPTED, e.to_string()));
+        }
         Err(e) => return Err(ApiError::unavailable(e.to_string())),
     };
     let delivery = match delivered {

@@ -123,11 +123,11 @@ pub fn table() -> Vec<Route> {
             M::POST,
             "/events/{id}/respond",
             Token,
-            "Answer a request: response, choice, permission, approved + comment, or cancelled.",
+            "Answer a request: response, choice, permission, approved + comment, or cancelled. An approval of one that needs several people's is counted (202) until there are enough.",
             post(seed::respond_event),
             Detail {
                 body: Some((of::<RespondBody>(), true)),
-                errors: &[400, 404, 409, 410, 413, 415],
+                errors: &[202, 400, 404, 409, 410, 413, 415],
                 ..ok(200, None)
             },
         ),
@@ -355,11 +355,11 @@ pub fn table() -> Vec<Route> {
             M::POST,
             "/api/v1/requests/{id}/respond",
             Token,
-            "Answer a request.",
+            "Answer a request. An approval of one that needs several people's is counted (202) until there are enough.",
             post(native::respond_request),
             Detail {
                 body: Some((of::<RespondBody>(), true)),
-                errors: &[400, 404, 409, 410, 413, 415],
+                errors: &[202, 400, 404, 409, 410, 413, 415],
                 ..ok(200, Some(of::<Responded>()))
             },
         ),

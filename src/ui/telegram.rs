@@ -211,7 +211,9 @@ async fn send_loop(broker: BrokerHandle, api: Api, settings: Arc<TelegramSetting
         tokio::select! {
             change = changes.recv() => match change {
                 Ok(Change::Queued(p)) => {
-                    if broker.presence().now().is_empty() {
+                    // A request that needs another person's approval goes to the
+                    // chat whoever is at the desk.
+                    if broker.presence().now().is_empty() || p.request.approvals_needed() > 1 {
                         send(&broker, &api, &settings, &state, &p).await;
                     }
                 }
@@ -464,6 +466,18 @@ fn allowed(settings: &TelegramSettings, chat: Option<i64>, user: Option<i64>) ->
         && (settings.users.is_empty() || user.is_some_and(|u| settings.users.contains(&u)))
 }
 
+/// Who the person is, for requests that need several people's approval: this
+/// machine's user in their own chat with the bot (or as `owner`), else the
+/// Telegram user.
+fn approver(settings: &TelegramSettings, from: &Value) -> String {
+    let id = from["id"].as_i64();
+    if id == Some(settings.chat_id) || (id.is_some() && id == settings.owner) {
+        crate::broker::LOCAL_APPROVER.to_string()
+    } else {
+        format!("telegram:{}", id.unwrap_or_default())
+    }
+}
+
 /// Who answered, as history credits it: `telegram:@name` or `telegram:ID`.
 fn responder(from: &Value) -> String {
     match from["username"].as_str() {
@@ -488,7 +502,11 @@ async fn pressed(
     } else {
         match press_reply(broker, press["data"].as_str().unwrap_or_default()).await {
             Ok((seq, reply, done)) => {
-                match broker.respond(seq, reply, &responder(&press["from"])).await {
+                let who = approver(settings, &press["from"]);
+                match broker
+                    .respond_as(seq, reply, &responder(&press["from"]), &who)
+                    .await
+                {
                     Ok(_) => done,
                     Err(e) => e.to_string(),
                 }
@@ -597,8 +615,9 @@ async fn replied(
             }
         },
     };
+    let who = approver(settings, &message["from"]);
     if let Err(e) = broker
-        .respond(p.seq, reply, &responder(&message["from"]))
+        .respond_as(p.seq, reply, &responder(&message["from"]), &who)
         .await
     {
         tracing::warn!("telegram: {e}");
@@ -614,6 +633,7 @@ mod tests {
             bot_token: token.into(),
             chat_id: 42,
             users: vec![7],
+            owner: None,
             api_url: url.into(),
         }
     }

@@ -287,3 +287,106 @@ fn a_request_answered_at_the_desk_never_reaches_the_chat() {
         api.calls()
     );
 }
+
+#[test]
+fn two_people_must_approve_and_one_denial_ends_it() {
+    let api = BotApi::start();
+    let p = Project::new();
+    // A team's group: the owner (7) and a teammate (8).
+    p.user_config(&format!(
+        "[telegram]\nbot_token = \"{TOKEN}\"\nchat_id = -100\nusers = [7, 8]\nowner = 7\napi_url = \"{}\"\n",
+        api.base
+    ));
+    // Someone at the desk: the request goes to the group all the same, since it
+    // needs a second person.
+    let _listener = p.listen(&["--attended", "--ui", "none", "--http", "127.0.0.1:0"]);
+    let asker = spawn_ask(
+        &p,
+        &[
+            "--type",
+            "approval",
+            "--approvals",
+            "2",
+            "--timeout",
+            "60",
+            "Drop the old table?",
+        ],
+    );
+    let q = p.wait_pending(1, Duration::from_secs(10)).remove(0);
+    let id = q["id"].as_str().unwrap().to_string();
+    let sent = api.wait_calls("sendMessage", 1).remove(0);
+    assert_eq!(sent["params"]["chat_id"], -100, "{sent}");
+    let approve = sent["params"]["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // The user approves at the desk: counted, and it waits.
+    let out = p.run(&["answer", &id, "--approve"]);
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("approval 1 of 2 recorded"), "{said}");
+    assert_eq!(p.pending().len(), 1, "still waiting for a second person");
+    // Not twice, from any surface of theirs: again at the desk, or as the group's owner.
+    let out = p.run(&["answer", &id, "--approve"]);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("approved this already"),
+        "{out:?}"
+    );
+    api.press("v1", -100, 7, 1, &approve);
+    let acks = api.wait_calls("answerCallbackQuery", 1);
+    assert!(
+        acks[0]["params"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("approved this already"),
+        "{acks:?}"
+    );
+    assert_eq!(p.pending().len(), 1);
+
+    // The teammate's approval is the second: approved, credited to both.
+    api.press("v2", -100, 8, 1, &approve);
+    let asked = wait_output(asker, Duration::from_secs(20));
+    assert_eq!(String::from_utf8_lossy(&asked.stdout).trim(), "approved");
+    let ended = &p.history()[0];
+    let by = ended["responded_by"].as_str().unwrap();
+    assert!(
+        by.starts_with("cli:") && by.ends_with(" + telegram:@user8"),
+        "{ended}"
+    );
+    // Each vote in the record.
+    let mut record = Value::Null;
+    eventually("both votes recorded", Duration::from_secs(10), || {
+        let out = p.run(&["history", "--id", &id, "--json"]);
+        record = serde_json::from_slice::<Value>(&out.stdout).unwrap()[0].clone();
+        record["trail"]
+            .as_array()
+            .is_some_and(|t| t.iter().filter(|s| s["step"] == "vote").count() == 2)
+    });
+
+    // One denial ends another at once, whoever approved before.
+    let asker = spawn_ask(
+        &p,
+        &[
+            "--type",
+            "approval",
+            "--approvals",
+            "2",
+            "--timeout",
+            "60",
+            "Rotate the keys?",
+        ],
+    );
+    let q = p.wait_pending(1, Duration::from_secs(10)).remove(0);
+    let out = p.run(&["answer", q["id"].as_str().unwrap(), "--approve"]);
+    assert!(out.status.success(), "{out:?}");
+    let sent = api.wait_calls("sendMessage", 2).remove(1);
+    let deny = sent["params"]["reply_markup"]["inline_keyboard"][0][1]["callback_data"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    api.press("v3", -100, 8, 2, &deny);
+    let asked = wait_output(asker, Duration::from_secs(20));
+    assert_eq!(String::from_utf8_lossy(&asked.stdout).trim(), "denied");
+}

@@ -42,6 +42,7 @@ fn queued(seq: u64, r: Request) -> Arc<PendingRequest> {
         request: r,
         variant: crate::protocol::Variant::Canonical,
         kept_until: None,
+        votes: Vec::new(),
     })
 }
 
