@@ -99,6 +99,20 @@ pub fn timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error>
     }
 }
 
+/// How many people must approve: a whole number from 1 to 5 (`2` or `2.0`); `null`
+/// is the default, 1.
+pub fn approvals<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    const EXPECTED: &str = "approvals must be a whole number from 1 to 5";
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(1),
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(f) if (1.0..=5.0).contains(&f) && f.fract() == 0.0 => Ok(f as u32),
+            _ => Err(de::Error::custom(EXPECTED)),
+        },
+        Some(_) => Err(de::Error::custom(EXPECTED)),
+    }
+}
+
 /// A whole number of 1 or more, as JSON Schema's `integer` has it: `3` or `3.0`.
 pub fn whole<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     const EXPECTED: &str = "must be a whole number, 1 or more";

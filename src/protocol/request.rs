@@ -201,8 +201,12 @@ pub struct Request {
     /// this machine's user (terminal, TUI, dashboard, the user's phone, `hitl
     /// answer`) counts as one person; others are reached elsewhere (a Telegram
     /// group's members). One denial ends it.
-    #[serde(default = "one_approval", skip_serializing_if = "is_one_approval")]
-    #[schemars(range(min = 1, max = 5))]
+    #[serde(
+        default = "one_approval",
+        deserialize_with = "lenient::approvals",
+        skip_serializing_if = "is_one_approval"
+    )]
+    #[schemars(schema_with = "body_schema::approvals")]
     pub approvals: u32,
     /// Free-form context for the human (file, command, diff…).
     #[serde(default, skip_serializing_if = "is_empty_object")]
@@ -764,6 +768,11 @@ pub(crate) mod body_schema {
         json_schema!({ "type": ["array", "null"], "items": { "type": "string" } })
     }
 
+    /// How many people must approve: a whole number from 1 to 5, or null (1).
+    pub fn approvals(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({ "type": ["integer", "null"], "minimum": 1, "maximum": 5 })
+    }
+
     /// Seconds, a fraction rounding up.
     pub fn timeout(_: &mut SchemaGenerator) -> Schema {
         json_schema!({
@@ -792,7 +801,33 @@ pub(crate) mod body_schema {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    #[test]
+    fn approvals_are_a_whole_number_from_one_to_five_and_count_for_approvals_only() {
+        let read = |v: Value| {
+            let mut q = json!({ "id": "q", "agent_id": "a", "content": "?", "type": "approval" });
+            q["approvals"] = v;
+            serde_json::from_value::<Request>(q)
+        };
+        assert_eq!(read(json!(2)).unwrap().approvals_needed(), 2);
+        assert_eq!(read(json!(2.0)).unwrap().approvals, 2);
+        assert_eq!(read(Value::Null).unwrap().approvals, 1);
+        for bad in [json!(0), json!(6), json!(1.5), json!("2")] {
+            let e = read(bad.clone()).unwrap_err().to_string();
+            assert!(e.contains("from 1 to 5"), "{bad}: {e}");
+        }
+        let text = Request {
+            approvals: 3,
+            ..Request::new("a", "A", Kind::Text, "?")
+        };
+        assert_eq!(text.approvals_needed(), 1);
+        // Written only when more than one.
+        let one = serde_json::to_value(Request::new("a", "A", Kind::Approval, "?")).unwrap();
+        assert!(one.get("approvals").is_none(), "{one}");
+    }
 
     fn req(kind: Kind, options: &[&str]) -> Request {
         Request {
