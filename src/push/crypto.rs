@@ -178,7 +178,7 @@ impl Vapid {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let made = EcdsaKeyPair::generate_pkcs8(alg, &rng)
                     .map_err(|_| anyhow!("could not make a P-256 key"))?;
-                write_private(file, made.as_ref())?;
+                super::write_private(file, made.as_ref())?;
                 made.as_ref().to_vec()
             }
             Err(e) => return Err(e).with_context(|| format!("reading {}", file.display())),
@@ -217,33 +217,6 @@ impl Vapid {
             self.public_key()
         ))
     }
-}
-
-/// Writes a secret to `file` readable by its owner alone, whole or not at all.
-fn write_private(file: &Path, bytes: &[u8]) -> Result<()> {
-    use std::{
-        io::Write,
-        os::unix::fs::{DirBuilderExt, OpenOptionsExt},
-    };
-    if let Some(dir) = file.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("making {}", dir.display()))?;
-    }
-    let tmp = file.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    f.write_all(bytes)
-        .and_then(|()| f.sync_all())
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, file).with_context(|| format!("writing {}", file.display()))
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result, anyhow};
 pub use subscriptions::{Subscription, Subscriptions};
 
 use crate::config::HttpSettings;
@@ -245,6 +245,34 @@ impl Push {
             }
         }
     }
+}
+
+/// Writes `bytes` to `file`, readable by its owner alone (0600, its folder 0700),
+/// whole or not at all: a temporary file of this process's, synced, then renamed.
+fn write_private(file: &Path, bytes: &[u8]) -> Result<()> {
+    use std::{
+        io::Write,
+        os::unix::fs::{DirBuilderExt, OpenOptionsExt},
+    };
+    if let Some(dir) = file.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("making {}", dir.display()))?;
+    }
+    let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    f.write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, file).with_context(|| format!("writing {}", file.display()))
 }
 
 /// An endpoint as it may be shown or logged: its scheme and host (the path is the

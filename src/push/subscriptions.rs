@@ -125,7 +125,7 @@ impl Subscriptions {
             text.push_str(&serde_json::to_string(s)?);
             text.push('\n');
         }
-        write_private(&self.file, text.as_bytes())
+        super::write_private(&self.file, text.as_bytes())
     }
 }
 
@@ -135,22 +135,6 @@ fn read(file: &Path) -> Vec<Subscription> {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
-}
-
-/// Writes `bytes` to `file` (0600) through a temporary file and a rename.
-fn write_private(file: &Path, bytes: &[u8]) -> Result<()> {
-    use std::{io::Write, os::unix::fs::OpenOptionsExt};
-    let tmp = file.with_extension(format!("tmp{}", std::process::id()));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    f.write_all(bytes)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, file).with_context(|| format!("writing {}", file.display()))
 }
 
 #[cfg(test)]

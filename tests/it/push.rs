@@ -435,6 +435,25 @@ impl Chromium {
         r["result"]["value"].clone()
     }
 
+    /// Evaluates `js` in `session` every 100 ms until its value passes `done` (10 s
+    /// at most); the last value.
+    async fn eval_until(
+        &mut self,
+        session: &str,
+        js: &str,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let mut value = Value::Null;
+        for _ in 0..100 {
+            value = self.eval(session, js).await;
+            if done(&value) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        value
+    }
+
     /// Attaches to the first target of `kind` whose URL ends with `suffix`.
     async fn attach(&mut self, kind: &str, suffix: &str) -> String {
         for _ in 0..100 {
@@ -507,20 +526,14 @@ async fn in_chromium_a_pushed_requests_approve_button_answers_it() {
         .as_str()
         .unwrap()
         .to_string();
-    let mut ready = Value::Null;
-    for _ in 0..100 {
-        ready = chromium
-            .eval(
-                &page,
-                "location.pathname === '/' && document.readyState === 'complete' && \
+    let ready = chromium
+        .eval_until(
+            &page,
+            "location.pathname === '/' && document.readyState === 'complete' && \
                  'serviceWorker' in navigator ? navigator.serviceWorker.ready.then((r) => r.active.state) : null",
-            )
-            .await;
-        if ready == "activated" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            |v| *v == "activated",
+        )
+        .await;
     assert_eq!(ready, "activated", "the dashboard's service worker runs");
     chromium
         .call(Some(&page), "ServiceWorker.enable", json!({}))
@@ -580,20 +593,14 @@ async fn in_chromium_a_pushed_requests_approve_button_answers_it() {
             deliver(&pushed["message"]),
         )
         .await;
-    let mut shown = Value::Null;
-    for _ in 0..100 {
-        shown = chromium
-            .eval(
-                &worker,
-                "self.registration.getNotifications().then((ns) => ns.map((n) => \
-                 ({ tag: n.tag, title: n.title, body: n.body, actions: n.actions.map((a) => a.title) })))",
-            )
-            .await;
-        if shown.as_array().is_some_and(|a| !a.is_empty()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let shown = chromium
+        .eval_until(
+            &worker,
+            "self.registration.getNotifications().then((ns) => ns.map((n) => \
+             ({ tag: n.tag, title: n.title, body: n.body, actions: n.actions.map((a) => a.title) })))",
+            |v| v.as_array().is_some_and(|a| !a.is_empty()),
+        )
+        .await;
     let shown = &shown[0];
     assert_eq!(shown["tag"], pushed["message"]["id"], "{shown}");
     assert!(
@@ -634,19 +641,13 @@ async fn in_chromium_a_pushed_requests_approve_button_answers_it() {
             deliver(&ended["message"]),
         )
         .await;
-    let mut left = Value::Null;
-    for _ in 0..100 {
-        left = chromium
-            .eval(
-                &worker,
-                "self.registration.getNotifications().then((ns) => ns.length)",
-            )
-            .await;
-        if left == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let left = chromium
+        .eval_until(
+            &worker,
+            "self.registration.getNotifications().then((ns) => ns.length)",
+            |v| *v == 0,
+        )
+        .await;
     assert_eq!(left, 0, "the notification is closed on the request's end");
 
     // The dashboard's history shows the decision's trail: pushed, then approved
@@ -657,21 +658,15 @@ async fn in_chromium_a_pushed_requests_approve_button_answers_it() {
             "document.querySelector('[data-view=history]').click(), true",
         )
         .await;
-    let mut trail = Value::Null;
-    for _ in 0..100 {
-        trail = chromium
-            .eval(
-                &page,
-                "(() => { const b = document.querySelector('.history-row .trail-toggle'); \
+    let trail = chromium
+        .eval_until(
+            &page,
+            "(() => { const b = document.querySelector('.history-row .trail-toggle'); \
                  const t = document.querySelector('.history-row .trail'); \
                  if (t && t.children.length) return t.innerText; if (b && !t) b.click(); return null; })()",
-            )
-            .await;
-        if trail.is_string() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            Value::is_string,
+        )
+        .await;
     let trail = trail.as_str().expect("the trail shown");
     assert!(
         trail.contains("notified · push · http://127.0.0.1:"),
