@@ -133,16 +133,7 @@ impl Push {
             Ok(u) => u,
             Err(e) => return Some(format!("not a URL: {e}")),
         };
-        let host = url
-            .host_str()
-            .unwrap_or_default()
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_ascii_lowercase();
-        let loopback = host == "localhost"
-            || host
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback());
+        let (host, loopback) = crate::runtime::tls::host_of(&url);
         match url.scheme() {
             "https" => {}
             "http" if loopback => {}

@@ -76,27 +76,26 @@ async fn deliver(
     message: Arc<Message>,
     trail: Option<(BrokerHandle, String)>,
 ) {
-    let record = |outcome: Value| {
+    let record = |outcome: Result<(), &str>| {
         if let Some((broker, id)) = &trail {
-            let mut detail =
-                json!({ "to": super::shown_endpoint(&sub.endpoint), "device": sub.device });
-            if let (Some(d), Some(o)) = (detail.as_object_mut(), outcome.as_object()) {
-                d.extend(o.clone());
-            }
-            broker.note_trail(crate::store::TrailStep::now(id, "notified", "push", detail));
+            broker.note_trail(crate::store::TrailStep::notified(
+                id,
+                "push",
+                &super::shown_endpoint(&sub.endpoint),
+                outcome,
+                json!({ "device": sub.device }),
+            ));
         }
     };
     let mut wait = std::time::Duration::from_secs(1);
     for attempt in 1..=ATTEMPTS {
         match push.send(&sub, &message).await {
             Sent::Delivered => {
-                record(json!({ "delivered": true }));
+                record(Ok(()));
                 return;
             }
             Sent::Gone => {
-                record(
-                    json!({ "delivered": false, "error": "the push service says the subscription is gone" }),
-                );
+                record(Err("the push service says the subscription is gone"));
                 tracing::info!(
                     "push: {} says a subscription is gone; forgotten",
                     super::shown_endpoint(&sub.endpoint)
@@ -110,7 +109,7 @@ async fn deliver(
                         "push: {} not pushed to after {attempt} tries: {why}",
                         super::shown_endpoint(&sub.endpoint)
                     );
-                    record(json!({ "delivered": false, "error": why }));
+                    record(Err(&why));
                     return;
                 }
             }
@@ -125,8 +124,7 @@ async fn deliver(
 fn topic(id: &str) -> Option<String> {
     let t: String = id
         .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
-        .filter(|&c| c != '-')
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
         .take(32)
         .collect();
     (!t.is_empty()).then_some(t)

@@ -258,6 +258,23 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
+/// The host `url` names, in lower case without an IPv6 address's brackets, and
+/// whether it is this machine's loopback (`localhost` or a loopback address): where
+/// plain http may go, and what outbound settings name hosts by.
+pub fn host_of(url: &reqwest::Url) -> (String, bool) {
+    let host = url
+        .host_str()
+        .unwrap_or_default()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    (host, loopback)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,6 @@
 
 use std::{
     collections::HashMap,
-    net::IpAddr,
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
@@ -451,10 +450,8 @@ pub fn refusal(url: &str, allowed_hosts: &[String]) -> Option<String> {
         ));
     }
     let host = parsed.host_str().unwrap_or_default();
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    let loopback = bare.eq_ignore_ascii_case("localhost")
-        || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
-    if loopback || allowed_hosts.iter().any(|h| h.eq_ignore_ascii_case(bare)) {
+    let (bare, loopback) = crate::runtime::tls::host_of(&parsed);
+    if loopback || allowed_hosts.iter().any(|h| h.eq_ignore_ascii_case(&bare)) {
         None
     } else {
         Some(format!(

@@ -108,6 +108,25 @@ pub struct TrailStep {
 }
 
 impl TrailStep {
+    /// A notification about `id` sent on `surface` to `to` (said without its secret
+    /// part), and how it went: `delivered`, or the `error`; `extra` fields beside.
+    pub fn notified(
+        id: &str,
+        surface: &str,
+        to: &str,
+        outcome: Result<(), &str>,
+        extra: serde_json::Value,
+    ) -> TrailStep {
+        let mut detail = serde_json::json!({ "to": to, "delivered": outcome.is_ok() });
+        if let Err(why) = outcome {
+            detail["error"] = why.into();
+        }
+        if let (Some(d), serde_json::Value::Object(more)) = (detail.as_object_mut(), extra) {
+            d.extend(more);
+        }
+        TrailStep::now(id, "notified", surface, detail)
+    }
+
     /// A step of `id`'s trail, now.
     pub fn now(id: &str, step: &str, surface: &str, detail: serde_json::Value) -> TrailStep {
         TrailStep {

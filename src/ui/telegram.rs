@@ -30,6 +30,7 @@ use crate::{
     broker::{BrokerHandle, Change, Finished, PendingRequest},
     config::TelegramSettings,
     protocol::{AnswerShape, Reply, Status, text::visible},
+    store::TrailStep,
 };
 
 /// How long one `getUpdates` call holds, in seconds (Telegram allows up to 50).
@@ -52,13 +53,7 @@ pub fn validate(settings: &TelegramSettings) -> Result<()> {
     }
     let url = reqwest::Url::parse(&settings.api_url)
         .map_err(|e| anyhow!("[telegram] api_url {:?}: {e}", settings.api_url))?;
-    let host = url.host_str().unwrap_or_default();
-    let loopback = host == "localhost"
-        || host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
+    let (_, loopback) = crate::runtime::tls::host_of(&url);
     match url.scheme() {
         "https" => Ok(()),
         "http" if loopback => Ok(()),
@@ -340,25 +335,26 @@ async fn send(
                 .as_i64()
                 .context("sendMessage gave no message_id")
         });
-    let detail = match sent {
+    let id = &p.request.id;
+    let step = match sent {
         Ok(message_id) => {
             let mut s = lock(state);
-            s.by_message.insert(message_id, p.request.id.clone());
-            s.by_request
-                .insert(p.request.id.clone(), Sent { message_id, text });
-            json!({ "to": to, "message_id": message_id, "delivered": true })
+            s.by_message.insert(message_id, id.clone());
+            s.by_request.insert(id.clone(), Sent { message_id, text });
+            TrailStep::notified(
+                id,
+                "telegram",
+                &to,
+                Ok(()),
+                json!({ "message_id": message_id }),
+            )
         }
         Err(e) => {
             tracing::warn!("telegram: {e:#}");
-            json!({ "to": to, "delivered": false, "error": format!("{e:#}") })
+            TrailStep::notified(id, "telegram", &to, Err(&format!("{e:#}")), Value::Null)
         }
     };
-    broker.note_trail(crate::store::TrailStep::now(
-        &p.request.id,
-        "notified",
-        "telegram",
-        detail,
-    ));
+    broker.note_trail(step);
 }
 
 /// How `f` ended, in a line for its message.
@@ -452,7 +448,7 @@ async fn poll_loop(broker: BrokerHandle, api: Api, settings: Arc<TelegramSetting
                 offset = offset.max(id + 1);
             }
             if let Some(press) = update.get("callback_query") {
-                pressed(&broker, &api, &settings, &state, press).await;
+                pressed(&broker, &api, &settings, press).await;
             } else if let Some(message) = update.get("message") {
                 replied(&broker, &settings, &state, message).await;
             }
@@ -487,13 +483,7 @@ fn responder(from: &Value) -> String {
 }
 
 /// A button pressed: answered if it may be, acknowledged whatever happens.
-async fn pressed(
-    broker: &BrokerHandle,
-    api: &Api,
-    settings: &TelegramSettings,
-    _state: &Shared,
-    press: &Value,
-) {
+async fn pressed(broker: &BrokerHandle, api: &Api, settings: &TelegramSettings, press: &Value) {
     let chat = press["message"]["chat"]["id"].as_i64();
     let user = press["from"]["id"].as_i64();
     let said = if !allowed(settings, chat, user) {

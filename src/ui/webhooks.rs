@@ -66,11 +66,7 @@ fn refusal(url: &str, delivery_hosts: &[String]) -> Option<String> {
         Err(e) => return Some(format!("not a URL: {e}")),
     };
     let host = parsed.host_str().unwrap_or_default();
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    let loopback = bare.eq_ignore_ascii_case("localhost")
-        || bare
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
+    let (bare, loopback) = crate::runtime::tls::host_of(&parsed);
     match parsed.scheme() {
         "https" => {}
         "http" if loopback => {}
@@ -80,7 +76,7 @@ fn refusal(url: &str, delivery_hosts: &[String]) -> Option<String> {
     if !parsed.username().is_empty() || parsed.password().is_some() {
         return Some("no user or password in the URL (use the secret)".into());
     }
-    if loopback || delivery_hosts.iter().any(|h| h.eq_ignore_ascii_case(bare)) {
+    if loopback || delivery_hosts.iter().any(|h| h.eq_ignore_ascii_case(&bare)) {
         None
     } else {
         Some(format!(
@@ -296,16 +292,15 @@ async fn post(
         };
         if done {
             if let Some((broker, id)) = &trail {
-                let mut detail = json!({ "to": shown_url(&hook.settings.url) });
-                match &outcome {
-                    Ok(()) => detail["delivered"] = json!(true),
-                    Err((why, _)) => {
-                        detail["delivered"] = json!(false);
-                        detail["error"] = json!(why);
-                    }
-                }
-                broker.note_trail(crate::store::TrailStep::now(
-                    id, "notified", "webhook", detail,
+                broker.note_trail(crate::store::TrailStep::notified(
+                    id,
+                    "webhook",
+                    &shown_url(&hook.settings.url),
+                    outcome
+                        .as_ref()
+                        .map(|_| ())
+                        .map_err(|(why, _)| why.as_str()),
+                    Value::Null,
                 ));
             }
             return;
