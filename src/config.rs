@@ -92,7 +92,166 @@ pub struct Settings {
     /// `[telegram]`: a Telegram bot that asks in a chat when nobody is at the desk
     /// (none unless configured; read from the user's settings only).
     pub telegram: Option<TelegramSettings>,
+    /// `[escalation]`: who a request reaches, when, and how it ends unanswered (read
+    /// from the user's settings only).
+    pub escalation: EscalationSettings,
 }
+
+/// `[escalation]`: the ladder a request climbs while nobody answers it. The desk
+/// first (every UI of the listener); after `away_after` seconds with nobody present,
+/// the channels that reach you away from it (Web Push, Telegram); after
+/// `teammate_after` seconds unanswered, a teammate's chat; at its deadline, its safe
+/// default. `[escalation.normal]`, `.high` and `.urgent` change any of these for
+/// requests of that priority.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EscalationSettings {
+    /// Seconds a request waits with nobody present before it reaches you away from
+    /// the desk.
+    pub away_after: u64,
+    /// Channels reached the moment a request is asked, whoever is present
+    /// (`push`, `telegram`).
+    pub at_once: Vec<String>,
+    /// Seconds after a request was asked before it reaches `teammate` (never when
+    /// unset).
+    pub teammate_after: Option<u64>,
+    /// Who the teammate step reaches: `telegram:CHAT_ID`, a chat the bot asks in
+    /// (its members may answer, each a person of their own).
+    pub teammate: Vec<String>,
+    /// What a request still unanswered at its deadline gets.
+    pub at_deadline: AtDeadline,
+    /// For normal requests.
+    pub normal: LadderChanges,
+    /// For high-priority requests.
+    pub high: LadderChanges,
+    /// For urgent requests.
+    pub urgent: LadderChanges,
+}
+
+impl Default for EscalationSettings {
+    fn default() -> EscalationSettings {
+        EscalationSettings {
+            away_after: 0,
+            at_once: Vec::new(),
+            teammate_after: None,
+            teammate: Vec::new(),
+            at_deadline: AtDeadline::None,
+            normal: LadderChanges::default(),
+            high: LadderChanges::default(),
+            urgent: LadderChanges::default(),
+        }
+    }
+}
+
+/// What a request still unanswered at its deadline gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AtDeadline {
+    /// It times out as its asker said (a hook then does what `[hook] unanswered_*`
+    /// says).
+    #[default]
+    None,
+    /// Approvals and permissions are denied, a moment before the asker's deadline so
+    /// that it hears the denial; other kinds time out.
+    Deny,
+}
+
+/// `[escalation.PRIORITY]`: the ladder's settings that differ for one priority.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct LadderChanges {
+    /// See [`EscalationSettings::away_after`].
+    pub away_after: Option<u64>,
+    /// See [`EscalationSettings::at_once`].
+    pub at_once: Option<Vec<String>>,
+    /// See [`EscalationSettings::teammate_after`].
+    pub teammate_after: Option<u64>,
+    /// See [`EscalationSettings::teammate`].
+    pub teammate: Option<Vec<String>>,
+    /// See [`EscalationSettings::at_deadline`].
+    pub at_deadline: Option<AtDeadline>,
+}
+
+/// One priority's ladder, every setting filled in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ladder {
+    /// How long a request waits with nobody present before it reaches you away.
+    pub away_after: std::time::Duration,
+    /// Channels reached at once, whoever is present.
+    pub at_once: Vec<String>,
+    /// How long after it was asked a request reaches the teammate, if ever.
+    pub teammate_after: Option<std::time::Duration>,
+    /// Who the teammate step reaches.
+    pub teammate: Vec<String>,
+    /// What it gets unanswered at its deadline.
+    pub at_deadline: AtDeadline,
+}
+
+impl EscalationSettings {
+    /// The ladder for requests of `priority`.
+    pub fn ladder(&self, priority: crate::protocol::Priority) -> Ladder {
+        use crate::protocol::Priority;
+        let changes = match priority {
+            Priority::Normal => &self.normal,
+            Priority::High => &self.high,
+            Priority::Urgent => &self.urgent,
+        };
+        let secs = std::time::Duration::from_secs;
+        Ladder {
+            away_after: secs(changes.away_after.unwrap_or(self.away_after)),
+            at_once: changes.at_once.clone().unwrap_or_else(|| self.at_once.clone()),
+            teammate_after: changes.teammate_after.or(self.teammate_after).map(secs),
+            teammate: changes.teammate.clone().unwrap_or_else(|| self.teammate.clone()),
+            at_deadline: changes.at_deadline.unwrap_or(self.at_deadline),
+        }
+    }
+
+    /// Whether any ladder reaches a Telegram chat (a teammate's, or `at_once`).
+    pub fn names_telegram(&self) -> bool {
+        let mut all = [&self.normal, &self.high, &self.urgent]
+            .into_iter()
+            .flat_map(|c| c.at_once.iter().chain(c.teammate.iter()).flatten())
+            .chain(self.at_once.iter().chain(&self.teammate));
+        all.any(|n| n == "telegram" || n.starts_with("telegram:"))
+    }
+
+    /// Refuses a ladder naming a channel there is none of, or a teammate that is no
+    /// chat, saying which.
+    pub fn validate(&self) -> Result<()> {
+        let tables = [
+            ("[escalation]", Some(&self.at_once), Some(&self.teammate), self.teammate_after),
+            ("[escalation.normal]", self.normal.at_once.as_ref(), self.normal.teammate.as_ref(), self.normal.teammate_after),
+            ("[escalation.high]", self.high.at_once.as_ref(), self.high.teammate.as_ref(), self.high.teammate_after),
+            ("[escalation.urgent]", self.urgent.at_once.as_ref(), self.urgent.teammate.as_ref(), self.urgent.teammate_after),
+        ];
+        for (table, at_once, teammate, after) in tables {
+            for channel in at_once.into_iter().flatten() {
+                if !AWAY_CHANNELS.contains(&channel.as_str()) {
+                    anyhow::bail!(
+                        "{table} at_once: {channel:?} is not a channel (one of: {})",
+                        AWAY_CHANNELS.join(", ")
+                    );
+                }
+            }
+            for who in teammate.into_iter().flatten() {
+                let chat = who.strip_prefix("telegram:").and_then(|id| id.parse::<i64>().ok());
+                if chat.is_none() {
+                    anyhow::bail!(
+                        "{table} teammate: {who:?} is not a chat (telegram:CHAT_ID, the chat's number)"
+                    );
+                }
+            }
+            if after.is_some_and(|s| s > 7 * 24 * 3600) {
+                anyhow::bail!("{table} teammate_after: at most a week, in seconds");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The channels that reach a person away from the desk, by the names `[escalation]`
+/// uses.
+pub const AWAY_CHANNELS: &[&str] = &["push", "telegram"];
 
 /// `[telegram]`: the bot that asks, the chat it asks in, who there may answer.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -825,6 +984,7 @@ pub fn load(paths: &Paths, project_config: Option<&Path>) -> Result<Settings> {
         for (key, shown) in [
             ("webhooks", "[[webhooks]]"),
             ("telegram", "[telegram]"),
+            ("escalation", "[escalation]"),
             ("client", "[client]"),
             ("run", "[run]"),
         ] {

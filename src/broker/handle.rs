@@ -103,6 +103,11 @@ impl BrokerHandle {
         self.presence.attend(kind)
     }
 
+    /// Tells every follower of the queue of `change` (the ladder's steps).
+    pub(super) fn announce(&self, change: Change) {
+        let _ = self.changes.send(change);
+    }
+
     /// Who is present to answer.
     pub fn presence(&self) -> &Presence {
         &self.presence

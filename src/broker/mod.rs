@@ -28,6 +28,7 @@
 mod activity;
 mod handle;
 mod history;
+pub mod ladder;
 pub mod presence;
 mod queue;
 mod requests;
@@ -136,6 +137,26 @@ pub struct PendingRequest {
     pub votes: Vec<Vote>,
 }
 
+#[cfg(test)]
+impl PendingRequest {
+    /// `request` as the broker would hold it as `seq`, for tests of its followers.
+    pub fn for_test(seq: u64, request: Request) -> PendingRequest {
+        PendingRequest {
+            seq,
+            project: "/work/app".into(),
+            origin: request.origin,
+            stored: request.origin != Origin::Spool,
+            event_id: None,
+            answer_shape: request.answer_shape(),
+            labels: request.labels(),
+            request,
+            variant: Variant::Canonical,
+            kept_until: None,
+            votes: Vec::new(),
+        }
+    }
+}
+
 /// What changed in the queue.
 #[derive(Debug, Clone)]
 pub enum Change {
@@ -148,6 +169,9 @@ pub enum Change {
     Updated(Arc<PendingRequest>),
     /// An agent's hook event was recorded in the activity feed.
     Activity(Arc<Activity>),
+    /// A pending request reached a step of the escalation ladder: the channels it
+    /// names reach a person now ([`ladder`]).
+    Reached(Arc<ladder::Reached>),
 }
 
 /// A hook event recorded in the activity feed.

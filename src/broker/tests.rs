@@ -183,14 +183,14 @@ async fn next<T>(
 fn queued(c: Change) -> Option<Arc<PendingRequest>> {
     match c {
         Change::Queued(p) => Some(p),
-        Change::Finished(_) | Change::Activity(_) | Change::Updated(_) => None,
+        Change::Finished(_) | Change::Activity(_) | Change::Updated(_) | Change::Reached(_) => None,
     }
 }
 
 fn finished(c: Change) -> Option<Arc<Finished>> {
     match c {
         Change::Finished(f) => Some(f),
-        Change::Queued(_) | Change::Activity(_) | Change::Updated(_) => None,
+        Change::Queued(_) | Change::Activity(_) | Change::Updated(_) | Change::Reached(_) => None,
     }
 }
 
@@ -210,7 +210,7 @@ async fn the_auto_answer_rule_answers_each_question_as_it_is_queued() {
                 assert_eq!(f.status, Status::Answered);
                 seen_finished.push(f.pending.request.id.clone());
             }
-            Change::Activity(_) | Change::Updated(_) => {}
+            Change::Activity(_) | Change::Updated(_) | Change::Reached(_) => {}
         }
     }
     let a1 = h.answer("a1").expect("a1's answer file");
@@ -575,4 +575,119 @@ async fn hook_notes_become_stored_activity_and_say_what_their_agent_does() {
     }
     assert_eq!(status, Some(crate::agents::AgentStatus::Idle));
     h.stop_all().await;
+}
+
+/// The escalation ladder over a real broker and store, on a scripted clock moved a
+/// second at a time: each step at its time, the desk's presence holding the away
+/// step back, the safe default a moment before the deadline, and every step in the
+/// request's trail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ladder_reaches_each_step_at_its_time_and_denies_at_the_deadline() {
+    let h = Harness::start().await;
+    let settings: crate::config::EscalationSettings = toml::from_str(
+        r#"
+        away_after = 60
+        at_once = ["push"]
+        teammate_after = 300
+        teammate = ["telegram:-5"]
+        at_deadline = "deny"
+        "#,
+    )
+    .unwrap();
+    let mut changes = h.handle.subscribe();
+    // Someone is at the desk when the text question is asked.
+    let attendance = h.handle.attend("dashboard");
+    let (clock, scripted) = ladder::Clock::scripted();
+    let _ladder = ladder::start(
+        &h.handle,
+        settings,
+        vec!["push".into(), "telegram".into()],
+        scripted,
+    );
+    let event = || NewEvent {
+        source_app: "web".into(),
+        session_id: "s".into(),
+        hook_event_type: "HumanInTheLoop".into(),
+        payload: serde_json::json!({}),
+        extra: serde_json::Map::new(),
+        timestamp_ms: 0,
+        hitl: None,
+        idempotency_key: None,
+    };
+    let ask = |kind, content: &str, timeout| Request {
+        timeout,
+        origin: Origin::Http,
+        ..Request::new("web", "Web", kind, content)
+    };
+    let text = h.handle.ask(ask(Kind::Text, "Name?", None), event()).await.unwrap();
+    let text_id = text.pending.unwrap().request.id.clone();
+    let approval = h.handle.ask(ask(Kind::Approval, "Deploy?", Some(600)), event()).await.unwrap();
+    let id = approval.pending.unwrap().request.id.clone();
+    let mut seen: Vec<(&str, &str, u64)> = Vec::new();
+    let mut attendance = Some(attendance);
+    let mut ended = None;
+    for second in 0..=600u64 {
+        clock.send(Duration::from_secs(second)).unwrap();
+        if second == 30 {
+            // The desk is left: the away step is 60 s after that.
+            drop(attendance.take());
+            while !h.handle.presence().now().is_empty() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        // What the ladder does at this second, told before the next one.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        while let Ok(change) = changes.try_recv() {
+            match change {
+                Change::Reached(r) => {
+                    let who = if r.pending.request.id == id { "approval" } else { "text" };
+                    seen.push((who, r.step.as_str(), second));
+                }
+                Change::Finished(f) if f.id() == id => ended = Some((f, second)),
+                _ => {}
+            }
+        }
+        if ended.is_some() {
+            break;
+        }
+    }
+    // Of one second, in no particular order.
+    seen.sort_by_key(|&(who, _, second)| (second, who));
+    assert_eq!(
+        seen,
+        [
+            ("approval", "at once", 0),
+            ("text", "at once", 0),
+            ("approval", "away", 90),
+            ("text", "away", 90),
+            ("approval", "teammate", 300),
+            ("text", "teammate", 300),
+        ]
+    );
+    let (f, at) = ended.expect("the approval was decided");
+    let answer = f.answer.clone().unwrap();
+    assert_eq!(
+        (answer.approved, answer.responded_by.as_str()),
+        (Some(false), ladder::LADDER_RESPONDER)
+    );
+    assert!(answer.comment.unwrap().contains("deadline"));
+    assert_eq!(at, 599, "denied a moment before the asker's deadline");
+    assert!(h.handle.find(&text_id).await.is_some(), "a text question has no safe default");
+    // The trail has every step.
+    let mut steps = Vec::new();
+    for _ in 0..100 {
+        steps = h.reader.trail(&id).await.unwrap();
+        if steps.len() >= 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let steps: Vec<String> = steps
+        .iter()
+        .map(|s| format!("{} {}", s.step, s.detail["step"].as_str().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        steps,
+        ["escalated at once", "escalated away", "escalated teammate", "escalated deadline"]
+    );
 }

@@ -121,6 +121,13 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
     if let Some(t) = &settings.telegram {
         crate::ui::telegram::validate(t)?;
     }
+    settings.escalation.validate()?;
+    if settings.telegram.is_none() && settings.escalation.names_telegram() {
+        anyhow::bail!(
+            "[escalation] names a Telegram chat, and there is no [telegram] bot to send to it \
+             (see docs/answering.md)"
+        );
+    }
     let store = Store::open(&db_url).await?;
     let reader = store.clone();
     let undelivered = store.undelivered().await?;
@@ -225,8 +232,11 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
     if notify && crate::ui::notify::available() {
         tasks.push(crate::ui::notify::start(context.clone(), link_base.clone()));
     }
+    // The channels away from the desk, each following the escalation ladder's steps.
+    let mut away = Vec::new();
     // Web Push to the devices that subscribed (none until one does).
     if let Some(h) = &http {
+        away.push("push".to_string());
         let (push, live) = h.push();
         tasks.push(crate::push::notifier::start(&handle, push, live));
     }
@@ -245,8 +255,10 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
     if let Some(t) = &settings.telegram {
         match crate::ui::telegram::take_bot(&config_dir) {
             Ok(Some(lock)) => {
-                tasks.push(crate::ui::telegram::start(handle.clone(), t.clone()));
+                let chats = crate::ui::telegram::Chats::new(t.clone(), &settings.escalation);
+                tasks.push(crate::ui::telegram::start(handle.clone(), chats));
                 reachable.push("telegram".to_string());
+                away.push("telegram".to_string());
                 bot = Some(lock);
             }
             Ok(None) => tracing::warn!(
@@ -255,6 +267,14 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
             Err(e) => tracing::warn!("telegram: {e:#}"),
         }
     }
+    // The ladder last: every channel above follows the broker already, so none
+    // misses a step it announces.
+    tasks.push(crate::broker::ladder::start(
+        &handle,
+        settings.escalation.clone(),
+        away,
+        crate::broker::ladder::Clock::real(),
+    ));
     Ok(Daemon {
         reachable,
         _bot: bot,

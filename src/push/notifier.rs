@@ -1,6 +1,8 @@
-//! Follows the broker and pushes to every subscription: each new request as a
-//! notification with the answers that fit on it (Approve and Deny, or one per
-//! option), and each end, so the service worker takes the notification away.
+//! Follows the broker and pushes to every subscription: each request that reaches
+//! the phone on the escalation ladder (nobody at the desk, or `[escalation]
+//! at_once = ["push"]`) as a notification with the answers that fit on it (Approve
+//! and Deny, or one per option), and its end, so the service worker takes the
+//! notification away.
 //!
 //! What a push says, and nothing more: who asks, the question, its kind and
 //! priority, the command or the edited file, and the answers as respond bodies
@@ -27,7 +29,8 @@ pub type DeviceLive = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 /// How many times a push is tried.
 const ATTEMPTS: u32 = 3;
 
-/// Starts pushing the broker's new requests and ends to every subscription.
+/// Starts pushing the requests the ladder sends to the phone, and their ends, to
+/// every subscription.
 pub fn start(
     broker: &BrokerHandle,
     push: Arc<Push>,
@@ -36,10 +39,20 @@ pub fn start(
     let mut changes = broker.subscribe();
     let broker = broker.clone();
     tokio::spawn(async move {
+        // The requests pushed: their ends are pushed too, so the notification goes.
+        let mut pushed = std::collections::HashSet::new();
         loop {
             let (message, asked) = match changes.recv().await {
-                Ok(Change::Queued(p)) => (request_message(&p), Some(p.request.id.clone())),
-                Ok(Change::Finished(f)) if f.here => (ended_message(f.id(), f.status), None),
+                // The escalation ladder says when a request reaches the phone.
+                Ok(Change::Reached(r)) if r.reaches("push") => {
+                    if !pushed.insert(r.pending.seq) {
+                        continue;
+                    }
+                    (request_message(&r.pending), Some(r.pending.request.id.clone()))
+                }
+                Ok(Change::Finished(f)) if pushed.remove(&f.seq()) && f.here => {
+                    (ended_message(f.id(), f.status), None)
+                }
                 Ok(_) => continue,
                 Err(RecvError::Lagged(n)) => {
                     tracing::warn!("push: {n} changes of the queue went by unpushed");

@@ -150,7 +150,7 @@ impl Deliverer {
                     Ok(Change::Activity(a)) if me.events.receiver_count() > 0 => {
                         let _ = me.events.send(super::seed004::event_json(&a.stored()));
                     }
-                    Ok(Change::Activity(_) | Change::Updated(_)) => {}
+                    Ok(Change::Activity(_) | Change::Updated(_) | Change::Reached(_)) => {}
                     Err(RecvError::Lagged(n)) => tracing::warn!(
                         "the way back missed {n} changes: those agents get their answers by polling"
                     ),

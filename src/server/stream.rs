@@ -166,6 +166,8 @@ pub async fn changes_stream(
                             "status": f.status.as_str(), "responded_by": f.responded_by(),
                             "answer": f.answer, "reason": f.reason,
                         }),
+                        // The channels act on the ladder's steps; the page sees their trail.
+                        Ok(Change::Reached(_)) => continue,
                         Err(RecvError::Lagged(n)) => json!({ "type": "lagged", "missed": n }),
                         Err(RecvError::Closed) => return,
                     };

@@ -2,13 +2,14 @@
 //! reply there answers.
 //!
 //! Outbound only: the bot long-polls the Bot API (`getUpdates`), so no public URL
-//! or open port is needed. A request is sent (`sendMessage`) once nobody is
-//! present to answer it here (as it is queued, or when the last UI leaves while it
-//! waits), with buttons for the answers that fit one (Approve / Deny / Always for
+//! or open port is needed. A request is sent (`sendMessage`) when the escalation
+//! ladder says it reaches the chat (by default, once nobody is present to answer it
+//! here: as it is queued, or when the last UI leaves while it waits), and to a
+//! teammate's chat (`[escalation] teammate = ["telegram:CHAT_ID"]`) at that step, with buttons for the answers that fit one (Approve / Deny / Always for
 //! approvals and permissions, one per option for yes/no and selects); a reply to
 //! the message answers text questions, and denies an approval with the reply as its
-//! reason. Presses and replies from any chat but `[telegram] chat_id`, or from a
-//! user not in `users` when it is set, change nothing. Every press is acknowledged
+//! reason. Presses and replies from any chat but `[telegram] chat_id` (where only
+//! `users` may answer, when it is set) and the teammates' chats change nothing. Every press is acknowledged
 //! (`answerCallbackQuery`), and when the request ends, wherever it was answered,
 //! the message is edited to say how, by whom and when, its buttons gone.
 //!
@@ -137,19 +138,63 @@ impl Api {
     }
 }
 
-/// A request's message in the chat.
+/// A request's message in a chat.
 #[derive(Debug, Clone)]
 struct Sent {
+    chat_id: i64,
     message_id: i64,
     /// Its text as sent (HTML), to be edited with the end below it.
     text: String,
 }
 
-/// What the bot knows: each request's message, and which request a message is.
+/// What the bot knows: each request's messages, and which request a message (by
+/// chat and id) is.
 #[derive(Default)]
 struct State {
-    by_request: HashMap<String, Sent>,
-    by_message: HashMap<i64, String>,
+    by_request: HashMap<String, Vec<Sent>>,
+    by_message: HashMap<(i64, i64), String>,
+}
+
+/// The chats the bot asks in: the user's own, and the teammates' the ladder names.
+#[derive(Debug, Clone)]
+pub struct Chats {
+    /// `[telegram]`.
+    settings: TelegramSettings,
+    /// `[escalation] teammate`'s `telegram:CHAT_ID`s.
+    teammates: Vec<i64>,
+}
+
+impl Chats {
+    /// The user's chat from `settings`, and the teammates' chats every ladder of
+    /// `escalation` names.
+    pub fn new(settings: TelegramSettings, escalation: &crate::config::EscalationSettings) -> Chats {
+        let mut teammates: Vec<i64> = [
+            Some(&escalation.teammate),
+            escalation.normal.teammate.as_ref(),
+            escalation.high.teammate.as_ref(),
+            escalation.urgent.teammate.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|t| t.strip_prefix("telegram:")?.parse().ok())
+        .collect();
+        teammates.sort_unstable();
+        teammates.dedup();
+        Chats {
+            settings,
+            teammates,
+        }
+    }
+
+    /// Whether `user` in `chat` may answer: in the user's chat, anyone listed in
+    /// `users` (anyone there when it is empty); in a teammate's chat, anyone there.
+    fn allowed(&self, chat: Option<i64>, user: Option<i64>) -> bool {
+        let s = &self.settings;
+        let own = chat == Some(s.chat_id)
+            && (s.users.is_empty() || user.is_some_and(|u| s.users.contains(&u)));
+        own || chat.is_some_and(|c| self.teammates.contains(&c))
+    }
 }
 
 type Shared = Arc<Mutex<State>>;
@@ -160,7 +205,8 @@ fn lock(s: &Shared) -> std::sync::MutexGuard<'_, State> {
 
 /// Starts the bot: a task sending and editing messages as the broker's requests
 /// come and go, and one long-polling for presses and replies.
-pub fn start(broker: BrokerHandle, settings: TelegramSettings) -> tokio::task::JoinHandle<()> {
+pub fn start(broker: BrokerHandle, chats: Chats) -> tokio::task::JoinHandle<()> {
+    let settings = &chats.settings;
     let https = settings.api_url.starts_with("https://");
     let client = crate::runtime::tls::http_client(https)
         .and_then(|b| {
@@ -178,58 +224,41 @@ pub fn start(broker: BrokerHandle, settings: TelegramSettings) -> tokio::task::J
         ),
     };
     let state: Shared = Arc::default();
-    let settings = Arc::new(settings);
+    let chats = Arc::new(chats);
     let sender = tokio::spawn(send_loop(
         broker.clone(),
         api.clone(),
-        settings.clone(),
+        chats.clone(),
         state.clone(),
     ));
     tokio::spawn(async move {
-        poll_loop(broker, api, settings, state).await;
+        poll_loop(broker, api, chats, state).await;
         sender.abort();
     })
 }
 
-/// Sends each request once nobody is present to answer it, and edits its message
-/// when it ends.
-async fn send_loop(broker: BrokerHandle, api: Api, settings: Arc<TelegramSettings>, state: Shared) {
+/// Sends each request to the chats the escalation ladder says it reaches, and
+/// edits its messages when it ends.
+async fn send_loop(broker: BrokerHandle, api: Api, chats: Arc<Chats>, state: Shared) {
     let mut changes = broker.subscribe();
-    let mut presence = broker.presence().watch();
-    // Whatever waits already when the bot starts with nobody there.
-    if presence.borrow_and_update().is_empty() {
-        for p in broker.pending().await {
-            send(&broker, &api, &settings, &state, &p).await;
-        }
-    }
     loop {
-        tokio::select! {
-            change = changes.recv() => match change {
-                Ok(Change::Queued(p)) => {
-                    // A request that needs another person's approval goes to the
-                    // chat whoever is at the desk.
-                    if broker.presence().now().is_empty() || p.request.approvals_needed() > 1 {
-                        send(&broker, &api, &settings, &state, &p).await;
-                    }
+        match changes.recv().await {
+            Ok(Change::Reached(r)) => {
+                if r.reaches("telegram") {
+                    send(&broker, &api, chats.settings.chat_id, &state, &r.pending).await;
                 }
-                Ok(Change::Finished(f)) => ended(&api, &settings, &state, &f).await,
-                Ok(_) => {}
-                Err(RecvError::Lagged(n)) => {
-                    tracing::warn!("telegram: {n} changes of the queue went by untold");
-                }
-                Err(RecvError::Closed) => return,
-            },
-            seen = presence.changed() => {
-                if seen.is_err() {
-                    return;
-                }
-                // The last UI left: whatever still waits goes to the chat.
-                if presence.borrow_and_update().is_empty() {
-                    for p in broker.pending().await {
-                        send(&broker, &api, &settings, &state, &p).await;
+                for &chat in &chats.teammates {
+                    if r.reaches(&format!("telegram:{chat}")) {
+                        send(&broker, &api, chat, &state, &r.pending).await;
                     }
                 }
             }
+            Ok(Change::Finished(f)) => ended(&api, &state, &f).await,
+            Ok(_) => {}
+            Err(RecvError::Lagged(n)) => {
+                tracing::warn!("telegram: {n} changes of the queue went by untold");
+            }
+            Err(RecvError::Closed) => return,
         }
     }
 }
@@ -305,20 +334,25 @@ fn message_text(p: &PendingRequest) -> String {
     text
 }
 
-/// Sends `p` to the chat, once; how it went goes into its trail.
+/// Sends `p` to `chat_id`, once; how it went goes into its trail.
 async fn send(
     broker: &BrokerHandle,
     api: &Api,
-    settings: &TelegramSettings,
+    chat_id: i64,
     state: &Shared,
     p: &PendingRequest,
 ) {
-    if lock(state).by_request.contains_key(&p.request.id) {
+    let sent_there = |s: &State| {
+        s.by_request
+            .get(&p.request.id)
+            .is_some_and(|m| m.iter().any(|m| m.chat_id == chat_id))
+    };
+    if sent_there(&lock(state)) {
         return;
     }
     let text = message_text(p);
     let mut params = json!({
-        "chat_id": settings.chat_id,
+        "chat_id": chat_id,
         "text": text,
         "parse_mode": "HTML",
         "link_preview_options": { "is_disabled": true },
@@ -326,7 +360,7 @@ async fn send(
     if let Some(k) = keyboard(p) {
         params["reply_markup"] = k;
     }
-    let to = format!("chat {}", settings.chat_id);
+    let to = format!("chat {chat_id}");
     let sent = api
         .call("sendMessage", params, Duration::from_secs(15))
         .await
@@ -339,8 +373,12 @@ async fn send(
     let step = match sent {
         Ok(message_id) => {
             let mut s = lock(state);
-            s.by_message.insert(message_id, id.clone());
-            s.by_request.insert(id.clone(), Sent { message_id, text });
+            s.by_message.insert((chat_id, message_id), id.clone());
+            s.by_request.entry(id.clone()).or_default().push(Sent {
+                chat_id,
+                message_id,
+                text,
+            });
             TrailStep::notified(
                 id,
                 "telegram",
@@ -389,37 +427,39 @@ fn outcome(f: &Finished) -> String {
     format!("<b>{what}</b>{by}{comment}{reason} at {when}")
 }
 
-/// Edits `f`'s message, if it was sent, to say how it ended; its buttons go.
-async fn ended(api: &Api, settings: &TelegramSettings, state: &Shared, f: &Finished) {
-    let Some(sent) = lock(state).by_request.remove(f.id()) else {
+/// Edits `f`'s messages, if it was sent, to say how it ended; their buttons go.
+async fn ended(api: &Api, state: &Shared, f: &Finished) {
+    let Some(messages) = lock(state).by_request.remove(f.id()) else {
         return;
     };
-    let text = format!(
-        "{}\n\n{}",
-        sent.text
-            .rsplit_once("\n\n<i>")
-            .map_or(sent.text.as_str(), |(q, _)| q),
-        outcome(f)
-    );
-    let params = json!({
-        "chat_id": settings.chat_id,
-        "message_id": sent.message_id,
-        "text": text,
-        "parse_mode": "HTML",
-        "link_preview_options": { "is_disabled": true },
-    });
-    if let Err(e) = api
-        .call("editMessageText", params, Duration::from_secs(15))
-        .await
-    {
-        tracing::warn!("telegram: {e:#}");
+    let end = outcome(f);
+    for sent in messages {
+        let text = format!(
+            "{}\n\n{end}",
+            sent.text
+                .rsplit_once("\n\n<i>")
+                .map_or(sent.text.as_str(), |(q, _)| q),
+        );
+        let params = json!({
+            "chat_id": sent.chat_id,
+            "message_id": sent.message_id,
+            "text": text,
+            "parse_mode": "HTML",
+            "link_preview_options": { "is_disabled": true },
+        });
+        if let Err(e) = api
+            .call("editMessageText", params, Duration::from_secs(15))
+            .await
+        {
+            tracing::warn!("telegram: {e:#}");
+        }
+        // Replies to it are no longer answers; a late press finds nothing pending.
+        lock(state).by_message.remove(&(sent.chat_id, sent.message_id));
     }
-    // Replies to it are no longer answers; a late press finds nothing pending.
-    lock(state).by_message.remove(&sent.message_id);
 }
 
 /// Long-polls for presses and replies, and answers with them.
-async fn poll_loop(broker: BrokerHandle, api: Api, settings: Arc<TelegramSettings>, state: Shared) {
+async fn poll_loop(broker: BrokerHandle, api: Api, chats: Arc<Chats>, state: Shared) {
     let mut offset: i64 = 0;
     let mut wait = Duration::from_secs(1);
     loop {
@@ -448,18 +488,12 @@ async fn poll_loop(broker: BrokerHandle, api: Api, settings: Arc<TelegramSetting
                 offset = offset.max(id + 1);
             }
             if let Some(press) = update.get("callback_query") {
-                pressed(&broker, &api, &settings, press).await;
+                pressed(&broker, &api, &chats, press).await;
             } else if let Some(message) = update.get("message") {
-                replied(&broker, &settings, &state, message).await;
+                replied(&broker, &chats, &state, message).await;
             }
         }
     }
-}
-
-/// Whether `user` in `chat` may answer.
-fn allowed(settings: &TelegramSettings, chat: Option<i64>, user: Option<i64>) -> bool {
-    chat == Some(settings.chat_id)
-        && (settings.users.is_empty() || user.is_some_and(|u| settings.users.contains(&u)))
 }
 
 /// Who the person is, for requests that need several people's approval: this
@@ -483,16 +517,16 @@ fn responder(from: &Value) -> String {
 }
 
 /// A button pressed: answered if it may be, acknowledged whatever happens.
-async fn pressed(broker: &BrokerHandle, api: &Api, settings: &TelegramSettings, press: &Value) {
+async fn pressed(broker: &BrokerHandle, api: &Api, chats: &Chats, press: &Value) {
     let chat = press["message"]["chat"]["id"].as_i64();
     let user = press["from"]["id"].as_i64();
-    let said = if !allowed(settings, chat, user) {
+    let said = if !chats.allowed(chat, user) {
         tracing::warn!("telegram: a press from chat {chat:?}, user {user:?} ignored");
         "Not yours to answer.".to_string()
     } else {
         match press_reply(broker, press["data"].as_str().unwrap_or_default()).await {
             Ok((seq, reply, done)) => {
-                let who = approver(settings, &press["from"]);
+                let who = approver(&chats.settings, &press["from"]);
                 match broker
                     .respond_as(seq, reply, &responder(&press["from"]), &who)
                     .await
@@ -569,19 +603,19 @@ async fn press_reply(broker: &BrokerHandle, data: &str) -> Result<(u64, Reply, S
 /// for a question, the reason of a denial for an approval).
 async fn replied(
     broker: &BrokerHandle,
-    settings: &TelegramSettings,
+    chats: &Chats,
     state: &Shared,
     message: &Value,
 ) {
     let Some(to) = message["reply_to_message"]["message_id"].as_i64() else {
         return;
     };
-    let Some(id) = lock(state).by_message.get(&to).cloned() else {
+    let chat = message["chat"]["id"].as_i64();
+    let Some(id) = lock(state).by_message.get(&(chat.unwrap_or_default(), to)).cloned() else {
         return;
     };
-    let chat = message["chat"]["id"].as_i64();
     let user = message["from"]["id"].as_i64();
-    if !allowed(settings, chat, user) {
+    if !chats.allowed(chat, user) {
         tracing::warn!("telegram: a reply from chat {chat:?}, user {user:?} ignored");
         return;
     }
@@ -605,7 +639,7 @@ async fn replied(
             }
         },
     };
-    let who = approver(settings, &message["from"]);
+    let who = approver(&chats.settings, &message["from"]);
     if let Err(e) = broker
         .respond_as(p.seq, reply, &responder(&message["from"]), &who)
         .await
@@ -639,14 +673,22 @@ mod tests {
     }
 
     #[test]
-    fn only_the_chat_and_its_listed_users_answer() {
+    fn only_the_chat_and_its_listed_users_and_the_teammates_chats_answer() {
         let s = settings("1:a", "https://api.telegram.org");
-        assert!(allowed(&s, Some(42), Some(7)));
-        assert!(!allowed(&s, Some(42), Some(8)));
-        assert!(!allowed(&s, Some(99), Some(7)));
-        let anyone = TelegramSettings { users: vec![], ..s };
-        assert!(allowed(&anyone, Some(42), Some(8)));
-        assert!(!allowed(&anyone, None, Some(8)));
+        let escalation: crate::config::EscalationSettings =
+            toml::from_str("teammate = [\"telegram:-5\"]\n[urgent]\nteammate = [\"telegram:77\"]")
+                .unwrap();
+        let chats = Chats::new(s.clone(), &escalation);
+        assert_eq!(chats.teammates, [-5, 77]);
+        assert!(chats.allowed(Some(42), Some(7)));
+        assert!(!chats.allowed(Some(42), Some(8)));
+        assert!(!chats.allowed(Some(99), Some(7)));
+        assert!(chats.allowed(Some(-5), Some(8)));
+        assert!(chats.allowed(Some(77), Some(77)));
+        let anyone = Chats::new(TelegramSettings { users: vec![], ..s }, &Default::default());
+        assert!(anyone.allowed(Some(42), Some(8)));
+        assert!(!anyone.allowed(None, Some(8)));
+        assert!(!anyone.allowed(Some(-5), Some(8)));
     }
 
     #[test]

@@ -218,6 +218,7 @@ async fn run(
                     }
                     app.set_requests(broker.pending().await, Instant::now());
                 }
+                Ok(Change::Reached(_)) => {}
                 Ok(Change::Updated(_)) | Err(RecvError::Lagged(_)) => {
                     app.set_requests(broker.pending().await, Instant::now());
                 }

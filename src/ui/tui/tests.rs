@@ -31,19 +31,7 @@ fn pending(seq: u64, kind: Kind, agent: &str, question: &str) -> Request {
 }
 
 fn queued(seq: u64, r: Request) -> Arc<PendingRequest> {
-    Arc::new(PendingRequest {
-        seq,
-        project: "/work/app".into(),
-        origin: r.origin,
-        stored: r.origin != Origin::Spool,
-        event_id: None,
-        answer_shape: r.answer_shape(),
-        labels: r.labels(),
-        request: r,
-        variant: crate::protocol::Variant::Canonical,
-        kept_until: None,
-        votes: Vec::new(),
-    })
+    Arc::new(PendingRequest::for_test(seq, r))
 }
 
 /// One request of each kind.
