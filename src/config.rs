@@ -199,9 +199,15 @@ impl EscalationSettings {
         let secs = std::time::Duration::from_secs;
         Ladder {
             away_after: secs(changes.away_after.unwrap_or(self.away_after)),
-            at_once: changes.at_once.clone().unwrap_or_else(|| self.at_once.clone()),
+            at_once: changes
+                .at_once
+                .clone()
+                .unwrap_or_else(|| self.at_once.clone()),
             teammate_after: changes.teammate_after.or(self.teammate_after).map(secs),
-            teammate: changes.teammate.clone().unwrap_or_else(|| self.teammate.clone()),
+            teammate: changes
+                .teammate
+                .clone()
+                .unwrap_or_else(|| self.teammate.clone()),
             at_deadline: changes.at_deadline.unwrap_or(self.at_deadline),
         }
     }
@@ -219,10 +225,30 @@ impl EscalationSettings {
     /// chat, saying which.
     pub fn validate(&self) -> Result<()> {
         let tables = [
-            ("[escalation]", Some(&self.at_once), Some(&self.teammate), self.teammate_after),
-            ("[escalation.normal]", self.normal.at_once.as_ref(), self.normal.teammate.as_ref(), self.normal.teammate_after),
-            ("[escalation.high]", self.high.at_once.as_ref(), self.high.teammate.as_ref(), self.high.teammate_after),
-            ("[escalation.urgent]", self.urgent.at_once.as_ref(), self.urgent.teammate.as_ref(), self.urgent.teammate_after),
+            (
+                "[escalation]",
+                Some(&self.at_once),
+                Some(&self.teammate),
+                self.teammate_after,
+            ),
+            (
+                "[escalation.normal]",
+                self.normal.at_once.as_ref(),
+                self.normal.teammate.as_ref(),
+                self.normal.teammate_after,
+            ),
+            (
+                "[escalation.high]",
+                self.high.at_once.as_ref(),
+                self.high.teammate.as_ref(),
+                self.high.teammate_after,
+            ),
+            (
+                "[escalation.urgent]",
+                self.urgent.at_once.as_ref(),
+                self.urgent.teammate.as_ref(),
+                self.urgent.teammate_after,
+            ),
         ];
         for (table, at_once, teammate, after) in tables {
             for channel in at_once.into_iter().flatten() {
@@ -234,7 +260,9 @@ impl EscalationSettings {
                 }
             }
             for who in teammate.into_iter().flatten() {
-                let chat = who.strip_prefix("telegram:").and_then(|id| id.parse::<i64>().ok());
+                let chat = who
+                    .strip_prefix("telegram:")
+                    .and_then(|id| id.parse::<i64>().ok());
                 if chat.is_none() {
                     anyhow::bail!(
                         "{table} teammate: {who:?} is not a chat (telegram:CHAT_ID, the chat's number)"

@@ -137,10 +137,13 @@ function trailButton(h) {
     const list = el("ol", { class: "trail" });
     for (const s of steps) {
       const d = s.detail || {};
-      const outcome = d.delivered === true ? "delivered" : d.error ? `failed: ${d.error}` : "";
+      const outcome = d.delivered === true ? "delivered" : d.error ? `failed: ${d.error}` : d.outcome || "";
+      // A step of the escalation ladder says which, and whom it reached.
+      const parts = [s.step, s.surface, d.step, Array.isArray(d.reaches) ? `→ ${d.reaches.join(", ")}` : "",
+        d.to, d.by, outcome].filter((p) => typeof p === "string" && p !== "");
       list.append(el("li", {},
         el("time", { datetime: new Date(s.at_ms).toISOString(), text: new Date(s.at_ms).toLocaleTimeString() }),
-        el("span", { text: ` ${s.step} · ${s.surface}${d.to ? ` · ${d.to}` : ""}${d.by ? ` · ${d.by}` : ""}${outcome ? ` · ${outcome}` : ""}` })));
+        el("span", { text: ` ${parts.join(" · ")}` })));
     }
     const comment = h.answer_detail && h.answer_detail.comment ? ` (${h.answer_detail.comment})` : "";
     const end = h.status === "pending" ? "pending"

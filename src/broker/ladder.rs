@@ -194,10 +194,14 @@ impl Climb {
 
     /// The next time something is due for it.
     fn next(&self, nobody_since: Option<Ms>) -> Option<Ms> {
-        [self.away_at(nobody_since), self.teammate_at(), self.decide_at]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.away_at(nobody_since),
+            self.teammate_at(),
+            self.decide_at,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 }
 
@@ -214,10 +218,7 @@ pub fn start(
     let broker = broker.clone();
     tokio::spawn(async move {
         let mut presence = broker.presence().watch();
-        let mut nobody_since = presence
-            .borrow_and_update()
-            .is_empty()
-            .then(|| clock.now());
+        let mut nobody_since = presence.borrow_and_update().is_empty().then(|| clock.now());
         let mut climbs: HashMap<u64, Climb> = HashMap::new();
         for p in broker.pending().await {
             take(&broker, &settings, &mut climbs, p, clock.now());
@@ -277,7 +278,12 @@ fn take(
     }
     let climb = Climb::new(p, settings, now);
     if !climb.ladder.at_once.is_empty() {
-        reach(broker, &climb.pending, Step::AtOnce, climb.ladder.at_once.clone());
+        reach(
+            broker,
+            &climb.pending,
+            Step::AtOnce,
+            climb.ladder.at_once.clone(),
+        );
     }
     climbs.insert(climb.pending.seq, climb);
 }
@@ -300,7 +306,12 @@ async fn step_due(
         }
         if c.teammate_at().is_some_and(|t| t <= now) {
             c.teammate_done = true;
-            reach(broker, &c.pending, Step::Teammate, c.ladder.teammate.clone());
+            reach(
+                broker,
+                &c.pending,
+                Step::Teammate,
+                c.ladder.teammate.clone(),
+            );
         }
         if c.decide_at.is_some_and(|t| t <= now) {
             c.decide_at = None;
@@ -331,7 +342,9 @@ fn reach(broker: &BrokerHandle, p: &Arc<PendingRequest>, step: Step, reaches: Ve
 async fn deny_at_deadline(broker: &BrokerHandle, p: &PendingRequest) {
     let reply = Reply::Approval {
         approved: false,
-        comment: Some("nobody answered by its deadline: denied, the escalation ladder's safe default".into()),
+        comment: Some(
+            "nobody answered by its deadline: denied, the escalation ladder's safe default".into(),
+        ),
         remember: None,
     };
     match broker.respond(p.seq, reply, LADDER_RESPONDER).await {
@@ -342,7 +355,10 @@ async fn deny_at_deadline(broker: &BrokerHandle, p: &PendingRequest) {
             json!({ "step": "deadline", "outcome": "denied" }),
         )),
         // Answered or withdrawn meanwhile: nothing to decide.
-        Err(e) => tracing::debug!("escalation: {} not denied at its deadline: {e}", p.request.id),
+        Err(e) => tracing::debug!(
+            "escalation: {} not denied at its deadline: {e}",
+            p.request.id
+        ),
     }
 }
 
@@ -382,10 +398,18 @@ mod tests {
     #[test]
     fn only_approvals_with_a_deadline_are_decided_a_moment_before_it() {
         let settings: EscalationSettings = toml::from_str("at_deadline = \"deny\"").unwrap();
-        let approval = Climb::new(pending(Kind::Approval, Priority::Normal, Some(10)), &settings, 0);
+        let approval = Climb::new(
+            pending(Kind::Approval, Priority::Normal, Some(10)),
+            &settings,
+            0,
+        );
         let at = approval.decide_at.unwrap() - approval.asked;
         assert!((8_950..=9_000).contains(&at), "{at}");
-        let short = Climb::new(pending(Kind::Permission, Priority::Normal, Some(2)), &settings, 0);
+        let short = Climb::new(
+            pending(Kind::Permission, Priority::Normal, Some(2)),
+            &settings,
+            0,
+        );
         let at = short.decide_at.unwrap() - short.asked;
         assert!((1_450..=1_500).contains(&at), "{at}");
         for (kind, timeout) in [(Kind::Text, Some(10)), (Kind::Approval, None)] {

@@ -619,9 +619,17 @@ async fn the_ladder_reaches_each_step_at_its_time_and_denies_at_the_deadline() {
         origin: Origin::Http,
         ..Request::new("web", "Web", kind, content)
     };
-    let text = h.handle.ask(ask(Kind::Text, "Name?", None), event()).await.unwrap();
+    let text = h
+        .handle
+        .ask(ask(Kind::Text, "Name?", None), event())
+        .await
+        .unwrap();
     let text_id = text.pending.unwrap().request.id.clone();
-    let approval = h.handle.ask(ask(Kind::Approval, "Deploy?", Some(600)), event()).await.unwrap();
+    let approval = h
+        .handle
+        .ask(ask(Kind::Approval, "Deploy?", Some(600)), event())
+        .await
+        .unwrap();
     let id = approval.pending.unwrap().request.id.clone();
     let mut seen: Vec<(&str, &str, u64)> = Vec::new();
     let mut attendance = Some(attendance);
@@ -640,7 +648,11 @@ async fn the_ladder_reaches_each_step_at_its_time_and_denies_at_the_deadline() {
         while let Ok(change) = changes.try_recv() {
             match change {
                 Change::Reached(r) => {
-                    let who = if r.pending.request.id == id { "approval" } else { "text" };
+                    let who = if r.pending.request.id == id {
+                        "approval"
+                    } else {
+                        "text"
+                    };
                     seen.push((who, r.step.as_str(), second));
                 }
                 Change::Finished(f) if f.id() == id => ended = Some((f, second)),
@@ -672,7 +684,10 @@ async fn the_ladder_reaches_each_step_at_its_time_and_denies_at_the_deadline() {
     );
     assert!(answer.comment.unwrap().contains("deadline"));
     assert_eq!(at, 599, "denied a moment before the asker's deadline");
-    assert!(h.handle.find(&text_id).await.is_some(), "a text question has no safe default");
+    assert!(
+        h.handle.find(&text_id).await.is_some(),
+        "a text question has no safe default"
+    );
     // The trail has every step.
     let mut steps = Vec::new();
     for _ in 0..100 {
@@ -684,10 +699,21 @@ async fn the_ladder_reaches_each_step_at_its_time_and_denies_at_the_deadline() {
     }
     let steps: Vec<String> = steps
         .iter()
-        .map(|s| format!("{} {}", s.step, s.detail["step"].as_str().unwrap_or_default()))
+        .map(|s| {
+            format!(
+                "{} {}",
+                s.step,
+                s.detail["step"].as_str().unwrap_or_default()
+            )
+        })
         .collect();
     assert_eq!(
         steps,
-        ["escalated at once", "escalated away", "escalated teammate", "escalated deadline"]
+        [
+            "escalated at once",
+            "escalated away",
+            "escalated teammate",
+            "escalated deadline"
+        ]
     );
 }

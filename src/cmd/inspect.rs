@@ -664,16 +664,25 @@ fn print_decision(h: &crate::store::HistoryEntry) {
         let outcome = match (d["delivered"].as_bool(), d["error"].as_str()) {
             (Some(true), _) => "delivered".to_string(),
             (_, Some(e)) => format!("failed: {}", one_line(e, 60)),
-            _ => String::new(),
+            _ => d["outcome"].as_str().unwrap_or_default().to_string(),
         };
         let to = d["to"].as_str().unwrap_or_default();
         let by = d["by"].as_str().unwrap_or_default();
+        // A step of the escalation ladder, and whom it reached.
+        let rung = d["step"].as_str().unwrap_or_default();
+        let reaches = d["reaches"]
+            .as_array()
+            .map(|r| {
+                let names: Vec<&str> = r.iter().filter_map(|n| n.as_str()).collect();
+                format!("-> {}", names.join(", "))
+            })
+            .unwrap_or_default();
         println!(
             "  {}  {} {:<9} {}",
             local(step.at_ms),
             step.step,
             step.surface,
-            [to, by, &outcome]
+            [rung, &reaches, to, by, &outcome]
                 .iter()
                 .filter(|s| !s.is_empty())
                 .copied()

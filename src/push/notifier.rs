@@ -48,7 +48,10 @@ pub fn start(
                     if !pushed.insert(r.pending.seq) {
                         continue;
                     }
-                    (request_message(&r.pending), Some(r.pending.request.id.clone()))
+                    (
+                        request_message(&r.pending),
+                        Some(r.pending.request.id.clone()),
+                    )
                 }
                 Ok(Change::Finished(f)) if pushed.remove(&f.seq()) && f.here => {
                     (ended_message(f.id(), f.status), None)

@@ -167,7 +167,10 @@ pub struct Chats {
 impl Chats {
     /// The user's chat from `settings`, and the teammates' chats every ladder of
     /// `escalation` names.
-    pub fn new(settings: TelegramSettings, escalation: &crate::config::EscalationSettings) -> Chats {
+    pub fn new(
+        settings: TelegramSettings,
+        escalation: &crate::config::EscalationSettings,
+    ) -> Chats {
         let mut teammates: Vec<i64> = [
             Some(&escalation.teammate),
             escalation.normal.teammate.as_ref(),
@@ -335,13 +338,7 @@ fn message_text(p: &PendingRequest) -> String {
 }
 
 /// Sends `p` to `chat_id`, once; how it went goes into its trail.
-async fn send(
-    broker: &BrokerHandle,
-    api: &Api,
-    chat_id: i64,
-    state: &Shared,
-    p: &PendingRequest,
-) {
+async fn send(broker: &BrokerHandle, api: &Api, chat_id: i64, state: &Shared, p: &PendingRequest) {
     let sent_there = |s: &State| {
         s.by_request
             .get(&p.request.id)
@@ -454,7 +451,9 @@ async fn ended(api: &Api, state: &Shared, f: &Finished) {
             tracing::warn!("telegram: {e:#}");
         }
         // Replies to it are no longer answers; a late press finds nothing pending.
-        lock(state).by_message.remove(&(sent.chat_id, sent.message_id));
+        lock(state)
+            .by_message
+            .remove(&(sent.chat_id, sent.message_id));
     }
 }
 
@@ -601,17 +600,16 @@ async fn press_reply(broker: &BrokerHandle, data: &str) -> Result<(u64, Reply, S
 
 /// A message in the chat: a reply to one of the bot's answers its request (text
 /// for a question, the reason of a denial for an approval).
-async fn replied(
-    broker: &BrokerHandle,
-    chats: &Chats,
-    state: &Shared,
-    message: &Value,
-) {
+async fn replied(broker: &BrokerHandle, chats: &Chats, state: &Shared, message: &Value) {
     let Some(to) = message["reply_to_message"]["message_id"].as_i64() else {
         return;
     };
     let chat = message["chat"]["id"].as_i64();
-    let Some(id) = lock(state).by_message.get(&(chat.unwrap_or_default(), to)).cloned() else {
+    let Some(id) = lock(state)
+        .by_message
+        .get(&(chat.unwrap_or_default(), to))
+        .cloned()
+    else {
         return;
     };
     let user = message["from"]["id"].as_i64();

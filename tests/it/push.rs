@@ -218,16 +218,19 @@ fn a_subscribed_browser_is_pushed_each_request_encrypted_and_signed_and_answers_
         .unwrap()
         .json()
         .unwrap();
-        trail.as_array().is_some_and(|t| !t.is_empty())
+        trail.as_array().is_some_and(|t| t.len() >= 2)
     });
-    assert_eq!(trail[0]["step"], "notified", "{trail}");
-    assert_eq!(trail[0]["surface"], "push", "{trail}");
+    // Nobody at the desk: the ladder's away step, then the push it made.
+    assert_eq!(trail[0]["step"], "escalated", "{trail}");
+    assert_eq!(trail[0]["detail"]["step"], "away", "{trail}");
+    assert_eq!(trail[1]["step"], "notified", "{trail}");
+    assert_eq!(trail[1]["surface"], "push", "{trail}");
     assert_eq!(
-        trail[0]["detail"]["to"],
+        trail[1]["detail"]["to"],
         format!("http://127.0.0.1:{}", service.port),
         "{trail}"
     );
-    assert_eq!(trail[0]["detail"]["delivered"], true, "{trail}");
+    assert_eq!(trail[1]["detail"]["delivered"], true, "{trail}");
 
     // Its end is pushed too, under the same topic, so the notification goes away.
     let ended = service.next();
@@ -497,7 +500,8 @@ async fn in_chromium_a_pushed_requests_approve_button_answers_it() {
     }
     let service = Service::start();
     let p = Project::new();
-    p.user_config("[http]\ndelivery_hosts = [\"127.0.0.1\"]\n");
+    // The phone's own dashboard is open, so someone is present: pushed at once.
+    p.user_config("[http]\ndelivery_hosts = [\"127.0.0.1\"]\n[escalation]\nat_once = [\"push\"]\n");
     let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
     let base = p.http_url();
     let out = p.run(&["pair", "--name", "phone", "--json"]);

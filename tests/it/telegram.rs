@@ -213,9 +213,11 @@ fn with_nobody_at_the_desk_a_permission_request_is_answered_in_the_chat() {
     eventually("the trail recorded", Duration::from_secs(10), || {
         let out = p.run(&["history", "--id", &id, "--json"]);
         record = serde_json::from_slice::<Value>(&out.stdout).unwrap()[0].clone();
-        record["trail"].as_array().is_some_and(|t| !t.is_empty())
+        record["trail"].as_array().is_some_and(|t| t.len() >= 2)
     });
-    let step = &record["trail"][0];
+    // Nobody at the desk: the ladder's away step, then the message it sent.
+    assert_eq!(record["trail"][0]["detail"]["step"], "away", "{record}");
+    let step = &record["trail"][1];
     assert_eq!(step["step"], "notified", "{record}");
     assert_eq!(step["surface"], "telegram", "{record}");
     assert_eq!(step["detail"]["to"], "chat 42", "{record}");
@@ -389,4 +391,140 @@ fn two_people_must_approve_and_one_denial_ends_it() {
     api.press("v3", -100, 8, 2, &deny);
     let asked = wait_output(asker, Duration::from_secs(20));
     assert_eq!(String::from_utf8_lossy(&asked.stdout).trim(), "denied");
+}
+
+/// The escalation ladder with the real binary: nobody at the desk, a permission
+/// request reaches the user's chat after `away_after`, a teammate's chat after
+/// `teammate_after`, and unanswered it is denied at its deadline, both messages
+/// told; `hitl history --id` lists every step. A teammate's press answers.
+#[test]
+fn the_ladder_reaches_the_chat_then_a_teammate_then_denies_at_the_deadline() {
+    let api = BotApi::start();
+    let p = Project::new();
+    p.user_config(&format!(
+        "[telegram]\nbot_token = \"{TOKEN}\"\nchat_id = 42\nusers = [7]\napi_url = \"{}\"\n\
+         [escalation]\naway_after = 1\nteammate_after = 3\nteammate = [\"telegram:-100\"]\n\
+         at_deadline = \"deny\"\n[hook]\ntimeout = 6\n",
+        api.base
+    ));
+    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let input = json!({
+        "session_id": "abc123", "cwd": p.dir, "hook_event_name": "PermissionRequest",
+        "tool_name": "Bash", "tool_input": { "command": "rm -rf build/" },
+    });
+    let asked = std::time::Instant::now();
+    let mut hook = p
+        .hitl()
+        .args(["hook", "permission-request"])
+        .env("CLAUDE_PROJECT_DIR", &p.dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    hook.stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    // The user's chat once nobody has been at the desk for a second; the teammate's
+    // at three.
+    let sent = api.wait_calls("sendMessage", 1).remove(0);
+    assert!(
+        asked.elapsed() >= Duration::from_secs(1),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(sent["params"]["chat_id"], 42, "{sent}");
+    let sent = api.wait_calls("sendMessage", 2).remove(1);
+    assert!(
+        asked.elapsed() >= Duration::from_secs(3),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(sent["params"]["chat_id"], -100, "{sent}");
+    // Nobody answers: a moment before the hook's own deadline, the ladder denies.
+    let out = wait_output(hook, Duration::from_secs(20));
+    assert!(out.status.success(), "{out:?}");
+    let decided: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let decision = &decided["hookSpecificOutput"]["decision"];
+    assert_eq!(decision["behavior"], "deny", "{decided}");
+    assert!(
+        decision["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("escalation") && m.contains("deadline")),
+        "{decided}"
+    );
+    let edits = api.wait_calls("editMessageText", 2);
+    let chats: Vec<i64> = edits
+        .iter()
+        .map(|e| e["params"]["chat_id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(chats.len(), 2);
+    assert!(chats.contains(&42) && chats.contains(&-100), "{chats:?}");
+    for e in &edits {
+        let text = e["params"]["text"].as_str().unwrap();
+        assert!(text.contains("Denied</b> by escalation"), "{text}");
+    }
+    // The record lists every step, in order.
+    let id = p.history()[0]["id"].as_str().unwrap().to_string();
+    let mut steps = Vec::new();
+    eventually("the whole trail", Duration::from_secs(10), || {
+        let out = p.run(&["history", "--id", &id, "--json"]);
+        let record = serde_json::from_slice::<Value>(&out.stdout).unwrap()[0].clone();
+        steps = record["trail"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| {
+                let d = &s["detail"];
+                let what = d["step"].as_str().or(d["to"].as_str()).unwrap_or_default();
+                format!("{} {what}", s["step"].as_str().unwrap())
+            })
+            .collect();
+        steps.len() >= 5
+    });
+    assert_eq!(
+        steps,
+        [
+            "escalated away",
+            "notified chat 42",
+            "escalated teammate",
+            "notified chat -100",
+            "escalated deadline",
+        ]
+    );
+    let shown = p.run(&["history", "--id", &id]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("escalated ladder    teammate -> telegram:-100"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("escalated ladder    deadline denied"),
+        "{shown}"
+    );
+    assert!(shown.contains("answered by escalation"), "{shown}");
+
+    // Anyone in the teammate's chat may answer: their press approves.
+    let asker = spawn_ask(&p, &["--type", "approval", "--timeout", "60", "Deploy?"]);
+    let sent = api.wait_calls("sendMessage", 4).remove(3);
+    assert_eq!(sent["params"]["chat_id"], -100, "{sent}");
+    let approve = sent["params"]["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    api.press("t1", -100, 55, 4, &approve);
+    let out = wait_output(asker, Duration::from_secs(20));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("approved"),
+        "{out:?}"
+    );
+    assert_eq!(p.history()[0]["responded_by"], "telegram:@user55");
+    let refused: Vec<Value> = api
+        .calls()
+        .into_iter()
+        .filter(|c| c.get("error").is_some())
+        .collect();
+    assert!(refused.is_empty(), "{refused:#?}");
 }
