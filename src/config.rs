@@ -92,9 +92,38 @@ pub struct Settings {
     /// `[telegram]`: a Telegram bot that asks in a chat when nobody is at the desk
     /// (none unless configured; read from the user's settings only).
     pub telegram: Option<TelegramSettings>,
+    /// `[slack]`: a Slack app that asks in a channel when nobody is at the desk (none
+    /// unless configured; read from the user's settings only).
+    pub slack: Option<SlackSettings>,
     /// `[escalation]`: who a request reaches, when, and how it ends unanswered (read
     /// from the user's settings only).
     pub escalation: EscalationSettings,
+}
+
+/// `[slack]`: the app that asks (Socket Mode: it connects out, nothing connects in),
+/// the channel it asks in, and who there may answer.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlackSettings {
+    /// The app-level token with `connections:write` (`xapp-…`), for Socket Mode.
+    pub app_token: String,
+    /// The bot token (`xoxb-…`) with `chat:write`.
+    pub bot_token: String,
+    /// The channel it asks in, by id (`C0123456789`; the bot must be in it).
+    pub channel: String,
+    /// The members who may answer, by member id (`U0123456789`): nobody else can.
+    pub approvers: Vec<String>,
+    /// Your own member id: your presses count as you (this machine's user), not as
+    /// a second person, for requests that need two people's approval.
+    #[serde(default)]
+    pub owner: Option<String>,
+    /// The Web API's base (`https://slack.com/api/`, or `http://` to loopback).
+    #[serde(default = "slack_api_url")]
+    pub api_url: String,
+}
+
+fn slack_api_url() -> String {
+    "https://slack.com/api/".into()
 }
 
 /// `[escalation]`: the ladder a request climbs while nobody answers it. The desk
@@ -116,7 +145,8 @@ pub struct EscalationSettings {
     /// unset).
     pub teammate_after: Option<u64>,
     /// Who the teammate step reaches: `telegram:CHAT_ID`, a chat the bot asks in
-    /// (its members may answer, each a person of their own).
+    /// (its members may answer, each a person of their own), or `slack:CHANNEL_ID`
+    /// (where `[slack] approvers` answer).
     pub teammate: Vec<String>,
     /// What a request still unanswered at its deadline gets.
     pub at_deadline: AtDeadline,
@@ -212,13 +242,32 @@ impl EscalationSettings {
         }
     }
 
-    /// Whether any ladder reaches a Telegram chat (a teammate's, or `at_once`).
-    pub fn names_telegram(&self) -> bool {
+    /// Whether any ladder reaches `channel` (`telegram`, `slack`): at once, or a
+    /// teammate there.
+    pub fn names(&self, channel: &str) -> bool {
         let mut all = [&self.normal, &self.high, &self.urgent]
             .into_iter()
             .flat_map(|c| c.at_once.iter().chain(c.teammate.iter()).flatten())
             .chain(self.at_once.iter().chain(&self.teammate));
-        all.any(|n| n == "telegram" || n.starts_with("telegram:"))
+        all.any(|n| n.split(':').next() == Some(channel))
+    }
+
+    /// The teammates every ladder names on `channel` (`slack`), without its prefix.
+    pub fn teammates(&self, channel: &str) -> Vec<String> {
+        let mut found: Vec<String> = [
+            Some(&self.teammate),
+            self.normal.teammate.as_ref(),
+            self.high.teammate.as_ref(),
+            self.urgent.teammate.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|t| Some(t.strip_prefix(channel)?.strip_prefix(':')?.to_string()))
+        .collect();
+        found.sort_unstable();
+        found.dedup();
+        found
     }
 
     /// Refuses a ladder naming a channel there is none of, or a teammate that is no
@@ -260,12 +309,16 @@ impl EscalationSettings {
                 }
             }
             for who in teammate.into_iter().flatten() {
-                let chat = who
+                let telegram = who
                     .strip_prefix("telegram:")
-                    .and_then(|id| id.parse::<i64>().ok());
-                if chat.is_none() {
+                    .is_some_and(|id| id.parse::<i64>().is_ok());
+                let slack = who.strip_prefix("slack:").is_some_and(|id| {
+                    !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric())
+                });
+                if !telegram && !slack {
                     anyhow::bail!(
-                        "{table} teammate: {who:?} is not a chat (telegram:CHAT_ID, the chat's number)"
+                        "{table} teammate: {who:?} is not a chat (telegram:CHAT_ID, the chat's \
+                         number, or slack:CHANNEL_ID)"
                     );
                 }
             }
@@ -279,7 +332,7 @@ impl EscalationSettings {
 
 /// The channels that reach a person away from the desk, by the names `[escalation]`
 /// uses.
-pub const AWAY_CHANNELS: &[&str] = &["push", "telegram"];
+pub const AWAY_CHANNELS: &[&str] = &["push", "telegram", "slack"];
 
 /// `[telegram]`: the bot that asks, the chat it asks in, who there may answer.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -1012,6 +1065,7 @@ pub fn load(paths: &Paths, project_config: Option<&Path>) -> Result<Settings> {
         for (key, shown) in [
             ("webhooks", "[[webhooks]]"),
             ("telegram", "[telegram]"),
+            ("slack", "[slack]"),
             ("escalation", "[escalation]"),
             ("client", "[client]"),
             ("run", "[run]"),

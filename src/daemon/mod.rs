@@ -89,8 +89,8 @@ pub struct Daemon {
     pub tls_sha256: Option<tokio::sync::watch::Receiver<String>>,
     /// The channels that reach a person away from the desk (`telegram`).
     pub reachable: Vec<String>,
-    /// Held while this daemon runs the user's Telegram bot.
-    _bot: Option<nix::fcntl::Flock<std::fs::File>>,
+    /// Held while this daemon runs the user's Telegram bot or Slack app.
+    _channels: Vec<nix::fcntl::Flock<std::fs::File>>,
     broker_task: JoinHandle<()>,
     stop_broker: oneshot::Sender<()>,
     http: Option<server::Running>,
@@ -121,12 +121,20 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
     if let Some(t) = &settings.telegram {
         crate::ui::telegram::validate(t)?;
     }
+    if let Some(s) = &settings.slack {
+        crate::ui::slack::validate(s)?;
+    }
     settings.escalation.validate()?;
-    if settings.telegram.is_none() && settings.escalation.names_telegram() {
-        anyhow::bail!(
-            "[escalation] names a Telegram chat, and there is no [telegram] bot to send to it \
-             (see docs/answering.md)"
-        );
+    for (channel, shown, configured) in [
+        ("telegram", "[telegram] bot", settings.telegram.is_some()),
+        ("slack", "[slack] app", settings.slack.is_some()),
+    ] {
+        if !configured && settings.escalation.names(channel) {
+            anyhow::bail!(
+                "[escalation] names {channel}, and there is no {shown} to send with \
+                 (see docs/answering.md)"
+            );
+        }
     }
     let store = Store::open(&db_url).await?;
     let reader = store.clone();
@@ -249,23 +257,40 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
             spools_for_status,
         ));
     }
-    // Telegram (opt-in, `[telegram]`): one daemon of the user's runs the bot.
+    // Telegram and Slack (opt-in, `[telegram]`, `[slack]`): one daemon of the
+    // user's runs each.
     let mut reachable = Vec::new();
-    let mut bot = None;
-    if let Some(t) = &settings.telegram {
-        match crate::ui::telegram::take_bot(&config_dir) {
-            Ok(Some(lock)) => {
-                let chats = crate::ui::telegram::Chats::new(t.clone(), &settings.escalation);
-                tasks.push(crate::ui::telegram::start(handle.clone(), chats));
-                reachable.push("telegram".to_string());
-                away.push("telegram".to_string());
-                bot = Some(lock);
-            }
-            Ok(None) => tracing::warn!(
-                "telegram: another listener of yours runs the bot; this one's requests are not sent to the chat"
-            ),
-            Err(e) => tracing::warn!("telegram: {e:#}"),
+    let mut held = Vec::new();
+    let mut hold = |name: &str| match crate::ui::take_channel(&config_dir, &format!("{name}.lock"))
+    {
+        Ok(Some(lock)) => {
+            held.push(lock);
+            reachable.push(name.to_string());
+            away.push(name.to_string());
+            true
         }
+        Ok(None) => {
+            tracing::warn!(
+                "{name}: another listener of yours runs it; this one's requests are not sent there"
+            );
+            false
+        }
+        Err(e) => {
+            tracing::warn!("{name}: {e:#}");
+            false
+        }
+    };
+    if let Some(t) = &settings.telegram
+        && hold("telegram")
+    {
+        let chats = crate::ui::telegram::Chats::new(t.clone(), &settings.escalation);
+        tasks.push(crate::ui::telegram::start(handle.clone(), chats));
+    }
+    if let Some(s) = &settings.slack
+        && hold("slack")
+    {
+        let channels = crate::ui::slack::Channels::new(s.clone(), &settings.escalation);
+        tasks.push(crate::ui::slack::start(handle.clone(), channels));
     }
     // The ladder last: every channel above follows the broker already, so none
     // misses a step it announces.
@@ -277,7 +302,7 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
     ));
     Ok(Daemon {
         reachable,
-        _bot: bot,
+        _channels: held,
         http_addr: http.as_ref().map(|h| h.local),
         http_url: http.as_ref().map(|h| h.url.clone()),
         tls_sha256: http.as_ref().and_then(|h| h.tls_sha256.clone()),

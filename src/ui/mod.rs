@@ -3,6 +3,7 @@
 
 pub mod dialog;
 pub mod notify;
+pub mod slack;
 pub mod telegram;
 pub mod terminal;
 pub mod tui;
@@ -27,3 +28,29 @@ pub struct ResponderContext {
 /// A maker of one-time dashboard login links (the HTTP server's, handed to UIs
 /// that show one).
 pub type LoginLink = std::sync::Arc<dyn Fn() -> String + Send + Sync>;
+
+/// Takes `name` (`telegram.lock`, `slack.lock`) in `config_dir` for this process,
+/// held while the returned lock lives: `None` when another of the user's listeners
+/// holds it. A chat's bot is run by one listener of the user: a Telegram bot's
+/// updates go to one poller, and Slack spreads a Socket Mode app's presses over
+/// every connection it holds.
+pub fn take_channel(
+    config_dir: &std::path::Path,
+    name: &str,
+) -> anyhow::Result<Option<nix::fcntl::Flock<std::fs::File>>> {
+    use anyhow::Context;
+    std::fs::create_dir_all(config_dir)
+        .with_context(|| format!("making {}", config_dir.display()))?;
+    let path = config_dir.join(name);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(Some(lock)),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, e)) => Err(anyhow::anyhow!("locking {}: {e}", path.display())),
+    }
+}

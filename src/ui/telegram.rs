@@ -65,26 +65,6 @@ pub fn validate(settings: &TelegramSettings) -> Result<()> {
     }
 }
 
-/// Takes the user's bot for this process (`telegram.lock` in `config_dir`, held
-/// while it runs): `None` when another of the user's listeners has it, since a
-/// bot's updates go to one poller.
-pub fn take_bot(config_dir: &std::path::Path) -> Result<Option<nix::fcntl::Flock<std::fs::File>>> {
-    std::fs::create_dir_all(config_dir)
-        .with_context(|| format!("making {}", config_dir.display()))?;
-    let path = config_dir.join("telegram.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-        Ok(lock) => Ok(Some(lock)),
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
-        Err((_, e)) => Err(anyhow!("locking {}: {e}", path.display())),
-    }
-}
-
 /// The Bot API, as this bot calls it.
 #[derive(Clone)]
 struct Api {
@@ -171,19 +151,11 @@ impl Chats {
         settings: TelegramSettings,
         escalation: &crate::config::EscalationSettings,
     ) -> Chats {
-        let mut teammates: Vec<i64> = [
-            Some(&escalation.teammate),
-            escalation.normal.teammate.as_ref(),
-            escalation.high.teammate.as_ref(),
-            escalation.urgent.teammate.as_ref(),
-        ]
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|t| t.strip_prefix("telegram:")?.parse().ok())
-        .collect();
-        teammates.sort_unstable();
-        teammates.dedup();
+        let teammates = escalation
+            .teammates("telegram")
+            .iter()
+            .filter_map(|t| t.parse().ok())
+            .collect();
         Chats {
             settings,
             teammates,

@@ -41,6 +41,7 @@ mod readme;
 mod replicas;
 mod roundtrip;
 mod seeds;
+mod slack;
 mod soak;
 mod store;
 mod support;
