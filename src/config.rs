@@ -503,6 +503,10 @@ pub struct HookSettings {
     /// (the default for a tool call) or `permission`. AskUserQuestion is always asked
     /// as its questions, and a PermissionRequest as a permission.
     pub types: std::collections::BTreeMap<String, crate::protocol::Kind>,
+    /// How many different people must approve a call of the tool that hitl asks
+    /// about (2 to 5; one when the tool is not named): two people's approval. No
+    /// "always allow" rule passes such a call, and none is offered on it.
+    pub approvals: std::collections::BTreeMap<String, u8>,
     /// When no human answers (no listener runs, nobody is at any of its UIs, the
     /// listener stopped or the last person left while the hook waited, or no answer
     /// in time), for a protected file or a dangerous command: "ask" (Claude Code's
@@ -602,6 +606,7 @@ impl Default for HookSettings {
             .into_iter()
             .collect(),
             types: Default::default(),
+            approvals: Default::default(),
             unanswered_dangerous: Unanswered::Ask,
             unanswered_other: Unanswered::None,
             allow: Vec::new(),
@@ -614,6 +619,11 @@ impl HookSettings {
     /// Seconds to wait for the human about `tool`.
     pub fn timeout_for(&self, tool: &str) -> u64 {
         self.timeouts.get(tool).copied().unwrap_or(self.timeout)
+    }
+
+    /// How many people must approve a call of `tool` that hitl asks about.
+    pub fn approvals_for(&self, tool: &str) -> u8 {
+        self.approvals.get(tool).copied().unwrap_or(1).max(1)
     }
 }
 
@@ -979,6 +989,9 @@ pub const PROJECT_CONFIG_TEMPLATE: &str = r#"# hitl project settings. Every key 
 # timeouts = { AskUserQuestion = 300, EnterPlanMode = 60 }  # for example
 # The request type per tool: "approval" (the default) or "permission".
 # types = { Bash = "permission" }  # for example
+# How many people must approve a call of the tool that hitl asks about (2 to 5;
+# the second is reached on Telegram or Slack). No "always allow" rule passes it.
+# approvals = { Bash = 2 }  # for example
 # When no human answers (no listener, nobody at its prompt or dashboard, no answer
 # in time): "ask" (Claude Code's own prompt), "deny" (for unattended runs such as
 # bypassPermissions or CI, where nobody sees that prompt) or "none" (no opinion);

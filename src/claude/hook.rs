@@ -318,6 +318,13 @@ fn decide(
         }
         _ => return decided(Decision::NoOpinion),
     };
+    // A call that needs several people's approval is asked whatever rule would let
+    // it through: one person's "always" is not several people's approval.
+    let people = settings.approvals_for(tool);
+    let concern = match concern {
+        Concern::Allowed { concern, .. } if people > 1 => *concern,
+        c => c,
+    };
     if let Concern::Allowed { rule, .. } = &concern {
         return decided(Decision::Allow {
             reason: format!("Allowed by the hitl rule {rule} ({})", concern.describe()),
@@ -552,7 +559,9 @@ fn approval_request(
         content.push_str("\n\n");
         content.push_str(plan.trim_end());
     }
+    let people = settings.approvals_for(tool);
     let always_allow = match concern {
+        _ if people > 1 => None,
         Concern::Permission => claude_suggestion(input),
         c => policy::offered_rule(c),
     };
@@ -585,6 +594,7 @@ fn approval_request(
         timeout: Some(settings.timeout_for(tool)).filter(|&t| t > 0),
         // The session's own (`HITL_TAGS=frontend claude`).
         tags: Request::tags_with_env(&[]),
+        approvals: u32::from(people),
         context,
         ..Request::new(agent_id, agent_name, kind, content)
     }

@@ -340,3 +340,79 @@ fn with_nobody_at_the_desk_slacks_approvers_answer_by_button_and_form() {
         .collect();
     assert!(refused.is_empty(), "{refused:#?}");
 }
+
+/// `[hook] approvals = { Bash = 2 }`: a dangerous command is asked whatever "always
+/// allow" rule covers it, offers no rule, and waits for a second person: the user's
+/// approval at the desk is one, a Slack approver's the other.
+#[test]
+fn a_tool_that_needs_two_people_is_asked_past_its_rule_and_waits_for_a_second() {
+    let api = SlackApi::start();
+    let p = Project::new();
+    p.user_config(&format!(
+        "[slack]\napp_token = \"{APP_TOKEN}\"\nbot_token = \"{BOT_TOKEN}\"\nchannel = \"C42\"\n\
+         approvers = [\"U7\", \"U9\"]\nowner = \"U9\"\napi_url = \"{}/api/\"\n",
+        api.base
+    ));
+    p.project_config("[hook]\napprovals = { Bash = 2 }\nallow = [\"Bash(git push --force:*)\"]\n");
+    let _listener = p.listen(&["--attended", "--ui", "none", "--http", "127.0.0.1:0"]);
+    eventually("the socket open", Duration::from_secs(20), || {
+        api.connections() >= 1
+    });
+    let input = json!({
+        "session_id": "abc123", "cwd": p.dir, "hook_event_name": "PreToolUse",
+        "tool_name": "Bash", "tool_input": { "command": "git push --force origin main" },
+    });
+    let mut hook = p
+        .hitl()
+        .args(["hook", "pre-tool-use"])
+        .env("CLAUDE_PROJECT_DIR", &p.dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    hook.stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    // Asked, though the rule covers it: two people's, and no rule offered.
+    let q = p.wait_pending(1, Duration::from_secs(10)).remove(0);
+    assert_eq!(q["approvals"], 2, "{q}");
+    assert!(q["context"].get("always_allow").is_none(), "{q}");
+    // Someone is at the desk, and it still goes to Slack: the desk is one person.
+    let posted = api.wait_calls("chat.postMessage", 1).remove(0);
+    assert!(
+        !buttons(&posted)
+            .iter()
+            .any(|(t, _)| t.starts_with("Always")),
+        "{posted}"
+    );
+    let id = q["id"].as_str().unwrap().to_string();
+    let out = p.run(&["answer", &id, "--approve"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("approval 1 of 2"),
+        "{out:?}"
+    );
+    // The owner's press in Slack is the same person: refused.
+    let approve = value_of(&posted, "Approve");
+    api.press("U9", "C42", "1795860000.000001", &approve);
+    let told = api.wait_calls("chat.postEphemeral", 1).remove(0);
+    assert!(
+        told["params"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("approved this already"),
+        "{told}"
+    );
+    // Another approver's press is the second person's: allowed.
+    api.press("U7", "C42", "1795860000.000001", &approve);
+    let out = wait_output(hook, Duration::from_secs(20));
+    let decided: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        decided["hookSpecificOutput"]["permissionDecision"], "allow",
+        "{decided}"
+    );
+    let by = p.history()[0]["responded_by"].as_str().unwrap().to_string();
+    assert!(by.contains(" + slack:@mU7"), "{by}");
+}
