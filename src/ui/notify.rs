@@ -62,7 +62,8 @@ pub fn start(context: ResponderContext, dashboard: Option<String>) -> tokio::tas
                         .as_ref()
                         .filter(|_| actions)
                         .map(|d| format!("{d}/#request={}", p.request.id));
-                    tokio::task::spawn_blocking(move || show(&p, link));
+                    let broker = context.broker.clone();
+                    tokio::task::spawn_blocking(move || show(&broker, &p, link));
                 }
                 Ok(_) | Err(RecvError::Lagged(_)) => {}
                 Err(RecvError::Closed) => return,
@@ -71,8 +72,18 @@ pub fn start(context: ResponderContext, dashboard: Option<String>) -> tokio::tas
     })
 }
 
-/// Shows the notification of `p` (and waits for its button, if it has one).
-fn show(p: &PendingRequest, link: Option<String>) {
+/// Shows the notification of `p` (and waits for its button, if it has one); how it
+/// went goes into its trail.
+fn show(broker: &crate::broker::BrokerHandle, p: &PendingRequest, link: Option<String>) {
+    let record = |outcome: Result<(), &str>| {
+        broker.note_trail(crate::store::TrailStep::notified(
+            &p.request.id,
+            "desktop",
+            "this desktop",
+            outcome,
+            serde_json::Value::Null,
+        ));
+    };
     let (title, body) = text_of(p);
     let mut n = notify_rust::Notification::new();
     n.appname("hitl").summary(&title).body(&body);
@@ -90,8 +101,8 @@ fn show(p: &PendingRequest, link: Option<String>) {
     #[cfg(target_os = "macos")]
     let _ = (&link, Priority::Normal);
     match n.show() {
-        Ok(_handle) =>
-        {
+        Ok(_handle) => {
+            record(Ok(()));
             #[cfg(all(unix, not(target_os = "macos")))]
             if let Some(link) = link {
                 _handle.wait_for_action(|action| {
@@ -106,6 +117,9 @@ fn show(p: &PendingRequest, link: Option<String>) {
                 });
             }
         }
-        Err(e) => tracing::debug!("notifications: {e}"),
+        Err(e) => {
+            tracing::debug!("notifications: {e}");
+            record(Err(&e.to_string()));
+        }
     }
 }

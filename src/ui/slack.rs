@@ -11,7 +11,7 @@
 //! with **Deny with reason…** or **Answer…** opening a form (`views.open`, a modal)
 //! for a denial's reason or a text answer. Only the members `[slack] approvers`
 //! lists may answer: anyone else's press is told so (`chat.postEphemeral`) and
-//! changes nothing. Every envelope is acknowledged, and when the request ends,
+//! changes nothing, as does a press in any channel but these. Every envelope is acknowledged, and when the request ends,
 //! wherever it was answered, its messages are updated (`chat.update`) to say how, by
 //! whom and when, their buttons gone.
 //!
@@ -171,6 +171,11 @@ impl Channels {
             settings,
             teammates: escalation.teammates("slack"),
         }
+    }
+
+    /// Whether the app asks in `channel`: its own, or a teammate's.
+    fn asks_in(&self, channel: &str) -> bool {
+        self.settings.channel == channel || self.teammates.iter().any(|t| t == channel)
     }
 
     /// Whether member `user` may answer.
@@ -594,6 +599,10 @@ async fn pressed(broker: &BrokerHandle, api: &Api, channels: &Channels, payload:
     let Some(value) = payload["actions"][0]["value"].as_str() else {
         return;
     };
+    if !channels.asks_in(channel) {
+        tracing::warn!("slack: a press in channel {channel:?}, where hitl does not ask, ignored");
+        return;
+    }
     let said = if !channels.approver(user) {
         tracing::warn!("slack: a press by {user:?}, who is not an approver, ignored");
         Some("Not yours to answer: you are not one of this app's approvers.".to_string())

@@ -156,6 +156,16 @@ fn a_new_request_is_announced_on_the_desktop() {
     let id = p.pending()[0]["id"].as_str().unwrap().to_string();
     assert!(p.run(&["answer", &id, "yes"]).status.success());
     let _ = ask.wait();
+    // The notification is in the request's record.
+    crate::support::eventually(
+        "the notification in the trail",
+        Duration::from_secs(10),
+        || {
+            let shown = p.run(&["history", "--id", &id]);
+            String::from_utf8_lossy(&shown.stdout)
+                .contains("notified desktop   this desktop delivered")
+        },
+    );
     drop(_listener);
     let quiet = Project::new();
     let mut listen = quiet.hitl();

@@ -226,6 +226,8 @@ fn with_nobody_at_the_desk_slacks_approvers_answer_by_button_and_form() {
     let approve = value_of(&posted, "Approve");
     let ts = "1795860000.000001";
 
+    // A press in another channel: acknowledged, nothing changes.
+    api.press("U7", "C99", ts, &approve);
     // A member who is not an approver: acknowledged, told so, nothing changes.
     api.press("U8", "C42", ts, &approve);
     let told = api.wait_calls("chat.postEphemeral", 1).remove(0);
