@@ -17,6 +17,7 @@ pub mod boundary;
 pub mod broker;
 pub mod claude;
 pub mod cmd;
+pub mod codex;
 pub mod config;
 pub mod daemon;
 pub mod mailbox;

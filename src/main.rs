@@ -16,7 +16,7 @@ use clap::{Parser, Subcommand};
 /// `hitl::runtime::allocator`).
 #[global_allocator]
 static ALLOCATOR: hitl::runtime::allocator::ByRole = hitl::runtime::allocator::ByRole;
-use hitl::claude::decision::HookEvent;
+use hitl::claude::decision::{HookAgent, HookEvent};
 use hitl::cmd::{
     answer::{AnswerOptions, AnswerWith},
     ask::{AskOptions, EXIT_CANNOT_ASK},
@@ -206,6 +206,7 @@ enum DevicesAction {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Set up a project: .helpers/ (mode 0700), .helpers/config.toml, scripts/ask-human.sh.
+    #[command(group(clap::ArgGroup::new("agent").args(["claude", "codex"]).multiple(true)))]
     Init {
         /// Project folder (default: the current one).
         dir: Option<PathBuf>,
@@ -217,19 +218,25 @@ enum Command {
         /// .claude/settings.local.json and this project's entry in ~/.claude.json.
         #[arg(long)]
         claude: bool,
+        /// Also wire hitl into Codex CLI: its hooks in .codex/hooks.json (a dangerous
+        /// shell command asked of you, the answer back to the model), trusted in
+        /// $CODEX_HOME/config.toml so that Codex runs them. Codex loads a project's
+        /// hooks once you trust the project; --user wires every project.
+        #[arg(long)]
+        codex: bool,
         /// With --claude: into the files a team commits (.claude/settings.json and
         /// .mcp.json); the hooks do nothing where hitl is not installed.
         #[arg(long, requires = "claude", conflicts_with = "user")]
         shared: bool,
-        /// With --claude: into your settings for every project
-        /// (~/.claude/settings.json and ~/.claude.json).
-        #[arg(long, requires = "claude")]
+        /// With --claude or --codex: into your settings for every project
+        /// (~/.claude/settings.json and ~/.claude.json; $CODEX_HOME/hooks.json).
+        #[arg(long, requires = "agent")]
         user: bool,
-        /// With --claude: take hitl's hooks and MCP server out again (of the same
-        /// files: add --shared or --user as when they were put in), and change
-        /// nothing else (a file hitl changed and nothing else did is put back byte
-        /// for byte).
-        #[arg(long, requires = "claude")]
+        /// With --claude or --codex: take hitl's hooks (and MCP server) out again (of
+        /// the same files: add --shared or --user as when they were put in), and
+        /// change nothing else (a file hitl changed and nothing else did is put back
+        /// byte for byte).
+        #[arg(long, requires = "agent")]
         remove: bool,
     },
     /// Run the broker: watch each project's .helpers/ and answer through a UI.
@@ -247,6 +254,10 @@ enum Command {
     ///
     /// Always exits 0: the decision is in the JSON. Install it with `hitl init --claude`.
     Hook {
+        /// Whose hook this is: Claude Code's (the default) or Codex's (installed by
+        /// `hitl init --codex`).
+        #[arg(long, value_enum, default_value_t)]
+        agent: HookAgent,
         /// The hook event.
         #[arg(value_enum)]
         event: HookEvent,
@@ -528,13 +539,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dir,
             force,
             claude,
+            codex,
             shared,
             user,
             remove,
         } => {
-            use hitl::cmd::init::{Claude, Scope};
+            use hitl::cmd::init::{Claude, Codex, Scope};
             if claude && remove {
                 hitl::cmd::human::only_a_human("taking hitl's hooks out of Claude Code")?;
+            }
+            if codex {
+                // Trusting hooks is the user's to do, and so is taking them out.
+                hitl::cmd::human::only_a_human("wiring hitl into Codex")?;
             }
             if force {
                 // --force writes the settings' template over the project's own rules.
@@ -550,7 +566,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 (true, false) => Claude::Install(scope),
                 (true, true) => Claude::Remove(scope),
             };
-            hitl::cmd::init::run(dir, force, claude)?
+            let codex = match (codex, remove) {
+                (false, _) => Codex::No,
+                (true, false) => Codex::Install { user },
+                (true, true) => Codex::Remove { user },
+            };
+            hitl::cmd::init::run(dir, force, claude, codex)?
         }
         Command::Listen(opts) => {
             // A listener answers (its UI, --auto-answer, its dashboard's login link)
@@ -567,7 +588,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ask(opts) => return Ok(run_ask(opts)),
         // Before any thread starts: a user namespace is made by a process of one.
         Command::Run(opts) => return Ok(ExitCode::from(hitl::cmd::run::run(opts))),
-        Command::Hook { event } => return Ok(run_hook(event)),
+        Command::Hook { event, agent } => return Ok(run_hook(event, agent)),
         Command::Mcp { dir } => hitl::claude::mcp::run(dir)?,
         Command::Task { dir, action } => {
             // 0-2 say how a task stands (`hitl task wait`); 3, that hitl could not ask.
@@ -775,17 +796,31 @@ fn man_pages(dir: Option<PathBuf>) -> anyhow::Result<()> {
     print_all(&all)
 }
 
-/// The event of `hitl hook EVENT` when those are the whole command line, read
-/// without clap: Claude Code runs the hook on every tool call of every session, and
-/// building clap's model of every `hitl` command is an eighth of such a start. Any
-/// other shape (a flag, `--help`, an event hitl does not know) goes through clap, so
-/// its help and errors are the same.
-fn hook_event(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<HookEvent> {
-    let (_, command, event) = (args.next()?, args.next()?, args.next()?);
-    if command != "hook" || args.next().is_some() {
+/// The event and agent of `hitl hook EVENT` or `hitl hook --agent AGENT EVENT` when
+/// those are the whole command line, read without clap: an agent runs the hook on
+/// every tool call of every session, and building clap's model of every `hitl`
+/// command is an eighth of such a start. Any other shape (another flag, `--help`, an
+/// event or agent hitl does not know) goes through clap, so its help and errors are
+/// the same.
+fn hook_event(
+    mut args: impl Iterator<Item = std::ffi::OsString>,
+) -> Option<(HookEvent, HookAgent)> {
+    let (_, command, mut event) = (args.next()?, args.next()?, args.next()?);
+    if command != "hook" {
         return None;
     }
-    clap::ValueEnum::from_str(event.to_str()?, false).ok()
+    let mut agent = HookAgent::default();
+    if event == "--agent" {
+        agent = clap::ValueEnum::from_str(args.next()?.to_str()?, false).ok()?;
+        event = args.next()?;
+    }
+    if args.next().is_some() {
+        return None;
+    }
+    Some((
+        clap::ValueEnum::from_str(event.to_str()?, false).ok()?,
+        agent,
+    ))
 }
 
 /// `hitl ask …` read by clap with the `ask` command alone: building the model of
@@ -818,8 +853,8 @@ fn run_ask(opts: AskOptions) -> ExitCode {
 
 /// Runs the hook. Stdout is Claude Code's: a failure is said on stderr and means no
 /// opinion, and the exit status is 0 whatever happens.
-fn run_hook(event: HookEvent) -> ExitCode {
-    if let Err(e) = hitl::claude::hook::run(event) {
+fn run_hook(event: HookEvent, agent: HookAgent) -> ExitCode {
+    if let Err(e) = hitl::claude::hook::run(event, agent) {
         eprintln!("hitl hook: {e:#}");
     }
     ExitCode::SUCCESS
@@ -873,8 +908,8 @@ fn main() -> ExitCode {
     if only_prints(first.as_deref(), second.as_deref()) {
         hitl::runtime::process::end_on_closed_output();
     }
-    if let Some(event) = hook_event(std::env::args_os()) {
-        return run_hook(event);
+    if let Some((event, agent)) = hook_event(std::env::args_os()) {
+        return run_hook(event, agent);
     }
     if first.as_deref().is_some_and(|a| a == "ask")
         && let Some(opts) = ask_options(std::env::args_os())
@@ -951,11 +986,35 @@ mod tests {
     fn the_hook_command_line_is_read_as_clap_reads_it() {
         for event in HookEvent::value_variants() {
             let name = event.to_possible_value().unwrap().get_name().to_string();
-            let words = ["hitl", "hook", name.as_str()];
-            assert_eq!(hook_event(args(&words)), Some(*event), "{name}");
-            match Cli::try_parse_from(words).unwrap().command {
-                Command::Hook { event: by_clap } => assert_eq!(by_clap, *event),
-                other => panic!("{other:?}"),
+            for agent in HookAgent::value_variants() {
+                let agent_name = agent.to_possible_value().unwrap().get_name().to_string();
+                let with_agent = [
+                    "hitl",
+                    "hook",
+                    "--agent",
+                    agent_name.as_str(),
+                    name.as_str(),
+                ];
+                let without = ["hitl", "hook", name.as_str()];
+                for words in [&with_agent[..], &without[..]] {
+                    let expected = if words.len() == 3 {
+                        HookAgent::Claude
+                    } else {
+                        *agent
+                    };
+                    assert_eq!(
+                        hook_event(args(words)),
+                        Some((*event, expected)),
+                        "{words:?}"
+                    );
+                    match Cli::try_parse_from(words).unwrap().command {
+                        Command::Hook {
+                            event: by_clap,
+                            agent: agent_by_clap,
+                        } => assert_eq!((by_clap, agent_by_clap), (*event, expected)),
+                        other => panic!("{other:?}"),
+                    }
+                }
             }
         }
         for words in [
@@ -963,6 +1022,8 @@ mod tests {
             &["hitl", "hook", "--help"],
             &["hitl", "hook", "Pre-Tool-Use"],
             &["hitl", "hook", "pre-tool-use", "extra"],
+            &["hitl", "hook", "--agent", "gpt", "pre-tool-use"],
+            &["hitl", "hook", "--agent", "codex"],
             &["hitl", "ask", "pre-tool-use"],
             &["hitl"],
         ] {

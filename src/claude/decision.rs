@@ -30,6 +30,49 @@ pub enum HookEvent {
     Elicitation,
 }
 
+/// Whose hook calls `hitl hook`: the dialect of its input and output, and how its
+/// agents are named (`hitl hook --agent codex EVENT`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum HookAgent {
+    /// Claude Code (the default).
+    #[default]
+    Claude,
+    /// OpenAI's Codex CLI.
+    Codex,
+}
+
+impl HookAgent {
+    /// The agent's id prefix (`claude-1a2b3c4d`) and the name its sessions are
+    /// shown by ("Claude 1a2b3c4d (project)").
+    pub fn names(self) -> (&'static str, &'static str) {
+        match self {
+            HookAgent::Claude => ("claude", "Claude"),
+            HookAgent::Codex => ("codex", "Codex"),
+        }
+    }
+
+    /// The stdout JSON for `decision` in this agent's dialect; `None`: print nothing.
+    pub fn output(self, event: HookEvent, decision: &Decision) -> Option<Value> {
+        match self {
+            HookAgent::Claude => output(event, decision),
+            HookAgent::Codex => codex_output(event, decision),
+        }
+    }
+}
+
+/// Codex's dialect: Claude Code's shapes, but a PreToolUse hook may only deny (Codex
+/// takes `allow` or `ask` as the hook failing, and runs the call): anything else is
+/// said by printing nothing, which leaves the call to Codex's own approval policy.
+fn codex_output(event: HookEvent, decision: &Decision) -> Option<Value> {
+    match (event, decision) {
+        (HookEvent::PreToolUse, Decision::Deny { .. })
+        | (HookEvent::PermissionRequest, Decision::Allow { .. } | Decision::Deny { .. }) => {
+            output(event, decision)
+        }
+        _ => None,
+    }
+}
+
 /// What the hook says to Claude Code.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
@@ -174,5 +217,33 @@ mod tests {
         assert_eq!(output(HookEvent::PreToolUse, &Decision::NoOpinion), None);
         let ask = Decision::Ask { reason: "?".into() };
         assert_eq!(output(HookEvent::PermissionRequest, &ask), None);
+    }
+
+    #[test]
+    fn codex_is_told_only_denials_before_a_call() {
+        let codex = HookAgent::Codex;
+        let deny = Decision::Deny {
+            reason: "no".into(),
+        };
+        assert_eq!(
+            codex.output(HookEvent::PreToolUse, &deny),
+            output(HookEvent::PreToolUse, &deny)
+        );
+        let allow = Decision::Allow {
+            reason: "ok".into(),
+            updated_input: None,
+            updated_permissions: None,
+        };
+        assert_eq!(codex.output(HookEvent::PreToolUse, &allow), None);
+        let ask = Decision::Ask { reason: "?".into() };
+        assert_eq!(codex.output(HookEvent::PreToolUse, &ask), None);
+        assert_eq!(
+            codex.output(HookEvent::PermissionRequest, &allow),
+            output(HookEvent::PermissionRequest, &allow)
+        );
+        let notice = Decision::Notice {
+            message: "m".into(),
+        };
+        assert_eq!(codex.output(HookEvent::Stop, &notice), None);
     }
 }

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::decision::{Decision, HookEvent};
+use super::decision::{Decision, HookAgent, HookEvent};
 use crate::{
     protocol::activity::{ActivityNote, summarize},
     spool::{ListenerInfo, Spool, activity},
@@ -32,7 +32,11 @@ impl HookEvent {
 /// The agent a hook call comes from, as hitl names it: `HITL_AGENT_ID` (and
 /// `HITL_AGENT_NAME`) when set, else Claude Code's session (`claude-1a2b3c4d`,
 /// "Claude 1a2b3c4d (project)"); `None` without either.
-pub fn session_agent(input: &Value, project: &std::path::Path) -> Option<(String, String)> {
+pub fn session_agent(
+    input: &Value,
+    project: &std::path::Path,
+    agent: HookAgent,
+) -> Option<(String, String)> {
     if let Some(id) = std::env::var("HITL_AGENT_ID")
         .ok()
         .filter(|s| !s.is_empty())
@@ -57,9 +61,10 @@ pub fn session_agent(input: &Value, project: &std::path::Path) -> Option<(String
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let (prefix, shown) = agent.names();
     Some((
-        format!("claude-{short}"),
-        format!("Claude {short} ({project})"),
+        format!("{prefix}-{short}"),
+        format!("{shown} {short} ({project})"),
     ))
 }
 
@@ -70,13 +75,16 @@ pub fn note(
     event: HookEvent,
     input: &Value,
     decision: Option<&Decision>,
+    agent: HookAgent,
 ) {
     let Some(spool) = spool else { return };
     if ListenerInfo::running(spool).is_none() {
         return;
     }
-    let (agent_id, agent_name) =
-        session_agent(input, project).unwrap_or_else(|| ("claude-unknown".into(), "Claude".into()));
+    let (agent_id, agent_name) = session_agent(input, project, agent).unwrap_or_else(|| {
+        let (prefix, shown) = agent.names();
+        (format!("{prefix}-unknown"), shown.to_string())
+    });
     let (decision, reason) = match decision {
         None => (None, None),
         Some(Decision::NoOpinion) => (Some("none"), None),

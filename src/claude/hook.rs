@@ -18,9 +18,8 @@ use std::{
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use super::decision::{Decision, HookEvent};
+use super::decision::{Decision, HookAgent, HookEvent};
 use super::{
-    decision::output,
     elicit::Elicitation,
     feed,
     mode::PermissionMode,
@@ -44,7 +43,7 @@ const ASK_TICK: std::time::Duration = std::time::Duration::from_millis(150);
 const MAX_INPUT_BYTES: u64 = 16 << 20;
 
 /// Runs the hook for `event` on stdin; writes the decision on stdout.
-pub fn run(event: HookEvent) -> Result<()> {
+pub fn run(event: HookEvent, agent: HookAgent) -> Result<()> {
     let input = match read_input() {
         Ok(input) => input,
         // A call hitl cannot read is not waved through: for a tool call, Claude
@@ -56,7 +55,7 @@ pub fn run(event: HookEvent) -> Result<()> {
                 let ask = Decision::Ask {
                     reason: format!("hitl could not read this call ({e:#}); asking here instead"),
                 };
-                if let Some(out) = output(event, &ask) {
+                if let Some(out) = agent.output(event, &ask) {
                     let mut stdout = std::io::stdout().lock();
                     writeln!(stdout, "{out}").and_then(|()| stdout.flush())?;
                 }
@@ -64,7 +63,7 @@ pub fn run(event: HookEvent) -> Result<()> {
             return Ok(());
         }
     };
-    let (decision, asked) = match prepare(event, &input, None, false) {
+    let (decision, asked) = match prepare(event, &input, None, false, agent) {
         Ok(Step::Decided(d)) => (d, false),
         Ok(Step::Ask(question)) => (question.ask(), true),
         // A call hitl could not judge is not waved through.
@@ -80,7 +79,7 @@ pub fn run(event: HookEvent) -> Result<()> {
             (decision, false)
         }
     };
-    if let Some(out) = output(event, &decision) {
+    if let Some(out) = agent.output(event, &decision) {
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{out}").and_then(|()| stdout.flush())?;
     }
@@ -89,7 +88,7 @@ pub fn run(event: HookEvent) -> Result<()> {
     if asked {
         return Ok(());
     }
-    let place = place(&input);
+    let place = place(&input, agent);
     let spool = Spool::find(&place.project).or_else(|| Spool::find(&place.cwd));
     let decides = matches!(
         event,
@@ -101,6 +100,7 @@ pub fn run(event: HookEvent) -> Result<()> {
         event,
         &input,
         decides.then_some(&decision),
+        agent,
     );
     Ok(())
 }
@@ -154,6 +154,7 @@ pub(crate) fn prepare(
     input: &Value,
     project: Option<&Path>,
     always_ask: bool,
+    agent: HookAgent,
 ) -> Result<Step> {
     let decided = |d| Ok(Step::Decided(d));
     if !matches!(
@@ -162,7 +163,7 @@ pub(crate) fn prepare(
     ) {
         return decided(Decision::NoOpinion);
     }
-    let mut place = place(input);
+    let mut place = place(input, agent);
     if let Some(project) = project {
         place.project = project.to_path_buf();
     }
@@ -390,7 +391,7 @@ fn decide(
 }
 
 /// The project and folder of a call: `CLAUDE_PROJECT_DIR` and the input's `cwd`.
-fn place(input: &Value) -> Place {
+fn place(input: &Value, agent: HookAgent) -> Place {
     let cwd = input
         .get("cwd")
         .and_then(Value::as_str)
@@ -408,6 +409,7 @@ fn place(input: &Value) -> Place {
         unasked: false,
         contained: false,
         reading: None,
+        agent,
     }
 }
 
@@ -526,10 +528,11 @@ fn approval_request(
         .get("session_id")
         .and_then(Value::as_str)
         .unwrap_or("unknown");
-    let (agent_id, agent_name) = feed::session_agent(input, &place.project).unwrap_or_else(|| {
-        let who = crate::agents::identify();
-        (who.id, who.name)
-    });
+    let (agent_id, agent_name) = feed::session_agent(input, &place.project, place.agent)
+        .unwrap_or_else(|| {
+            let who = crate::agents::identify();
+            (who.id, who.name)
+        });
     let what = match tool {
         "Bash" => format!(
             "run `{}`",

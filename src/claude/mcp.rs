@@ -479,6 +479,7 @@ impl McpServer {
             &call,
             Some(&self.project),
             true,
+            super::decision::HookAgent::Claude,
         );
         match step {
             Err(e) => Decision::Deny {

@@ -183,6 +183,26 @@ pub fn remove_mcp(config: &mut Value) -> bool {
 /// (`program hook EVENT` with `timeout` seconds) and of [`OBSERVED_EVENTS`]. True if
 /// anything changed.
 pub fn install(settings: &mut Value, program: &str, timeout: u64) -> Result<bool> {
+    let every: Vec<_> = HOOKED_EVENTS
+        .iter()
+        .map(|&(event, arg)| (event, arg.to_string(), timeout))
+        .chain(
+            OBSERVED_EVENTS
+                .iter()
+                .map(|&(event, arg)| (event, arg.to_string(), OBSERVE_TIMEOUT)),
+        )
+        .collect();
+    install_events(settings, program, &every)
+}
+
+/// Adds (or brings up to date) hitl's hook for each `(EVENT, ARGS, timeout)`:
+/// `program hook ARGS` under `EVENT`, waited for `timeout` seconds. The shape is
+/// Claude Code's, which Codex's `hooks.json` shares. True if anything changed.
+pub fn install_events(
+    settings: &mut Value,
+    program: &str,
+    every: &[(&str, String, u64)],
+) -> Result<bool> {
     let before = settings.clone();
     let Some(root) = settings.as_object_mut() else {
         bail!("the settings are not a JSON object");
@@ -191,11 +211,7 @@ pub fn install(settings: &mut Value, program: &str, timeout: u64) -> Result<bool
     let Some(hooks) = hooks.as_object_mut() else {
         bail!("\"hooks\" is not a JSON object");
     };
-    let every = HOOKED_EVENTS
-        .iter()
-        .map(|e| (e, timeout))
-        .chain(OBSERVED_EVENTS.iter().map(|e| (e, OBSERVE_TIMEOUT)));
-    for ((event, arg), timeout) in every {
+    for (event, arg, timeout) in every {
         let handler = json!({
             "type": "command",
             "command": hook_command(program, arg),

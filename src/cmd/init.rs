@@ -54,6 +54,24 @@ pub enum Claude {
     Remove(Scope),
 }
 
+/// What `hitl init` does for Codex CLI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codex {
+    /// Nothing.
+    No,
+    /// Merge hitl's hooks into Codex's `hooks.json` (the project's, or every
+    /// project's with `user`) and trust them.
+    Install {
+        /// `$CODEX_HOME/hooks.json` rather than the project's `.codex/hooks.json`.
+        user: bool,
+    },
+    /// Take them and their trust out again (and nothing else).
+    Remove {
+        /// As when they were put in.
+        user: bool,
+    },
+}
+
 /// Whose Claude Code settings hitl is wired into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -125,14 +143,20 @@ const HELPERS_GITIGNORE: &str = "# Written by `hitl init`: what hitl keeps here 
 !config.toml\n";
 
 /// Initialises the project at `dir` (default: the current folder).
-pub fn run(dir: Option<PathBuf>, force: bool, claude: Claude) -> Result<()> {
+pub fn run(dir: Option<PathBuf>, force: bool, claude: Claude, codex: Codex) -> Result<()> {
     let dir = match dir {
         Some(d) => d,
         None => std::env::current_dir().context("reading the current folder")?,
     };
-    if let Claude::Remove(scope) = claude {
+    if matches!(claude, Claude::Remove(_)) || matches!(codex, Codex::Remove { .. }) {
         let dir = fs::canonicalize(&dir).unwrap_or(dir);
-        return claude_hooks(&dir, scope, false);
+        if let Claude::Remove(scope) = claude {
+            claude_hooks(&dir, scope, false)?;
+        }
+        if let Codex::Remove { user } = codex {
+            codex_hooks(&dir, user, false)?;
+        }
+        return Ok(());
     }
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let dir = fs::canonicalize(&dir).with_context(|| format!("resolving {}", dir.display()))?;
@@ -161,6 +185,9 @@ pub fn run(dir: Option<PathBuf>, force: bool, claude: Claude) -> Result<()> {
     if let Claude::Install(scope) = claude {
         claude_hooks(&dir, scope, true)?;
     }
+    if let Codex::Install { user } = codex {
+        codex_hooks(&dir, user, true)?;
+    }
     eprintln!(
         "hitl: {} is ready. Start the broker with `hitl listen`; agents ask with \
          `hitl ask \"…\"` or scripts/ask-human.sh.",
@@ -186,20 +213,7 @@ fn claude_hooks(dir: &Path, scope: Scope, install: bool) -> Result<()> {
             p.display().to_string()
         }
     };
-    let timeout = if install {
-        let hook = crate::config::load(
-            &crate::config::Paths::from_env(),
-            Some(&Spool::new(dir).config_file()),
-        )?
-        .hook;
-        crate::claude::policy::validate(&hook)?;
-        let longest = hook.timeouts.values().copied().chain([hook.timeout]);
-        // 0 waits for ever: a day stands for it.
-        let longest = longest.map(|t| if t == 0 { 86_400 } else { t }).max();
-        longest.unwrap_or(hook.timeout) + settings::TIMEOUT_MARGIN
-    } else {
-        0
-    };
+    let timeout = if install { hook_timeout(dir)? } else { 0 };
     let program = hitl_program();
     let changed = settings::change_file(path, &wiring.hooks_kept, install, |s| {
         if install {
@@ -253,6 +267,65 @@ fn claude_hooks(dir: &Path, scope: Scope, install: bool) -> Result<()> {
         eprintln!(
             "hitl: start Claude Code as `hitl run claude`: the kernel then keeps it out of \
              hitl's files, secrets and these hooks"
+        );
+    }
+    Ok(())
+}
+
+/// How long an agent waits for hitl's hook: beyond hitl's own longest wait for the
+/// human, since a hook the agent times out lets the call through.
+fn hook_timeout(dir: &Path) -> Result<u64> {
+    let hook = crate::config::load(
+        &crate::config::Paths::from_env(),
+        Some(&Spool::new(dir).config_file()),
+    )?
+    .hook;
+    crate::claude::policy::validate(&hook)?;
+    let longest = hook.timeouts.values().copied().chain([hook.timeout]);
+    // 0 waits for ever: a day stands for it.
+    let longest = longest.map(|t| if t == 0 { 86_400 } else { t }).max();
+    Ok(longest.unwrap_or(hook.timeout) + crate::claude::settings::TIMEOUT_MARGIN)
+}
+
+/// Merges hitl's hooks into Codex's `hooks.json` (the project's, or `$CODEX_HOME`'s
+/// with `user`) and trusts them in Codex's `config.toml`; or takes both out.
+fn codex_hooks(dir: &Path, user: bool, install: bool) -> Result<()> {
+    let path = crate::codex::hooks_file(dir, user)?;
+    let config = crate::codex::home()?.join("config.toml");
+    let kept = if user {
+        crate::config::Paths::from_env()
+            .config_dir
+            .join("codex/hooks.json")
+    } else {
+        Spool::new(dir).root().join("codex/hooks.json")
+    };
+    let timeout = if install { hook_timeout(dir)? } else { 0 };
+    let changed = crate::codex::wire(&path, &kept, &config, &hitl_program(), timeout, install)?;
+    let file = path
+        .strip_prefix(dir)
+        .unwrap_or(&path)
+        .display()
+        .to_string();
+    let events = crate::codex::HOOKED_EVENTS.len() + crate::codex::OBSERVED_EVENTS.len();
+    match (install, changed) {
+        (true, true) => eprintln!(
+            "hooked   {file} ({events} events, trusted in {})",
+            config.display()
+        ),
+        (true, false) => eprintln!("ok       {file} (hooks in place)"),
+        (false, true) => eprintln!("removed  hitl's hooks from {file}, and their trust"),
+        (false, false) => eprintln!("ok       {file} (no hooks of hitl's)"),
+    }
+    if !install {
+        if let Some(parent) = path.parent()
+            && parent.starts_with(dir)
+        {
+            let _ = fs::remove_dir(parent);
+        }
+    } else if !user && !crate::codex::trusts_project(&config, dir) {
+        eprintln!(
+            "hitl: Codex runs a project's hooks only once you trust the project: start \
+             `codex` here and trust it (or wire every project with `hitl init --codex --user`)"
         );
     }
     Ok(())

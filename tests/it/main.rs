@@ -18,6 +18,7 @@ mod badinput;
 mod boundary;
 mod classifier;
 mod cli;
+mod codex;
 mod compat;
 mod crash;
 mod dashboard;

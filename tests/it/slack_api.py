@@ -265,14 +265,18 @@ async def socket(ws):
                               "debug_info": {"host": "applink-test", "build_number": 1,
                                              "approximate_connection_time": 18060},
                               "connection_info": {"app_id": "A1"}}))
-    async for raw in ws:
-        try:
-            msg = json.loads(raw)
-        except ValueError:
-            continue
-        fut = acks.pop(msg.get("envelope_id"), None)
-        if fut is not None and not fut.done():
-            fut.set_result(msg)
+    try:
+        async for raw in ws:
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue
+            fut = acks.pop(msg.get("envelope_id"), None)
+            if fut is not None and not fut.done():
+                fut.set_result(msg)
+    except websockets.ConnectionClosed:
+        # The app went away (the listener stopped): as Slack, wait for the next.
+        pass
 
 
 async def main():

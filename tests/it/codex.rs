@@ -1,0 +1,214 @@
+//! Codex CLI, the real one (npm's `@openai/codex`, the version tools/test-all
+//! installs), offline against a stand-in of the Responses API (tests/it/codex_api.py)
+//! in a project wired by `hitl init --codex`: the hooks run without Codex's own
+//! `--dangerously-bypass-hook-trust` (hitl recorded their trust), a dangerous command
+//! is asked and denied with a comment that reaches the model's next request, a
+//! harmless one asks nobody, and an approved one runs.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use serde_json::Value;
+
+use crate::support::{Project, checkout, eventually, wait_output};
+
+/// The Codex CLI version these tests run (tools/test-all installs it).
+const CODEX_VERSION: &str = "0.171.0";
+
+/// The real `codex` binary (set `HITL_TEST_CODEX` to use another); `None` (skip)
+/// outside CI only.
+fn codex_binary() -> Option<PathBuf> {
+    let path = std::env::var_os("HITL_TEST_CODEX")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/hitl/codex")
+                .join(CODEX_VERSION)
+                .join("package/vendor/x86_64-unknown-linux-musl/bin/codex")
+        });
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI must have Codex CLI {CODEX_VERSION} at {} (tools/test-all installs it)",
+        path.display()
+    );
+    eprintln!("SKIPPED: no Codex CLI at {}", path.display());
+    None
+}
+
+/// The stand-in Responses API, playing `script`.
+struct ResponsesApi {
+    child: Child,
+    base: String,
+}
+
+const KEY: &str = "sk-test-codex";
+
+impl ResponsesApi {
+    fn start(script: &Value, workdir: &std::path::Path) -> ResponsesApi {
+        let mut child = Command::new("python3")
+            .arg(checkout().join("tests/it/codex_api.py"))
+            .args([KEY, &script.to_string(), &workdir.display().to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs the Responses API stand-in");
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let port = serde_json::from_str::<Value>(&first).unwrap()["port"]
+            .as_u64()
+            .unwrap();
+        ResponsesApi {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    fn requests(&self) -> Vec<Value> {
+        reqwest::blocking::get(format!("{}/test/requests", self.base))
+            .unwrap()
+            .json()
+            .unwrap()
+    }
+}
+
+impl Drop for ResponsesApi {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The output Codex gave the model for its `call_id`, from the request after it.
+fn output_of(requests: &[Value], call_id: &str) -> Option<String> {
+    requests.iter().rev().find_map(|r| {
+        r["input"].as_array()?.iter().find_map(|i| {
+            (i["type"] == "function_call_output" && i["call_id"] == call_id)
+                .then(|| i["output"].to_string())
+        })
+    })
+}
+
+#[test]
+fn a_wired_codex_asks_the_human_about_what_it_cannot_prove_harmless() {
+    let Some(codex) = codex_binary() else { return };
+    let p = Project::new();
+    // Codex's home sits outside the temp folder (its sandbox breaks under $TMPDIR).
+    let homes = PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/hitl/tmp");
+    std::fs::create_dir_all(&homes).unwrap();
+    let codex_home = tempfile::Builder::new()
+        .prefix("codex-home-")
+        .tempdir_in(&homes)
+        .unwrap();
+    let script = serde_json::json!([
+        { "exec": "git push --force origin main" },
+        { "exec": "ls" },
+        { "exec": "echo approved > approved.txt" },
+        { "say": "done" },
+    ]);
+    let api = ResponsesApi::start(&script, &p.dir);
+    // As a user has it: a model provider, and this project trusted (Codex asks on
+    // its first run here).
+    let config = codex_home.path().join("config.toml");
+    let theirs = format!(
+        "model = \"gpt-5.4\"\nmodel_provider = \"stand-in\"\n\n\
+         [model_providers.stand-in]\nname = \"stand-in\"\nbase_url = \"{}/v1\"\n\
+         env_key = \"STAND_IN_KEY\"\nwire_api = \"responses\"\n\n\
+         [projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+        api.base,
+        p.dir.display()
+    );
+    std::fs::write(&config, &theirs).unwrap();
+    let out = p
+        .hitl()
+        .args(["init", "--codex"])
+        .env("CODEX_HOME", codex_home.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("hooked   .codex/hooks.json"), "{said}");
+    assert!(!said.contains("only once you trust"), "{said}");
+
+    let _listener = p.listen(&["--attended", "--ui", "none"]);
+    let run = Command::new(&codex)
+        .args([
+            "exec",
+            "--skip-git-repo-check",
+            "Push the release, then list and mark it.",
+        ])
+        .current_dir(&p.dir)
+        .env("CODEX_HOME", codex_home.path())
+        .env("STAND_IN_KEY", KEY)
+        .env("HITL_HOME", &p.home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    // The force push is asked, by a Codex agent; denied with a comment.
+    let q = p.wait_pending(1, Duration::from_secs(60)).remove(0);
+    assert!(
+        q["content"].as_str().unwrap().contains("git push --force"),
+        "{q}"
+    );
+    assert!(q["agent_id"].as_str().unwrap().starts_with("codex-"), "{q}");
+    let id = q["id"].as_str().unwrap().to_string();
+    let answered = p.run(&[
+        "answer",
+        &id,
+        "--deny",
+        "--comment",
+        "push to a branch, not main",
+    ]);
+    assert!(answered.status.success(), "{answered:?}");
+    // The echo into a file is asked too (`ls` was not): approved.
+    let mut q = Value::Null;
+    eventually("the second question", Duration::from_secs(60), || {
+        q = p.pending().into_iter().next().unwrap_or(Value::Null);
+        q["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("approved.txt"))
+    });
+    let answered = p.run(&["answer", q["id"].as_str().unwrap(), "--approve"]);
+    assert!(answered.status.success(), "{answered:?}");
+    let out = wait_output(run, Duration::from_secs(120));
+    assert!(out.status.success(), "codex exec: {out:?}");
+
+    let requests = api.requests();
+    let denied = output_of(&requests, "call_0").expect("the push's output reached the model");
+    assert!(denied.contains("push to a branch, not main"), "{denied}");
+    assert!(
+        output_of(&requests, "call_1").is_some(),
+        "ls ran: {requests:#?}"
+    );
+    assert!(
+        p.dir.join("approved.txt").exists(),
+        "the approved command ran"
+    );
+    let history = p.history();
+    assert_eq!(
+        history.len(),
+        2,
+        "only two questions (ls asked nobody): {history:#?}"
+    );
+
+    // Taken out again: Codex's settings as they were, hitl's hooks gone.
+    let out = p
+        .hitl()
+        .args(["init", "--codex", "--remove"])
+        .env("CODEX_HOME", codex_home.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), theirs);
+    assert!(!p.dir.join(".codex/hooks.json").exists());
+}
