@@ -20,6 +20,7 @@ pub mod cmd;
 pub mod codex;
 pub mod config;
 pub mod daemon;
+pub mod gemini;
 pub mod mailbox;
 pub mod protocol;
 pub mod push;

@@ -206,7 +206,7 @@ enum DevicesAction {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Set up a project: .helpers/ (mode 0700), .helpers/config.toml, scripts/ask-human.sh.
-    #[command(group(clap::ArgGroup::new("agent").args(["claude", "codex"]).multiple(true)))]
+    #[command(group(clap::ArgGroup::new("agent").args(["claude", "codex", "gemini"]).multiple(true)))]
     Init {
         /// Project folder (default: the current one).
         dir: Option<PathBuf>,
@@ -224,15 +224,22 @@ enum Command {
         /// hooks once you trust the project; --user wires every project.
         #[arg(long)]
         codex: bool,
+        /// Also wire hitl into Gemini CLI: its hooks in .gemini/settings.json (a
+        /// dangerous shell command or write asked of you, a denial's reason back to
+        /// the model). Gemini runs a project's hooks in a folder you trust; --user
+        /// wires every project (~/.gemini/settings.json).
+        #[arg(long)]
+        gemini: bool,
         /// With --claude: into the files a team commits (.claude/settings.json and
         /// .mcp.json); the hooks do nothing where hitl is not installed.
         #[arg(long, requires = "claude", conflicts_with = "user")]
         shared: bool,
-        /// With --claude or --codex: into your settings for every project
-        /// (~/.claude/settings.json and ~/.claude.json; $CODEX_HOME/hooks.json).
+        /// With --claude, --codex or --gemini: into your settings for every project
+        /// (~/.claude/settings.json and ~/.claude.json; $CODEX_HOME/hooks.json;
+        /// ~/.gemini/settings.json).
         #[arg(long, requires = "agent")]
         user: bool,
-        /// With --claude or --codex: take hitl's hooks (and MCP server) out again (of
+        /// With --claude, --codex or --gemini: take hitl's hooks (and MCP server) out again (of
         /// the same files: add --shared or --user as when they were put in), and
         /// change nothing else (a file hitl changed and nothing else did is put back
         /// byte for byte).
@@ -540,17 +547,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             force,
             claude,
             codex,
+            gemini,
             shared,
             user,
             remove,
         } => {
-            use hitl::cmd::init::{Claude, Codex, Scope};
+            use hitl::cmd::init::{Claude, Other, Scope};
             if claude && remove {
                 hitl::cmd::human::only_a_human("taking hitl's hooks out of Claude Code")?;
             }
-            if codex {
+            if codex || gemini && remove {
                 // Trusting hooks is the user's to do, and so is taking them out.
-                hitl::cmd::human::only_a_human("wiring hitl into Codex")?;
+                hitl::cmd::human::only_a_human("wiring hitl into Codex or Gemini CLI")?;
             }
             if force {
                 // --force writes the settings' template over the project's own rules.
@@ -566,12 +574,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 (true, false) => Claude::Install(scope),
                 (true, true) => Claude::Remove(scope),
             };
-            let codex = match (codex, remove) {
-                (false, _) => Codex::No,
-                (true, false) => Codex::Install { user },
-                (true, true) => Codex::Remove { user },
+            let other = |wanted: bool| match (wanted, remove) {
+                (false, _) => Other::No,
+                (true, false) => Other::Install { user },
+                (true, true) => Other::Remove { user },
             };
-            hitl::cmd::init::run(dir, force, claude, codex)?
+            hitl::cmd::init::run(dir, force, claude, other(codex), other(gemini))?
         }
         Command::Listen(opts) => {
             // A listener answers (its UI, --auto-answer, its dashboard's login link)

@@ -39,6 +39,8 @@ pub enum HookAgent {
     Claude,
     /// OpenAI's Codex CLI.
     Codex,
+    /// Google's Gemini CLI.
+    Gemini,
 }
 
 impl HookAgent {
@@ -48,7 +50,34 @@ impl HookAgent {
         match self {
             HookAgent::Claude => ("claude", "Claude"),
             HookAgent::Codex => ("codex", "Codex"),
+            HookAgent::Gemini => ("gemini", "Gemini"),
         }
+    }
+
+    /// The hook's input as hitl's guard reads it (Claude Code's names). Gemini CLI's
+    /// tools get Claude Code's names for the same tools (`run_shell_command` is
+    /// `Bash`); and since its input does not say whether Gemini will confirm a call
+    /// itself (`--approval-mode yolo` confirms nothing), every call is taken as one
+    /// it runs unasked: only what hitl proves harmless passes without a person.
+    pub fn input(self, mut input: Value) -> Value {
+        if self != HookAgent::Gemini {
+            return input;
+        }
+        if let Some(o) = input.as_object_mut() {
+            let tool = o.get("tool_name").and_then(Value::as_str).unwrap_or("");
+            let claudes = match tool {
+                "run_shell_command" => Some("Bash"),
+                "write_file" => Some("Write"),
+                "replace" => Some("Edit"),
+                _ => None,
+            };
+            if let Some(name) = claudes {
+                o.insert("tool_name".into(), name.into());
+            }
+            o.entry("permission_mode")
+                .or_insert_with(|| "bypassPermissions".into());
+        }
+        input
     }
 
     /// The stdout JSON for `decision` in this agent's dialect; `None`: print nothing.
@@ -56,7 +85,20 @@ impl HookAgent {
         match self {
             HookAgent::Claude => output(event, decision),
             HookAgent::Codex => codex_output(event, decision),
+            HookAgent::Gemini => gemini_output(event, decision),
         }
+    }
+}
+
+/// Gemini CLI's dialect: a BeforeTool hook blocks with `{"decision": "deny",
+/// "reason": …}` (the reason reaches the model); anything else is said by printing
+/// nothing, which leaves the call to Gemini's own approval mode.
+fn gemini_output(event: HookEvent, decision: &Decision) -> Option<Value> {
+    match (event, decision) {
+        (HookEvent::PreToolUse, Decision::Deny { reason }) => {
+            Some(json!({ "decision": "deny", "reason": reason }))
+        }
+        _ => None,
     }
 }
 
@@ -245,5 +287,29 @@ mod tests {
             message: "m".into(),
         };
         assert_eq!(codex.output(HookEvent::Stop, &notice), None);
+    }
+
+    #[test]
+    fn gemini_calls_are_read_with_claude_codes_names_and_told_only_denials() {
+        let gemini = HookAgent::Gemini;
+        let input = gemini.input(json!({
+            "hook_event_name": "BeforeTool", "tool_name": "run_shell_command",
+            "tool_input": { "command": "ls" },
+        }));
+        assert_eq!(input["tool_name"], "Bash");
+        assert_eq!(input["permission_mode"], "bypassPermissions");
+        assert_eq!(
+            gemini.input(json!({ "tool_name": "web_fetch" }))["tool_name"],
+            "web_fetch"
+        );
+        let deny = Decision::Deny {
+            reason: "no".into(),
+        };
+        assert_eq!(
+            gemini.output(HookEvent::PreToolUse, &deny),
+            Some(json!({ "decision": "deny", "reason": "no" }))
+        );
+        let ask = Decision::Ask { reason: "?".into() };
+        assert_eq!(gemini.output(HookEvent::PreToolUse, &ask), None);
     }
 }

@@ -45,15 +45,25 @@ const MAX_INPUT_BYTES: u64 = 16 << 20;
 /// Runs the hook for `event` on stdin; writes the decision on stdout.
 pub fn run(event: HookEvent, agent: HookAgent) -> Result<()> {
     let input = match read_input() {
-        Ok(input) => input,
+        Ok(input) => agent.input(input),
         // A call hitl cannot read is not waved through: for a tool call, Claude
         // Code's own prompt decides (a PermissionRequest without a decision shows
         // it anyway); other events carry no decision.
         Err(e) => {
             eprintln!("hitl hook: {e:#}");
             if event == HookEvent::PreToolUse {
-                let ask = Decision::Ask {
-                    reason: format!("hitl could not read this call ({e:#}); asking here instead"),
+                // Codex and Gemini CLI have no prompt of their own to hand it to that
+                // hitl can name: refused there.
+                let ask = if agent == HookAgent::Claude {
+                    Decision::Ask {
+                        reason: format!(
+                            "hitl could not read this call ({e:#}); asking here instead"
+                        ),
+                    }
+                } else {
+                    Decision::Deny {
+                        reason: format!("hitl could not read this call ({e:#})"),
+                    }
                 };
                 if let Some(out) = agent.output(event, &ask) {
                     let mut stdout = std::io::stdout().lock();

@@ -54,15 +54,15 @@ pub enum Claude {
     Remove(Scope),
 }
 
-/// What `hitl init` does for Codex CLI.
+/// What `hitl init` does for Codex CLI or Gemini CLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Codex {
+pub enum Other {
     /// Nothing.
     No,
-    /// Merge hitl's hooks into Codex's `hooks.json` (the project's, or every
-    /// project's with `user`) and trust them.
+    /// Merge hitl's hooks into its settings (the project's, or every project's with
+    /// `user`), trusted where it asks for that.
     Install {
-        /// `$CODEX_HOME/hooks.json` rather than the project's `.codex/hooks.json`.
+        /// The user's settings rather than the project's.
         user: bool,
     },
     /// Take them and their trust out again (and nothing else).
@@ -143,18 +143,28 @@ const HELPERS_GITIGNORE: &str = "# Written by `hitl init`: what hitl keeps here 
 !config.toml\n";
 
 /// Initialises the project at `dir` (default: the current folder).
-pub fn run(dir: Option<PathBuf>, force: bool, claude: Claude, codex: Codex) -> Result<()> {
+pub fn run(
+    dir: Option<PathBuf>,
+    force: bool,
+    claude: Claude,
+    codex: Other,
+    gemini: Other,
+) -> Result<()> {
     let dir = match dir {
         Some(d) => d,
         None => std::env::current_dir().context("reading the current folder")?,
     };
-    if matches!(claude, Claude::Remove(_)) || matches!(codex, Codex::Remove { .. }) {
+    let removing = |o: Other| matches!(o, Other::Remove { .. });
+    if matches!(claude, Claude::Remove(_)) || removing(codex) || removing(gemini) {
         let dir = fs::canonicalize(&dir).unwrap_or(dir);
         if let Claude::Remove(scope) = claude {
             claude_hooks(&dir, scope, false)?;
         }
-        if let Codex::Remove { user } = codex {
+        if let Other::Remove { user } = codex {
             codex_hooks(&dir, user, false)?;
+        }
+        if let Other::Remove { user } = gemini {
+            gemini_hooks(&dir, user, false)?;
         }
         return Ok(());
     }
@@ -185,8 +195,11 @@ pub fn run(dir: Option<PathBuf>, force: bool, claude: Claude, codex: Codex) -> R
     if let Claude::Install(scope) = claude {
         claude_hooks(&dir, scope, true)?;
     }
-    if let Codex::Install { user } = codex {
+    if let Other::Install { user } = codex {
         codex_hooks(&dir, user, true)?;
+    }
+    if let Other::Install { user } = gemini {
+        gemini_hooks(&dir, user, true)?;
     }
     eprintln!(
         "hitl: {} is ready. Start the broker with `hitl listen`; agents ask with \
@@ -326,6 +339,46 @@ fn codex_hooks(dir: &Path, user: bool, install: bool) -> Result<()> {
         eprintln!(
             "hitl: Codex runs a project's hooks only once you trust the project: start \
              `codex` here and trust it (or wire every project with `hitl init --codex --user`)"
+        );
+    }
+    Ok(())
+}
+
+/// Merges hitl's hooks into Gemini CLI's settings (the project's, or the user's with
+/// `user`), or takes them out.
+fn gemini_hooks(dir: &Path, user: bool, install: bool) -> Result<()> {
+    let path = crate::gemini::settings_file(dir, user)?;
+    let kept = if user {
+        crate::config::Paths::from_env()
+            .config_dir
+            .join("gemini/settings.json")
+    } else {
+        Spool::new(dir).root().join("gemini/settings.json")
+    };
+    let timeout = if install { hook_timeout(dir)? } else { 0 };
+    let changed = crate::gemini::wire(&path, &kept, &hitl_program(), timeout, install)?;
+    let file = path
+        .strip_prefix(dir)
+        .unwrap_or(&path)
+        .display()
+        .to_string();
+    let events = crate::gemini::EVENTS.len();
+    match (install, changed) {
+        (true, true) => eprintln!("hooked   {file} ({events} events)"),
+        (true, false) => eprintln!("ok       {file} (hooks in place)"),
+        (false, true) => eprintln!("removed  hitl's hooks from {file}"),
+        (false, false) => eprintln!("ok       {file} (no hooks of hitl's)"),
+    }
+    if !install {
+        if let Some(parent) = path.parent()
+            && parent.starts_with(dir)
+        {
+            let _ = fs::remove_dir(parent);
+        }
+    } else if !user {
+        eprintln!(
+            "hitl: Gemini CLI runs a project's hooks in a folder you trust (it asks on its \
+             first run here)"
         );
     }
     Ok(())

@@ -157,7 +157,7 @@ fn modules_depend_on_each_other_without_circles() {
     // The core never reaches up into the transports, UIs or commands.
     for low in ["runtime", "protocol", "spool", "store", "broker", "config"] {
         for high in [
-            "cmd", "server", "ui", "daemon", "api", "claude", "codex", "tasks", "mailbox",
+            "cmd", "server", "ui", "daemon", "api", "claude", "codex", "gemini", "tasks", "mailbox",
         ] {
             assert!(!top[low].contains(high), "{low} uses {high}");
         }

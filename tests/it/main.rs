@@ -26,6 +26,7 @@ mod devices;
 mod dialog;
 mod doctor;
 mod failover;
+mod gemini;
 mod golden;
 mod guard;
 mod hook;

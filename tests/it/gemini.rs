@@ -1,0 +1,192 @@
+//! Gemini CLI, the real one (npm's `@google/gemini-cli`, the version tools/test-all
+//! installs), offline against a stand-in of the Gemini API (tests/it/gemini_api.py)
+//! in a project wired by `hitl init --gemini`: a dangerous command is asked and
+//! denied with a comment that reaches the model's next request, a harmless one asks
+//! nobody, and an approved one runs.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use serde_json::Value;
+
+use crate::support::{Project, checkout, eventually, wait_output};
+
+/// The Gemini CLI version these tests run (tools/test-all installs it).
+const GEMINI_VERSION: &str = "0.61.0";
+
+/// Gemini CLI's entry script (set `HITL_TEST_GEMINI` to use another); `None` (skip)
+/// outside CI only.
+fn gemini_script() -> Option<PathBuf> {
+    let path = std::env::var_os("HITL_TEST_GEMINI")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/hitl/gemini")
+                .join(GEMINI_VERSION)
+                .join("package/bundle/gemini.js")
+        });
+    let node = Command::new("node").arg("--version").output().is_ok();
+    if path.is_file() && node {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI must have node and Gemini CLI {GEMINI_VERSION} at {} (tools/test-all installs it)",
+        path.display()
+    );
+    eprintln!("SKIPPED: no node or no Gemini CLI at {}", path.display());
+    None
+}
+
+const KEY: &str = "test-gemini-key";
+
+struct GeminiApi {
+    child: Child,
+    base: String,
+}
+
+impl GeminiApi {
+    fn start(script: &Value) -> GeminiApi {
+        let mut child = Command::new("python3")
+            .arg(checkout().join("tests/it/gemini_api.py"))
+            .args([KEY, &script.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs the Gemini API stand-in");
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let port = serde_json::from_str::<Value>(&first).unwrap()["port"]
+            .as_u64()
+            .unwrap();
+        GeminiApi {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    fn requests(&self) -> Vec<Value> {
+        reqwest::blocking::get(format!("{}/test/requests", self.base))
+            .unwrap()
+            .json()
+            .unwrap()
+    }
+}
+
+impl Drop for GeminiApi {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_wired_gemini_asks_the_human_about_what_it_cannot_prove_harmless() {
+    let Some(gemini) = gemini_script() else {
+        return;
+    };
+    let p = Project::new();
+    let script = serde_json::json!([
+        { "exec": "git push --force origin main" },
+        { "exec": "ls" },
+        { "exec": "echo approved > approved.txt" },
+        { "say": "done" },
+    ]);
+    let api = GeminiApi::start(&script);
+    // As a user has it: an API key chosen, and this project's folder trusted.
+    let home = p.dir.parent().unwrap().join("gemini-home");
+    std::fs::create_dir_all(home.join(".gemini")).unwrap();
+    std::fs::write(
+        home.join(".gemini/settings.json"),
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        home.join(".gemini/trustedFolders.json"),
+        serde_json::json!({ p.dir.display().to_string(): "TRUST_FOLDER" }).to_string(),
+    )
+    .unwrap();
+    let out = p.run(&["init", "--gemini"]);
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("hooked   .gemini/settings.json"), "{said}");
+
+    let _listener = p.listen(&["--attended", "--ui", "none"]);
+    let run = Command::new("node")
+        .arg(&gemini)
+        .args([
+            "-p",
+            "Push the release, then list and mark it.",
+            "--approval-mode",
+            "yolo",
+        ])
+        .args(["-m", "gemini-2.5-flash"])
+        .current_dir(&p.dir)
+        .env("HOME", &home)
+        .env("GEMINI_API_KEY", KEY)
+        .env("GOOGLE_GEMINI_BASE_URL", &api.base)
+        .env("HITL_HOME", &p.home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    // The force push is asked, by a Gemini agent; denied with a comment.
+    let q = p.wait_pending(1, Duration::from_secs(90)).remove(0);
+    assert!(
+        q["content"].as_str().unwrap().contains("git push --force"),
+        "{q}"
+    );
+    assert!(
+        q["agent_id"].as_str().unwrap().starts_with("gemini-"),
+        "{q}"
+    );
+    let id = q["id"].as_str().unwrap().to_string();
+    let answered = p.run(&[
+        "answer",
+        &id,
+        "--deny",
+        "--comment",
+        "push to a branch, not main",
+    ]);
+    assert!(answered.status.success(), "{answered:?}");
+    // The echo into a file is asked too (`ls` was not): approved.
+    let mut q = Value::Null;
+    eventually("the second question", Duration::from_secs(90), || {
+        q = p.pending().into_iter().next().unwrap_or(Value::Null);
+        q["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("approved.txt"))
+    });
+    let answered = p.run(&["answer", q["id"].as_str().unwrap(), "--approve"]);
+    assert!(answered.status.success(), "{answered:?}");
+    let out = wait_output(run, Duration::from_secs(120));
+    assert!(out.status.success(), "gemini -p: {out:?}");
+
+    // The denial's comment reached the model in the request after the push.
+    let requests = api.requests();
+    assert!(requests.len() >= 4, "{requests:#?}");
+    let second = requests[1].to_string();
+    assert!(second.contains("push to a branch, not main"), "{second}");
+    assert!(
+        p.dir.join("approved.txt").exists(),
+        "the approved command ran"
+    );
+    let history = p.history();
+    assert_eq!(
+        history.len(),
+        2,
+        "only two questions (ls asked nobody): {history:#?}"
+    );
+
+    // Taken out again: the project's Gemini settings gone with hitl's hooks.
+    let out = p.run(&["init", "--gemini", "--remove"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!p.dir.join(".gemini/settings.json").exists());
+}
