@@ -127,6 +127,9 @@ pub fn run(dir: Option<PathBuf>, json: bool) -> Result<u8> {
         .as_deref()
         .map(|d| check_claude(&mut report, d))
         .unwrap_or_default();
+    if let Some(dir) = project_dir.as_deref() {
+        check_codex(&mut report, dir);
+    }
     check_path(&mut report, &hooks);
     check_boundary(&mut report);
 
@@ -583,6 +586,51 @@ fn check_claude(report: &mut Report, dir: &Path) -> Vec<String> {
     programs.sort();
     programs.dedup();
     programs
+}
+
+/// Codex CLI's wiring, where hitl's hooks are in a `hooks.json`: Codex skips a
+/// handler whose trust is not recorded as it is now, and a project's hooks in a
+/// project it does not trust. Nothing is said where Codex is not wired.
+fn check_codex(report: &mut Report, dir: &Path) {
+    let Ok(config) = crate::codex::home().map(|h| h.join("config.toml")) else {
+        return;
+    };
+    for user in [false, true] {
+        let Ok(path) = crate::codex::hooks_file(dir, user) else {
+            continue;
+        };
+        let again = if user {
+            "`hitl init --codex --user` again"
+        } else {
+            "`hitl init --codex` again"
+        };
+        match crate::codex::untrusted(&path, &config) {
+            Err(e) => report.fail("codex", format!("{e:#}"), "fix the file named"),
+            Ok((0, _)) => {}
+            Ok((_, stale)) if !stale.is_empty() => report.warn(
+                "codex",
+                format!(
+                    "Codex would skip {} of hitl's hooks in {}: their trust is not recorded \
+                     as they are now",
+                    stale.len(),
+                    path.display()
+                ),
+                again,
+            ),
+            Ok(_) if !user && !crate::codex::trusts_project(&config, dir) => report.warn(
+                "codex",
+                format!(
+                    "Codex does not load {}: it does not trust this project",
+                    path.display()
+                ),
+                "start `codex` here and trust the project",
+            ),
+            Ok((n, _)) => report.ok(
+                "codex",
+                format!("{n} hooks of hitl's in {}, trusted", path.display()),
+            ),
+        }
+    }
 }
 
 /// The `hitl` the hooks run, found the way their shell finds it.

@@ -229,6 +229,34 @@ fn implicit_table() -> toml_edit::Table {
     t
 }
 
+/// hitl's handlers in the `hooks.json` at `path` (how many), and the keys of those
+/// whose trust `config` does not record as they are now: Codex skips those.
+pub fn untrusted(path: &Path, config: &Path) -> Result<(usize, Vec<String>)> {
+    let ours = trusted_keys(path, &settings::read(path)?);
+    let recorded: toml::Table = match std::fs::read_to_string(config) {
+        Ok(text) => text
+            .parse()
+            .with_context(|| format!("reading {} (Codex's settings)", config.display()))?,
+        Err(_) => toml::Table::new(),
+    };
+    let state = recorded
+        .get("hooks")
+        .and_then(|h| h.get("state"))
+        .and_then(|s| s.as_table());
+    let stale = ours
+        .iter()
+        .filter(|(key, hash)| {
+            state
+                .and_then(|s| s.get(key))
+                .and_then(|e| e.get("trusted_hash"))
+                .and_then(|h| h.as_str())
+                != Some(hash.as_str())
+        })
+        .map(|(key, _)| key.clone())
+        .collect();
+    Ok((ours.len(), stale))
+}
+
 /// Whether Codex trusts the project at `dir` (`[projects."DIR"] trust_level =
 /// "trusted"` in its `config.toml`): it loads a project's `.codex/` only then.
 pub fn trusts_project(config: &Path, dir: &Path) -> bool {
@@ -294,6 +322,13 @@ mod tests {
         assert!(wire(&hooks, &kept, &config, "hitl", 180, false).unwrap());
         assert_eq!(std::fs::read_to_string(&config).unwrap(), theirs);
         assert!(trusts_project(&config, Path::new("/w")));
+        assert_eq!(untrusted(&hooks, &config).unwrap(), (0, vec![]));
+        // Put in, then the trust lost: every handler would be skipped.
+        wire(&hooks, &kept, &config, "hitl", 180, true).unwrap();
+        assert_eq!(untrusted(&hooks, &config).unwrap().1.len(), 0);
+        std::fs::write(&config, theirs).unwrap();
+        let (ours, stale) = untrusted(&hooks, &config).unwrap();
+        assert_eq!((ours, stale.len()), (6, 6));
         assert!(!trusts_project(&config, Path::new("/x")));
     }
 }

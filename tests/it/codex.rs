@@ -137,6 +137,27 @@ fn a_wired_codex_asks_the_human_about_what_it_cannot_prove_harmless() {
     assert!(said.contains("hooked   .codex/hooks.json"), "{said}");
     assert!(!said.contains("only once you trust"), "{said}");
 
+    // `hitl doctor` finds them wired and trusted.
+    let doctor = |p: &Project| -> Value {
+        let out = p
+            .hitl()
+            .args(["doctor", "--json"])
+            .env("CODEX_HOME", codex_home.path())
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"] == "codex")
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let check = doctor(&p);
+    assert_eq!(check["status"], "ok", "{check}");
+    assert!(check["summary"].as_str().unwrap().contains("6 hooks of hitl's"), "{check}");
+
     let _listener = p.listen(&["--attended", "--ui", "none"]);
     let run = Command::new(&codex)
         .args([
@@ -200,6 +221,13 @@ fn a_wired_codex_asks_the_human_about_what_it_cannot_prove_harmless() {
         2,
         "only two questions (ls asked nobody): {history:#?}"
     );
+
+    // Their trust lost (Codex's settings edited by hand): `hitl doctor` says Codex
+    // would skip them, and how to put it back.
+    std::fs::write(&config, &theirs).unwrap();
+    let check = doctor(&p);
+    assert_eq!(check["status"], "warn", "{check}");
+    assert!(check["summary"].as_str().unwrap().contains("would skip 6"), "{check}");
 
     // Taken out again: Codex's settings as they were, hitl's hooks gone.
     let out = p
