@@ -76,6 +76,13 @@ pub fn is_claude(command: &[String]) -> bool {
         .is_some_and(|n| n == "claude")
 }
 
+/// Whether `command` runs OpenAI's Codex CLI.
+pub fn is_codex(command: &[String]) -> bool {
+    program_of(command)
+        .and_then(|p| Path::new(p).file_name())
+        .is_some_and(|n| n == "codex")
+}
+
 /// `s` quoted for a POSIX shell (Claude Code runs hook commands through one).
 pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))

@@ -1,5 +1,7 @@
-//! Headless sessions, for servers without a terminal: `--command "claude -p"` runs
-//! Claude Code in print mode once per task, the typed text on its stdin, with
+//! Headless sessions, for servers without a terminal: `--command "codex exec"` runs
+//! Codex CLI once per task (`--json`, the prompt on its stdin, resumed with `codex
+//! exec resume`; its tool calls guarded by the hooks `hitl init --codex` wires), and
+//! `--command "claude -p"` runs Claude Code in print mode once per task, the typed text on its stdin, with
 //! `--output-format stream-json --verbose` (its output kept as the task's
 //! `stream.jsonl`: turns, tokens, cost and a transcript to peek at) and
 //! `--permission-prompt-tool mcp__hitl__permission_prompt` through hitl's own MCP
@@ -14,7 +16,7 @@
 
 use std::path::Path;
 
-use super::agent::is_claude;
+use super::agent::{is_claude, is_codex};
 use super::files::TaskFiles;
 use super::usage;
 use crate::runtime::process::{ProcessRef, is_alive};
@@ -22,14 +24,20 @@ use crate::runtime::process::{ProcessRef, is_alive};
 /// The tool `claude -p` asks for permission through.
 pub const PERMISSION_TOOL: &str = "mcp__hitl__permission_prompt";
 
-/// Whether `command` runs Claude Code in print mode (`claude -p`).
+/// Whether `command` runs Claude Code in print mode (`claude -p`) or Codex CLI's
+/// `codex exec`.
 pub fn is_headless(command: &[String]) -> bool {
-    is_claude(command) && command.iter().skip(1).any(|a| a == "-p" || a == "--print")
+    let args = || command.iter().skip(1);
+    (is_claude(command) && args().any(|a| a == "-p" || a == "--print"))
+        || (is_codex(command) && args().any(|a| a == "exec"))
 }
 
 /// Why a headless `command` cannot be run as one, if it cannot: its output must be
 /// the stream hitl reads.
 pub fn check(command: &[String]) -> Result<(), String> {
+    if is_codex(command) {
+        return Ok(());
+    }
     let format = command
         .iter()
         .position(|a| a == "--output-format")
@@ -50,12 +58,33 @@ pub fn check(command: &[String]) -> Result<(), String> {
 
 /// The command line of one run: the session's command and what hitl needs of it.
 pub fn command_line(session: &[String], mcp_config: &Path, resume: Option<&str>) -> Vec<String> {
-    let mut line = session.to_vec();
     let has = |flag: &str| {
         session
             .iter()
             .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
     };
+    if is_codex(session) {
+        // `codex exec [its flags] [resume] --json --skip-git-repo-check [SESSION] -`:
+        // its events as JSON lines, the prompt on stdin, any folder (a task's
+        // workspace need not be a repository); the session's own flags (`-s
+        // workspace-write`) stay before `resume`, where `codex exec` reads them.
+        let mut line = session.to_vec();
+        if resume.is_some() {
+            line.push("resume".into());
+        }
+        if !has("--json") {
+            line.push("--json".into());
+        }
+        if !has("--skip-git-repo-check") {
+            line.push("--skip-git-repo-check".into());
+        }
+        if let Some(id) = resume {
+            line.push(id.to_string());
+        }
+        line.push("-".into());
+        return line;
+    }
+    let mut line = session.to_vec();
     if !has("--output-format") {
         line.extend(["--output-format".into(), "stream-json".into()]);
     }
@@ -139,6 +168,22 @@ mod tests {
         assert!(is_headless(&words("/opt/bin/claude --print --model x")));
         assert!(!is_headless(&words("claude")));
         assert!(!is_headless(&words("aider -p")));
+        assert!(is_headless(&words("codex exec")));
+        assert!(!is_headless(&words("codex")));
+    }
+
+    #[test]
+    fn codex_exec_reads_the_prompt_on_stdin_and_resumes_its_thread() {
+        let m = Path::new("/m");
+        assert_eq!(
+            command_line(&words("codex exec -s workspace-write"), m, None),
+            words("codex exec -s workspace-write --json --skip-git-repo-check -")
+        );
+        assert_eq!(
+            command_line(&words("codex exec"), m, Some("t-1")),
+            words("codex exec resume --json --skip-git-repo-check t-1 -")
+        );
+        assert!(check(&words("codex exec")).is_ok());
     }
 
     #[test]

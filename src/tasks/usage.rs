@@ -133,6 +133,36 @@ pub fn read_stream(path: &Path) -> StreamEnd {
         if let Some(id) = v.get("session_id").and_then(Value::as_str) {
             end.session_id = Some(id.to_string());
         }
+        // Codex's `--json` events: its thread is what `codex exec resume` takes, and
+        // each turn's tokens are told as it completes.
+        match v.get("type").and_then(Value::as_str) {
+            Some("thread.started") => {
+                if let Some(id) = v.get("thread_id").and_then(Value::as_str) {
+                    end.session_id = Some(id.to_string());
+                }
+                continue;
+            }
+            Some("turn.completed") => {
+                let mut usage = TaskUsage {
+                    turns: 1,
+                    ..TaskUsage::default()
+                };
+                if let Some(u) = v.get("usage") {
+                    usage.add_tokens(u);
+                }
+                end.usage.get_or_insert_with(TaskUsage::default).add(&usage);
+                continue;
+            }
+            Some("turn.failed") => {
+                end.is_error = true;
+                end.result = v
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                continue;
+            }
+            _ => {}
+        }
         if v.get("type").and_then(Value::as_str) != Some("result") {
             continue;
         }
@@ -166,6 +196,21 @@ pub fn render_stream(path: &Path) -> String {
             continue;
         };
         match v.get("type").and_then(Value::as_str) {
+            // Codex's `--json`: its replies and the commands it ran.
+            Some("item.completed") => {
+                let item = &v["item"];
+                match item["type"].as_str() {
+                    Some("agent_message") => {
+                        let text = item["text"].as_str().unwrap_or("");
+                        out.push_str(&format!("● {}\n", text.trim_end()));
+                    }
+                    Some("command_execution") => {
+                        let command = item["command"].as_str().unwrap_or("");
+                        out.push_str(&format!("● Bash({command})\n"));
+                    }
+                    _ => {}
+                }
+            }
             Some("assistant") => {
                 for block in content(&v) {
                     match block.get("type").and_then(Value::as_str) {

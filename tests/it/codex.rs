@@ -156,7 +156,13 @@ fn a_wired_codex_asks_the_human_about_what_it_cannot_prove_harmless() {
     };
     let check = doctor(&p);
     assert_eq!(check["status"], "ok", "{check}");
-    assert!(check["summary"].as_str().unwrap().contains("6 hooks of hitl's"), "{check}");
+    assert!(
+        check["summary"]
+            .as_str()
+            .unwrap()
+            .contains("6 hooks of hitl's"),
+        "{check}"
+    );
 
     let _listener = p.listen(&["--attended", "--ui", "none"]);
     let run = Command::new(&codex)
@@ -227,7 +233,10 @@ fn a_wired_codex_asks_the_human_about_what_it_cannot_prove_harmless() {
     std::fs::write(&config, &theirs).unwrap();
     let check = doctor(&p);
     assert_eq!(check["status"], "warn", "{check}");
-    assert!(check["summary"].as_str().unwrap().contains("would skip 6"), "{check}");
+    assert!(
+        check["summary"].as_str().unwrap().contains("would skip 6"),
+        "{check}"
+    );
 
     // Taken out again: Codex's settings as they were, hitl's hooks gone.
     let out = p
@@ -239,4 +248,103 @@ fn a_wired_codex_asks_the_human_about_what_it_cannot_prove_harmless() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(std::fs::read_to_string(&config).unwrap(), theirs);
     assert!(!p.dir.join(".codex/hooks.json").exists());
+}
+
+/// A Codex task through the task runner: `--command "codex exec"` runs Codex CLI
+/// headless once per task, the task's text on its stdin; the task ends on its summary
+/// file, which the model (a stand-in) writes with a shell command; the result has it
+/// and the tokens Codex reported, and `peek` shows what it did.
+#[test]
+fn a_codex_task_runs_headless_and_its_summary_is_read() {
+    let Some(codex) = codex_binary() else { return };
+    let p = Project::new();
+    let homes = PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/hitl/tmp");
+    std::fs::create_dir_all(&homes).unwrap();
+    let codex_home = tempfile::Builder::new()
+        .prefix("codex-home-")
+        .tempdir_in(&homes)
+        .unwrap();
+    let workspace = p.dir.parent().unwrap().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    // The model writes the summary file the task's text names.
+    let write_summary = "mkdir -p summaries && printf '# Task Completion Summary\\n\\n## Objective\\nList the files\\n\\n## Status\\n✅ COMPLETED\\n' > {summary}";
+    let script = serde_json::json!([{ "exec": write_summary }, { "say": "Finished." }]);
+    let api = ResponsesApi::start(&script, &workspace);
+    std::fs::write(
+        codex_home.path().join("config.toml"),
+        format!(
+            "model = \"gpt-5.4\"\nmodel_provider = \"stand-in\"\n\n\
+             [model_providers.stand-in]\nname = \"stand-in\"\nbase_url = \"{}/v1\"\n\
+             env_key = \"STAND_IN_KEY\"\nwire_api = \"responses\"\n\n\
+             [projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+            api.base,
+            workspace.display()
+        ),
+    )
+    .unwrap();
+    p.user_config("[tasks]\nagents = [\"codex\"]\nboundary = false\n");
+    let mut listen = p.hitl();
+    listen
+        .env("CODEX_HOME", codex_home.path())
+        .env("STAND_IN_KEY", KEY)
+        .args([
+            "listen",
+            "--ui",
+            "none",
+            "--http",
+            "127.0.0.1:0",
+            "--attended",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let _listener = crate::support::Listener::start(listen);
+    let task = |args: &[&str]| -> Value {
+        let out = p
+            .hitl()
+            .arg("task")
+            .args(args)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "hitl task {args:?}: {out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let command = format!("{} exec", codex.display());
+    let s = task(&[
+        "session",
+        "coder",
+        "--workspace",
+        &workspace.display().to_string(),
+        "--command",
+        &command,
+    ]);
+    assert_eq!(s["ready"], true, "{s:#}");
+    let submitted = task(&["submit", "coder", "List the files and report"]);
+    let id = submitted["task"]["id"].as_str().unwrap().to_string();
+    let out = p
+        .hitl()
+        .args(["task", "wait", &id, "--timeout", "90", "--json"])
+        .output()
+        .unwrap();
+    let ended: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let peek = p.hitl().args(["task", "peek", "coder"]).output().unwrap();
+    let peek = String::from_utf8_lossy(&peek.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{ended:#} {out:?}\n{peek}");
+    assert_eq!(
+        (&ended["state"], &ended["fallback_summary"]),
+        (&serde_json::json!("completed"), &serde_json::json!(false)),
+        "{ended:#}\n{peek}"
+    );
+    let result = task(&["result", &id]);
+    // The summary the model wrote, read.
+    assert!(result.to_string().contains("List the files"), "{result:#}");
+    eventually("the usage", Duration::from_secs(20), || {
+        task(&["status", &id])["usage"]["output_tokens"].as_u64() > Some(0)
+    });
+    let out = p.hitl().args(["task", "peek", "coder"]).output().unwrap();
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        screen.contains("● Bash(") && screen.contains("Finished."),
+        "{screen}"
+    );
 }

@@ -5,7 +5,8 @@ Each POST /v1/responses is answered, as a server-sent event stream
 (`response.created`, `response.output_item.added`, `.done`, `response.completed`),
 with the next step of the script given on the command line: a JSON list whose
 items are {"exec": "COMMAND"} (a `function_call` to Codex's `exec_command` tool) or
-{"say": "TEXT"} (the assistant's message, which ends the turn). Requests must carry
+{"say": "TEXT"} (the assistant's message, which ends the turn); `{summary}` in a
+command is the summary file (`summaries/ID.md`) the request's text names. Requests must carry
 the provider's key as a bearer token. GET /test/requests returns every request's
 body, in order.
 
@@ -13,6 +14,7 @@ Usage: codex_api.py KEY SCRIPT_JSON WORKDIR. Prints {"port": P} once it listens.
 """
 
 import json
+import re
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,9 +24,12 @@ requests = []
 lock = threading.Lock()
 
 
-def item_for(n):
+def item_for(n, body):
     step = SCRIPT[n] if n < len(SCRIPT) else {"say": "done"}
     if "exec" in step:
+        # `{summary}`: the summary file a task's text names (seed 002's block).
+        named = re.search(r"summaries/[A-Za-z0-9_.-]+?\.md", json.dumps(body))
+        step = {"exec": step["exec"].replace("{summary}", named.group(0) if named else "summary.md")}
         call = f"call_{n}"
         return {"id": f"fc_{n}", "type": "function_call", "call_id": call, "name": "exec_command",
                 "arguments": json.dumps({"cmd": step["exec"], "workdir": WORKDIR, "yield_time_ms": 5000})}
@@ -58,7 +63,7 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             n = len(requests)
             requests.append(body)
-        item = item_for(n)
+        item = item_for(n, body)
         events = [
             {"type": "response.created", "response": {"id": f"resp_{n}"}},
             {"type": "response.output_item.added", "output_index": 0, "item": item},
