@@ -516,7 +516,7 @@ pub struct HookSettings {
     /// The same for everything else asked (decision tools, permission requests).
     pub unanswered_other: Unanswered,
     /// "Always allow" rules: calls these cover are allowed without asking (see
-    /// `claude::rules`; `hitl rules` lists, adds and removes them).
+    /// `guard::rules`; `hitl rules` lists, adds and removes them).
     pub allow: Vec<String>,
     /// Build and test commands you trust (`"cargo test"`, `"npm run lint"`): where
     /// Claude Code asks nobody (`bypassPermissions`, `dontAsk`, `auto`), a Bash call

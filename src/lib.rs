@@ -21,6 +21,7 @@ pub mod codex;
 pub mod config;
 pub mod daemon;
 pub mod gemini;
+pub mod guard;
 pub mod mailbox;
 pub mod protocol;
 pub mod push;

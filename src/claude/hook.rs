@@ -1,5 +1,5 @@
 //! `hitl hook EVENT`: Claude Code's hook handler. Reads the hook's JSON on stdin,
-//! decides by the policy ([`super::policy`]), asks the human through the project's
+//! decides by the guard's policy ([`crate::guard::policy`]), asks the human through the project's
 //! spool when the policy says so and a listener runs (as `hitl ask` does; shown with
 //! the origin `hook`, and every hitl UI can answer), and writes Claude Code's decision
 //! JSON on stdout.
@@ -19,9 +19,8 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use super::decision::{Decision, HookAgent, HookEvent};
-use super::{
-    elicit::Elicitation,
-    feed,
+use super::{elicit::Elicitation, feed};
+use crate::guard::{
     mode::PermissionMode,
     policy::{self, Concern, Place},
     rules, shell,
@@ -98,7 +97,7 @@ pub fn run(event: HookEvent, agent: HookAgent) -> Result<()> {
     if asked {
         return Ok(());
     }
-    let place = place(&input, agent);
+    let place = place(&input);
     let spool = Spool::find(&place.project).or_else(|| Spool::find(&place.cwd));
     let decides = matches!(
         event,
@@ -173,7 +172,7 @@ pub(crate) fn prepare(
     ) {
         return decided(Decision::NoOpinion);
     }
-    let mut place = place(input, agent);
+    let mut place = place(input);
     if let Some(project) = project {
         place.project = project.to_path_buf();
     }
@@ -201,6 +200,7 @@ pub(crate) fn prepare(
     };
     // A pattern of the settings that does not compile is found when the call
     // needs it (compiling every one on each call would cost more than the call).
+    let project = place.project.clone();
     let (step, broken) = match decide(
         event,
         input,
@@ -231,6 +231,17 @@ pub(crate) fn prepare(
              are fixed (`hitl status` shows the error): {e:#}"
         )
     });
+    // The question is asked for the hook's own agent (`codex-…`, `gemini-…`).
+    let step = match step {
+        Step::Ask(mut q) if agent != HookAgent::Claude => {
+            if let Some((id, name)) = feed::session_agent(input, &project, agent) {
+                q.request.agent_id = id;
+                q.request.agent_name = name;
+            }
+            Step::Ask(q)
+        }
+        other => other,
+    };
     // Where the call stands is said in every decision that gives a reason.
     let step = match step {
         Step::Decided(d @ (Decision::Ask { .. } | Decision::Deny { .. }))
@@ -401,7 +412,7 @@ fn decide(
 }
 
 /// The project and folder of a call: `CLAUDE_PROJECT_DIR` and the input's `cwd`.
-fn place(input: &Value, agent: HookAgent) -> Place {
+fn place(input: &Value) -> Place {
     let cwd = input
         .get("cwd")
         .and_then(Value::as_str)
@@ -419,7 +430,6 @@ fn place(input: &Value, agent: HookAgent) -> Place {
         unasked: false,
         contained: false,
         reading: None,
-        agent,
     }
 }
 
@@ -538,7 +548,7 @@ fn approval_request(
         .get("session_id")
         .and_then(Value::as_str)
         .unwrap_or("unknown");
-    let (agent_id, agent_name) = feed::session_agent(input, &place.project, place.agent)
+    let (agent_id, agent_name) = feed::session_agent(input, &place.project, HookAgent::Claude)
         .unwrap_or_else(|| {
             let who = crate::agents::identify();
             (who.id, who.name)

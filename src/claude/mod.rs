@@ -1,17 +1,11 @@
-//! Claude Code: `hitl hook` (its hook handler) and the policy deciding which tool
-//! calls ask the human.
+//! Claude Code: `hitl hook` (its hook handler, and through `HookAgent` Codex CLI's
+//! and Gemini CLI's), its settings, its MCP server and the activity feed; what a
+//! call needs is the guard's (`crate::guard`).
 
-pub mod danger;
 pub mod decision;
 pub mod elicit;
 pub mod feed;
-pub mod harmless;
 pub mod hook;
 pub mod mcp;
 pub mod mcp_mailbox;
-pub mod mode;
-mod plain;
-pub mod policy;
-pub mod rules;
 pub mod settings;
-pub mod shell;

@@ -229,7 +229,7 @@ fn check_folder(report: &mut Report, spool: &Spool) {
 fn check_settings(report: &mut Report, paths: &Paths, spool: Option<&Spool>) -> Option<Settings> {
     let file = spool.map(Spool::config_file);
     match config::load(paths, file.as_deref())
-        .and_then(|s| crate::claude::policy::validate(&s.hook).map(|()| s))
+        .and_then(|s| crate::guard::policy::validate(&s.hook).map(|()| s))
     {
         Ok(s) => {
             report.ok("config", "the settings read");

@@ -293,7 +293,7 @@ fn hook_timeout(dir: &Path) -> Result<u64> {
         Some(&Spool::new(dir).config_file()),
     )?
     .hook;
-    crate::claude::policy::validate(&hook)?;
+    crate::guard::policy::validate(&hook)?;
     let longest = hook.timeouts.values().copied().chain([hook.timeout]);
     // 0 waits for ever: a day stands for it.
     let longest = longest.map(|t| if t == 0 { 86_400 } else { t }).max();

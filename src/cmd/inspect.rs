@@ -736,7 +736,7 @@ pub fn status(dir: Option<&PathBuf>, as_json: bool) -> Result<()> {
     // Settings every hook and `hitl ask` read: broken ones are said here, and make
     // the status fail, since hooks step aside until they are fixed.
     let config_error = crate::config::load(&paths, Some(&spool.config_file()))
-        .and_then(|s| crate::claude::policy::validate(&s.hook))
+        .and_then(|s| crate::guard::policy::validate(&s.hook))
         .err()
         .map(|e| format!("{e:#}"));
     let broken = || match &config_error {

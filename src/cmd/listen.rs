@@ -173,7 +173,7 @@ pub async fn run(opts: ListenOptions) -> Result<()> {
     let settings = config::load(&paths, spools.first().map(|s| s.config_file()).as_deref())?;
     // Hooks read the policy on each call; a broken one is said here, where someone
     // is looking (the hook then leaves every call to Claude Code's own prompt).
-    if let Err(e) = crate::claude::policy::validate(&settings.hook) {
+    if let Err(e) = crate::guard::policy::validate(&settings.hook) {
         eprintln!(
             "hitl: warning: {e:#}; `hitl hook` asks Claude Code's own prompt until it is fixed"
         );

@@ -7,8 +7,8 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 
 use crate::{
-    claude::rules::{self, Rule},
     config::{self, Paths},
+    guard::rules::{self, Rule},
     spool::Spool,
 };
 

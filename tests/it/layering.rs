@@ -155,7 +155,9 @@ fn modules_depend_on_each_other_without_circles() {
         "a circle among src/'s modules: {top:#?}"
     );
     // The core never reaches up into the transports, UIs or commands.
-    for low in ["runtime", "protocol", "spool", "store", "broker", "config"] {
+    for low in [
+        "runtime", "protocol", "spool", "store", "broker", "config", "guard",
+    ] {
         for high in [
             "cmd", "server", "ui", "daemon", "api", "claude", "codex", "gemini", "tasks", "mailbox",
         ] {

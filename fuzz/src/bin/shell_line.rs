@@ -1,12 +1,12 @@
-//! A Bash tool call's command line: read as bash reads it (`claude::shell`), then
-//! judged (`claude::danger`). Neither may panic or hang on any text. The parser's
+//! A Bash tool call's command line: read as bash reads it (`guard::shell`), then
+//! judged (`guard::danger`). Neither may panic or hang on any text. The parser's
 //! own panics are caught by `shell::read` (and asked about), so they are not
 //! crashes here: `fuzz_nohook`; a panic that escapes still is. A plain line, read
 //! without the parser, must read exactly as the parser reads it.
 
 use std::path::Path;
 
-use hitl::claude::{danger, shell};
+use hitl::guard::{danger, shell};
 
 fn main() {
     afl::fuzz_nohook!(|data: &[u8]| {

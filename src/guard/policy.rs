@@ -101,8 +101,6 @@ pub struct Place {
     /// The call's Bash line, already being read (the hook starts it before loading
     /// its settings); read here when absent or of another line.
     pub reading: Option<shell::Reading>,
-    /// Whose hook it is: how its agent is named.
-    pub agent: super::decision::HookAgent,
 }
 
 /// Checks every pattern of the policy, as `hitl init --claude` and `hitl listen`
@@ -738,7 +736,6 @@ mod tests {
             unasked: false,
             contained: false,
             reading: None,
-            agent: Default::default(),
         }
     }
 

@@ -1,0 +1,16 @@
+//! The guard: which agent actions need a human, whatever the agent. It reads a shell
+//! line as bash does (`shell`, with `plain` for the common simple lines), passes only
+//! what it can prove harmless (`harmless`), names what is dangerous and why
+//! (`danger`), checks protected paths and the user's "always allow" rules (`rules`),
+//! and decides what a call needs (`policy`), given whether the agent would run it
+//! without asking anyone (`mode`). Each agent's hooks are a thin translation of its
+//! payloads and decisions over this (`claude::hook`, with `HookAgent` for Codex CLI
+//! and Gemini CLI).
+
+pub mod danger;
+pub mod harmless;
+pub mod mode;
+mod plain;
+pub mod policy;
+pub mod rules;
+pub mod shell;
