@@ -33,8 +33,9 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::{
     broker::{BrokerHandle, Change, Finished, PendingRequest},
     config::SlackSettings,
-    protocol::{AnswerShape, Reply, Status, text::visible},
+    protocol::{AnswerShape, Reply, text::visible},
     store::TrailStep,
+    ui::chat::{self, cut, escaped},
 };
 
 /// The question is cut well inside a section's 3,000 characters.
@@ -258,23 +259,6 @@ async fn post_loop(broker: BrokerHandle, api: Api, channels: Arc<Channels>, stat
     }
 }
 
-/// `text` safe in Slack's mrkdwn: controls made visible, `&`, `<`, `>` escaped.
-fn mrkdwn(text: &str) -> String {
-    visible(text)
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut s: String = text.chars().take(max - 1).collect();
-    s.push('…');
-    s
-}
-
 fn plain(text: &str, max: usize) -> Value {
     json!({ "type": "plain_text", "text": cut(&visible(text), max), "emoji": true })
 }
@@ -285,7 +269,7 @@ fn button(p: &PendingRequest, title: &str, choice: &str, style: Option<&str>) ->
         "type": "button",
         "text": plain(title, 75),
         "action_id": format!("hitl-{choice}"),
-        "value": format!("h:{}:{choice}", p.request.id),
+        "value": chat::button_data(&p.request.id, choice),
     });
     if let Some(style) = style {
         b["style"] = style.into();
@@ -340,9 +324,9 @@ fn message(p: &PendingRequest) -> (Vec<Value>, String) {
         "type": "section",
         "text": { "type": "mrkdwn", "text": format!(
             "*{}* asks ({}):\n{}",
-            mrkdwn(&r.agent_name),
+            escaped(&r.agent_name),
             r.kind.as_str(),
-            mrkdwn(&cut(&r.content, QUESTION_CHARS))
+            escaped(&cut(&r.content, QUESTION_CHARS))
         ) },
     })];
     if let Some(command) = r
@@ -353,7 +337,7 @@ fn message(p: &PendingRequest) -> (Vec<Value>, String) {
     {
         blocks.push(json!({
             "type": "section",
-            "text": { "type": "mrkdwn", "text": format!("```{}```", mrkdwn(&cut(command, 1000))) },
+            "text": { "type": "mrkdwn", "text": format!("```{}```", escaped(&cut(command, 1000))) },
         }));
     }
     (blocks, text)
@@ -408,39 +392,12 @@ async fn post(broker: &BrokerHandle, api: &Api, channel: &str, state: &Shared, p
     broker.note_trail(step);
 }
 
-/// How `f` ended, in a line for its messages.
-fn outcome(f: &Finished) -> String {
-    let when = jiff::Zoned::now().strftime("%H:%M").to_string();
-    let by = f
-        .answer
-        .as_ref()
-        .map(|a| format!(" by {}", mrkdwn(&a.responded_by)))
-        .unwrap_or_default();
-    let what = match (f.status, &f.answer) {
-        (Status::Answered, Some(a)) => match a.approved {
-            Some(true) => "✅ Approved".to_string(),
-            Some(false) => "❌ Denied".to_string(),
-            None => format!("Answered: {}", mrkdwn(&cut(&a.content, 200))),
-        },
-        (Status::Timeout, _) => "⌛ Nobody answered in time".to_string(),
-        (s, _) => format!("Ended: {}", s.as_str()),
-    };
-    let comment = f
-        .answer
-        .as_ref()
-        .and_then(|a| a.comment.as_deref())
-        .or(f.reason.as_deref().filter(|_| f.answer.is_none()))
-        .map(|c| format!(" ({})", mrkdwn(&cut(c, 200))))
-        .unwrap_or_default();
-    format!("*{what}*{by}{comment} at {when}")
-}
-
 /// Updates `f`'s messages, if it was posted, to say how it ended; buttons gone.
 async fn ended(api: &Api, state: &Shared, f: &Finished) {
     let Some(messages) = lock(state).by_request.remove(f.id()) else {
         return;
     };
-    let end = outcome(f);
+    let end = chat::outcome(f, |what| format!("*{what}*"));
     for m in messages {
         let mut blocks = m.blocks.clone();
         blocks.push(json!({ "type": "context", "elements": [{ "type": "mrkdwn", "text": end }] }));
@@ -655,48 +612,13 @@ enum Pressed {
     Form(Arc<PendingRequest>),
 }
 
-/// What a button's `h:{id}:{choice}` does, for the request still pending.
+/// What a button's data does, for the request still pending: `r` opens its form.
 async fn press_reply(broker: &BrokerHandle, value: &str) -> Result<Pressed, String> {
-    let mut parts = value.splitn(3, ':');
-    let (Some("h"), Some(id), Some(choice)) = (parts.next(), parts.next(), parts.next()) else {
-        return Err("That button is not hitl's.".into());
-    };
-    let p = broker
-        .find(id)
-        .await
-        .ok_or_else(|| "That request has ended.".to_string())?;
-    let approval = |approved: bool, remember: Option<String>| Reply::Approval {
-        approved,
-        comment: None,
-        remember,
-    };
-    let reply = match (&p.answer_shape, choice) {
-        (_, "r") => return Ok(Pressed::Form(p)),
-        (AnswerShape::Decision { .. }, "a") => approval(true, None),
-        (AnswerShape::Decision { .. }, "d") => approval(false, None),
-        (
-            AnswerShape::Decision {
-                always: Some(rule), ..
-            },
-            "A",
-        ) => approval(true, Some(rule.clone())),
-        (
-            AnswerShape::Choice {
-                options,
-                many: false,
-                ..
-            },
-            n,
-        ) => {
-            let option = n
-                .parse::<usize>()
-                .ok()
-                .and_then(|i| options.get(i))
-                .ok_or("No such option.")?;
-            p.request.interpret(option)?
-        }
-        _ => return Err("That button does not answer this request.".into()),
-    };
+    let (p, choice) = chat::pressed_request(broker, value).await?;
+    if choice == "r" {
+        return Ok(Pressed::Form(p));
+    }
+    let (reply, _) = chat::reply_for(&p, choice)?;
     Ok(Pressed::Reply(p.seq, reply))
 }
 
@@ -718,7 +640,7 @@ fn form(p: &PendingRequest) -> Value {
         "blocks": [
             {
                 "type": "section",
-                "text": { "type": "mrkdwn", "text": mrkdwn(&cut(&p.request.content, QUESTION_CHARS)) },
+                "text": { "type": "mrkdwn", "text": escaped(&cut(&p.request.content, QUESTION_CHARS)) },
             },
             {
                 "type": "input",
@@ -819,7 +741,7 @@ mod tests {
     }
 
     #[test]
-    fn text_is_escaped_for_mrkdwn() {
-        assert_eq!(mrkdwn("<!channel> & *x*"), "&lt;!channel&gt; &amp; *x*");
+    fn text_is_escaped_for_escaped() {
+        assert_eq!(escaped("<!channel> & *x*"), "&lt;!channel&gt; &amp; *x*");
     }
 }

@@ -30,8 +30,9 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::{
     broker::{BrokerHandle, Change, Finished, PendingRequest},
     config::TelegramSettings,
-    protocol::{AnswerShape, Reply, Status, text::visible},
+    protocol::{AnswerShape, Reply, text::visible},
     store::TrailStep,
+    ui::chat::{self, cut, escaped},
 };
 
 /// How long one `getUpdates` call holds, in seconds (Telegram allows up to 50).
@@ -238,28 +239,11 @@ async fn send_loop(broker: BrokerHandle, api: Api, chats: Arc<Chats>, state: Sha
     }
 }
 
-/// `text` safe in Telegram's HTML: controls made visible, `&`, `<`, `>` escaped.
-fn html(text: &str) -> String {
-    visible(text)
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut s: String = text.chars().take(max - 1).collect();
-    s.push('…');
-    s
-}
-
 /// The buttons for `p`: each with its `callback_data`, `h:{id}:{choice}` (at most
 /// 64 bytes, as Telegram takes).
 fn keyboard(p: &PendingRequest) -> Option<Value> {
     let id = &p.request.id;
-    let button = |title: &str, choice: &str| json!({ "text": cut(&visible(title), 60), "callback_data": format!("h:{id}:{choice}") });
+    let button = |title: &str, choice: &str| json!({ "text": cut(&visible(title), 60), "callback_data": chat::button_data(id, choice) });
     let rows: Vec<Vec<Value>> = match &p.answer_shape {
         AnswerShape::Decision { always, .. } => {
             let mut rows = vec![vec![button("Approve", "a"), button("Deny", "d")]];
@@ -288,9 +272,9 @@ fn message_text(p: &PendingRequest) -> String {
     let r = &p.request;
     let mut text = format!(
         "<b>{}</b> asks ({}):\n{}",
-        html(&r.agent_name),
+        escaped(&r.agent_name),
         r.kind.as_str(),
-        html(&cut(&r.content, QUESTION_CHARS))
+        escaped(&cut(&r.content, QUESTION_CHARS))
     );
     if let Some(command) = r
         .context
@@ -298,7 +282,7 @@ fn message_text(p: &PendingRequest) -> String {
         .and_then(|i| i.get("command"))
         .and_then(Value::as_str)
     {
-        text.push_str(&format!("\n<pre>{}</pre>", html(&cut(command, 1000))));
+        text.push_str(&format!("\n<pre>{}</pre>", escaped(&cut(command, 1000))));
     }
     let hint = match &p.answer_shape {
         AnswerShape::Decision { .. } => "Reply to this message to deny with a reason.",
@@ -364,44 +348,12 @@ async fn send(broker: &BrokerHandle, api: &Api, chat_id: i64, state: &Shared, p:
     broker.note_trail(step);
 }
 
-/// How `f` ended, in a line for its message.
-fn outcome(f: &Finished) -> String {
-    let when = jiff::Zoned::now().strftime("%H:%M").to_string();
-    let by = f
-        .answer
-        .as_ref()
-        .map(|a| format!(" by {}", html(&a.responded_by)))
-        .unwrap_or_default();
-    let what = match (f.status, &f.answer) {
-        (Status::Answered, Some(a)) => match a.approved {
-            Some(true) => "✅ Approved".to_string(),
-            Some(false) => "❌ Denied".to_string(),
-            None => format!("Answered: {}", html(&cut(&a.content, 200))),
-        },
-        (Status::Timeout, _) => "⌛ Nobody answered in time".to_string(),
-        (s, _) => format!("Ended: {}", s.as_str()),
-    };
-    let comment = f
-        .answer
-        .as_ref()
-        .and_then(|a| a.comment.as_deref())
-        .map(|c| format!(" ({})", html(&cut(c, 200))))
-        .unwrap_or_default();
-    let reason = f
-        .reason
-        .as_deref()
-        .filter(|_| f.answer.is_none())
-        .map(|r| format!(" ({})", html(&cut(r, 200))))
-        .unwrap_or_default();
-    format!("<b>{what}</b>{by}{comment}{reason} at {when}")
-}
-
 /// Edits `f`'s messages, if it was sent, to say how it ended; their buttons go.
 async fn ended(api: &Api, state: &Shared, f: &Finished) {
     let Some(messages) = lock(state).by_request.remove(f.id()) else {
         return;
     };
-    let end = outcome(f);
+    let end = chat::outcome(f, |what| format!("<b>{what}</b>"));
     for sent in messages {
         let text = format!(
             "{}\n\n{end}",
@@ -521,52 +473,11 @@ async fn pressed(broker: &BrokerHandle, api: &Api, chats: &Chats, press: &Value)
     }
 }
 
-/// The reply a button's `h:{id}:{choice}` gives, for the request still pending,
-/// and what to tell the presser.
+/// The reply a button's data gives, for the request still pending, and what to tell
+/// the presser.
 async fn press_reply(broker: &BrokerHandle, data: &str) -> Result<(u64, Reply, String), String> {
-    let mut parts = data.splitn(3, ':');
-    let (Some("h"), Some(id), Some(choice)) = (parts.next(), parts.next(), parts.next()) else {
-        return Err("That button is not hitl's.".into());
-    };
-    let p = broker
-        .find(id)
-        .await
-        .ok_or_else(|| "That request has ended.".to_string())?;
-    let r = &p.request;
-    let approval = |approved: bool, remember: Option<String>| Reply::Approval {
-        approved,
-        comment: None,
-        remember,
-    };
-    let (reply, done) = match (&p.answer_shape, choice) {
-        (AnswerShape::Decision { .. }, "a") => (approval(true, None), "Approved.".to_string()),
-        (AnswerShape::Decision { .. }, "d") => (approval(false, None), "Denied.".to_string()),
-        (
-            AnswerShape::Decision {
-                always: Some(rule), ..
-            },
-            "A",
-        ) => (
-            approval(true, Some(rule.clone())),
-            format!("Approved, and always allowed: {rule}"),
-        ),
-        (
-            AnswerShape::Choice {
-                options,
-                many: false,
-                ..
-            },
-            n,
-        ) => {
-            let option = n
-                .parse::<usize>()
-                .ok()
-                .and_then(|i| options.get(i))
-                .ok_or("No such option.")?;
-            (r.interpret(option)?, format!("Answered: {option}"))
-        }
-        _ => return Err("That button does not answer this request.".into()),
-    };
+    let (p, choice) = chat::pressed_request(broker, data).await?;
+    let (reply, done) = chat::reply_for(&p, choice)?;
     Ok((p.seq, reply, done))
 }
 
@@ -662,7 +573,7 @@ mod tests {
     }
 
     #[test]
-    fn text_is_escaped_for_telegrams_html() {
-        assert_eq!(html("<b>&x\u{1b}"), "&lt;b&gt;&amp;x\\u{1b}");
+    fn text_is_escaped_for_telegrams_escaped() {
+        assert_eq!(escaped("<b>&x\u{1b}"), "&lt;b&gt;&amp;x\\u{1b}");
     }
 }
