@@ -300,42 +300,46 @@ fn hook_timeout(dir: &Path) -> Result<u64> {
     Ok(longest.unwrap_or(hook.timeout) + crate::claude::settings::TIMEOUT_MARGIN)
 }
 
+/// Where an agent's hooks file is kept from before hitl changed it: the project's
+/// `.helpers/NAME`, or the user's hitl folder for `user`.
+fn kept_file(dir: &Path, user: bool, name: &str) -> PathBuf {
+    if user {
+        crate::config::Paths::from_env().config_dir.join(name)
+    } else {
+        Spool::new(dir).root().join(name)
+    }
+}
+
+/// Says what wiring `path` did (`events` hooked; `more`: what else was done with
+/// them), and takes an emptied project folder of the agent's away.
+fn wired(dir: &Path, path: &Path, install: bool, changed: bool, events: usize, more: &str) {
+    let file = path.strip_prefix(dir).unwrap_or(path).display().to_string();
+    match (install, changed) {
+        (true, true) => eprintln!("hooked   {file} ({events} events{more})"),
+        (true, false) => eprintln!("ok       {file} (hooks in place)"),
+        (false, true) => eprintln!("removed  hitl's hooks from {file}"),
+        (false, false) => eprintln!("ok       {file} (no hooks of hitl's)"),
+    }
+    if !install
+        && let Some(parent) = path.parent()
+        && parent.starts_with(dir)
+    {
+        let _ = fs::remove_dir(parent);
+    }
+}
+
 /// Merges hitl's hooks into Codex's `hooks.json` (the project's, or `$CODEX_HOME`'s
 /// with `user`) and trusts them in Codex's `config.toml`; or takes both out.
 fn codex_hooks(dir: &Path, user: bool, install: bool) -> Result<()> {
     let path = crate::codex::hooks_file(dir, user)?;
     let config = crate::codex::home()?.join("config.toml");
-    let kept = if user {
-        crate::config::Paths::from_env()
-            .config_dir
-            .join("codex/hooks.json")
-    } else {
-        Spool::new(dir).root().join("codex/hooks.json")
-    };
+    let kept = kept_file(dir, user, "codex/hooks.json");
     let timeout = if install { hook_timeout(dir)? } else { 0 };
     let changed = crate::codex::wire(&path, &kept, &config, &hitl_program(), timeout, install)?;
-    let file = path
-        .strip_prefix(dir)
-        .unwrap_or(&path)
-        .display()
-        .to_string();
     let events = crate::codex::HOOKED_EVENTS.len() + crate::codex::OBSERVED_EVENTS.len();
-    match (install, changed) {
-        (true, true) => eprintln!(
-            "hooked   {file} ({events} events, trusted in {})",
-            config.display()
-        ),
-        (true, false) => eprintln!("ok       {file} (hooks in place)"),
-        (false, true) => eprintln!("removed  hitl's hooks from {file}, and their trust"),
-        (false, false) => eprintln!("ok       {file} (no hooks of hitl's)"),
-    }
-    if !install {
-        if let Some(parent) = path.parent()
-            && parent.starts_with(dir)
-        {
-            let _ = fs::remove_dir(parent);
-        }
-    } else if !user && !crate::codex::trusts_project(&config, dir) {
+    let more = format!(", trusted in {}", config.display());
+    wired(dir, &path, install, changed, events, &more);
+    if install && !user && !crate::codex::trusts_project(&config, dir) {
         eprintln!(
             "hitl: Codex runs a project's hooks only once you trust the project: start \
              `codex` here and trust it (or wire every project with `hitl init --codex --user`)"
@@ -348,34 +352,18 @@ fn codex_hooks(dir: &Path, user: bool, install: bool) -> Result<()> {
 /// `user`), or takes them out.
 fn gemini_hooks(dir: &Path, user: bool, install: bool) -> Result<()> {
     let path = crate::gemini::settings_file(dir, user)?;
-    let kept = if user {
-        crate::config::Paths::from_env()
-            .config_dir
-            .join("gemini/settings.json")
-    } else {
-        Spool::new(dir).root().join("gemini/settings.json")
-    };
+    let kept = kept_file(dir, user, "gemini/settings.json");
     let timeout = if install { hook_timeout(dir)? } else { 0 };
     let changed = crate::gemini::wire(&path, &kept, &hitl_program(), timeout, install)?;
-    let file = path
-        .strip_prefix(dir)
-        .unwrap_or(&path)
-        .display()
-        .to_string();
-    let events = crate::gemini::EVENTS.len();
-    match (install, changed) {
-        (true, true) => eprintln!("hooked   {file} ({events} events)"),
-        (true, false) => eprintln!("ok       {file} (hooks in place)"),
-        (false, true) => eprintln!("removed  hitl's hooks from {file}"),
-        (false, false) => eprintln!("ok       {file} (no hooks of hitl's)"),
-    }
-    if !install {
-        if let Some(parent) = path.parent()
-            && parent.starts_with(dir)
-        {
-            let _ = fs::remove_dir(parent);
-        }
-    } else if !user {
+    wired(
+        dir,
+        &path,
+        install,
+        changed,
+        crate::gemini::EVENTS.len(),
+        "",
+    );
+    if install && !user {
         eprintln!(
             "hitl: Gemini CLI runs a project's hooks in a folder you trust (it asks on its \
              first run here)"
