@@ -6,7 +6,6 @@
 //! harmless one asks nobody, and an approved one runs.
 
 use std::{
-    io::{BufRead, BufReader},
     path::PathBuf,
     process::{Child, Command, Stdio},
     time::Duration,
@@ -14,7 +13,7 @@ use std::{
 
 use serde_json::Value;
 
-use crate::support::{Project, checkout, eventually, wait_output};
+use crate::support::{Project, eventually, stand_in, wait_output};
 
 /// The Codex CLI version these tests run (tools/test-all installs it).
 const CODEX_VERSION: &str = "0.171.0";
@@ -52,23 +51,9 @@ const KEY: &str = "sk-test-codex";
 
 impl ResponsesApi {
     fn start(script: &Value, workdir: &std::path::Path) -> ResponsesApi {
-        let mut child = Command::new("python3")
-            .arg(checkout().join("tests/it/codex_api.py"))
-            .args([KEY, &script.to_string(), &workdir.display().to_string()])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3 runs the Responses API stand-in");
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        let port = serde_json::from_str::<Value>(&first).unwrap()["port"]
-            .as_u64()
-            .unwrap();
-        ResponsesApi {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        }
+        let workdir = workdir.display().to_string();
+        let (child, base) = stand_in("codex_api.py", &[KEY, &script.to_string(), &workdir]);
+        ResponsesApi { child, base }
     }
 
     fn requests(&self) -> Vec<Value> {

@@ -5,7 +5,6 @@
 //! nobody, and an approved one runs.
 
 use std::{
-    io::{BufRead, BufReader},
     path::PathBuf,
     process::{Child, Command, Stdio},
     time::Duration,
@@ -13,7 +12,7 @@ use std::{
 
 use serde_json::Value;
 
-use crate::support::{Project, checkout, eventually, wait_output};
+use crate::support::{Project, eventually, stand_in, wait_output};
 
 /// The Gemini CLI version these tests run (tools/test-all installs it).
 const GEMINI_VERSION: &str = "0.61.0";
@@ -51,23 +50,8 @@ struct GeminiApi {
 
 impl GeminiApi {
     fn start(script: &Value) -> GeminiApi {
-        let mut child = Command::new("python3")
-            .arg(checkout().join("tests/it/gemini_api.py"))
-            .args([KEY, &script.to_string()])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3 runs the Gemini API stand-in");
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        let port = serde_json::from_str::<Value>(&first).unwrap()["port"]
-            .as_u64()
-            .unwrap();
-        GeminiApi {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        }
+        let (child, base) = stand_in("gemini_api.py", &[KEY, &script.to_string()]);
+        GeminiApi { child, base }
     }
 
     fn requests(&self) -> Vec<Value> {

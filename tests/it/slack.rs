@@ -6,15 +6,15 @@
 //! back each acknowledgement.
 
 use std::{
-    io::{BufRead, BufReader, Write},
-    process::{Child, Command, Stdio},
+    io::Write,
+    process::{Child, Stdio},
     time::Duration,
 };
 
 use reqwest::blocking::Client;
 use serde_json::{Value, json};
 
-use crate::support::{Project, checkout, eventually, spawn_ask, wait_output};
+use crate::support::{Project, eventually, spawn_ask, stand_in, wait_output};
 
 const APP_TOKEN: &str = "xapp-1-A1-1-abc";
 const BOT_TOKEN: &str = "xoxb-1-2-abc";
@@ -26,25 +26,8 @@ struct SlackApi {
 
 impl SlackApi {
     fn start() -> SlackApi {
-        let mut child = Command::new("python3")
-            .arg(checkout().join("tests/it/slack_api.py"))
-            .args([APP_TOKEN, BOT_TOKEN])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3 runs Slack's stand-in");
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        let port = serde_json::from_str::<Value>(&first)
-            .unwrap_or_else(|e| panic!("the stand-in's first line {first:?}: {e}"))["port"]
-            .as_u64()
-            .unwrap();
-        SlackApi {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        }
+        let (child, base) = stand_in("slack_api.py", &[APP_TOKEN, BOT_TOKEN]);
+        SlackApi { child, base }
     }
 
     fn calls(&self) -> Vec<Value> {

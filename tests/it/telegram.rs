@@ -5,15 +5,15 @@
 //! user's presses and replies through getUpdates.
 
 use std::{
-    io::{BufRead, BufReader, Write},
-    process::{Child, Command, Stdio},
+    io::Write,
+    process::{Child, Stdio},
     time::Duration,
 };
 
 use reqwest::blocking::Client;
 use serde_json::{Value, json};
 
-use crate::support::{Project, checkout, eventually, spawn_ask, wait_output};
+use crate::support::{Project, eventually, spawn_ask, stand_in, wait_output};
 
 const TOKEN: &str = "123456:TEST-token_x";
 
@@ -24,24 +24,8 @@ struct BotApi {
 
 impl BotApi {
     fn start() -> BotApi {
-        let mut child = Command::new("python3")
-            .arg(checkout().join("tests/it/telegram_api.py"))
-            .arg(TOKEN)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3 runs the Bot API stand-in");
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        let port = serde_json::from_str::<Value>(&first).unwrap()["port"]
-            .as_u64()
-            .unwrap();
-        BotApi {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        }
+        let (child, base) = stand_in("telegram_api.py", &[TOKEN]);
+        BotApi { child, base }
     }
 
     /// Every call hitl made but getUpdates.
