@@ -52,7 +52,7 @@ const KEY: &str = "sk-test-codex";
 impl ResponsesApi {
     fn start(script: &Value, workdir: &std::path::Path) -> ResponsesApi {
         let workdir = workdir.display().to_string();
-        let (child, base) = stand_in("codex_api.py", &[KEY, &script.to_string(), &workdir]);
+        let (child, base, _) = stand_in("codex_api.py", &[KEY, &script.to_string(), &workdir]);
         ResponsesApi { child, base }
     }
 

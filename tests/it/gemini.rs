@@ -50,7 +50,7 @@ struct GeminiApi {
 
 impl GeminiApi {
     fn start(script: &Value) -> GeminiApi {
-        let (child, base) = stand_in("gemini_api.py", &[KEY, &script.to_string()]);
+        let (child, base, _) = stand_in("gemini_api.py", &[KEY, &script.to_string()]);
         GeminiApi { child, base }
     }
 

@@ -1,5 +1,5 @@
 //! Slack: with nobody at the desk, a request reaches the channel through the Web
-//! API, and an approver's press or form there answers it over Socket Mode. Slack is
+//! API (over TLS, its certificate from a CA the listener is given in `SSL_CERT_FILE`), and an approver's press or form there answers it over Socket Mode. Slack is
 //! a stand-in (tests/it/slack_api.py) written from Slack's documentation, which
 //! checks every call hitl makes (tokens, parameters, Block Kit's shapes and limits)
 //! and plays members' presses and forms through the socket, in envelopes, reading
@@ -21,13 +21,26 @@ const BOT_TOKEN: &str = "xoxb-1-2-abc";
 
 struct SlackApi {
     child: Child,
+    /// The test's control endpoints (`/test/…`), plain http.
     base: String,
+    /// The Web API, over TLS.
+    api: String,
 }
 
 impl SlackApi {
-    fn start() -> SlackApi {
-        let (child, base) = stand_in("slack_api.py", &[APP_TOKEN, BOT_TOKEN]);
-        SlackApi { child, base }
+    /// Slack over TLS, as Slack serves it: its Web API at `https://` and its socket at
+    /// `wss://`, under a certificate of `certs`' test CA (which the listener is given
+    /// in `SSL_CERT_FILE`, as curl would be). The test's own calls go to a plain
+    /// control port beside them.
+    fn start(certs: &std::path::Path) -> SlackApi {
+        let (cert, key) = (certs.join("trusted.pem"), certs.join("trusted.key"));
+        let (cert, key) = (cert.display().to_string(), key.display().to_string());
+        let (child, _, first) = stand_in("slack_api.py", &[APP_TOKEN, BOT_TOKEN, &cert, &key]);
+        SlackApi {
+            child,
+            base: format!("http://127.0.0.1:{}", first["control"]),
+            api: format!("https://127.0.0.1:{}", first["port"]),
+        }
     }
 
     fn calls(&self) -> Vec<Value> {
@@ -129,6 +142,31 @@ impl Drop for SlackApi {
     }
 }
 
+/// A project with Slack set up over TLS: the stand-in started under a test CA's
+/// certificate, the user's `[slack]` settings (`extra` lines besides), and the
+/// listener (`args`) trusting that CA through `SSL_CERT_FILE` alone.
+fn slack_project(extra: &str, args: &[&str]) -> (Project, SlackApi, crate::support::Listener) {
+    let p = Project::new();
+    let certs = p.home.join("tls");
+    std::fs::create_dir_all(&certs).unwrap();
+    crate::support::make_certificates(&certs);
+    let api = SlackApi::start(&certs);
+    p.user_config(&format!(
+        "[slack]\napp_token = \"{APP_TOKEN}\"\nbot_token = \"{BOT_TOKEN}\"\nchannel = \"C42\"\n\
+         api_url = \"{}/api/\"\n{extra}",
+        api.api
+    ));
+    let mut listen = p.hitl();
+    listen
+        .env("SSL_CERT_FILE", certs.join("ca.pem"))
+        .arg("listen")
+        .args(args)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped());
+    let listener = crate::support::Listener::start(listen);
+    (p, api, listener)
+}
+
 /// The buttons of a posted message: (title, value).
 fn buttons(call: &Value) -> Vec<(String, String)> {
     call["params"]["blocks"]
@@ -156,14 +194,10 @@ fn value_of(call: &Value, title: &str) -> String {
 
 #[test]
 fn with_nobody_at_the_desk_slacks_approvers_answer_by_button_and_form() {
-    let api = SlackApi::start();
-    let p = Project::new();
-    p.user_config(&format!(
-        "[slack]\napp_token = \"{APP_TOKEN}\"\nbot_token = \"{BOT_TOKEN}\"\nchannel = \"C42\"\n\
-         approvers = [\"U7\"]\napi_url = \"{}/api/\"\n",
-        api.base
-    ));
-    let _listener = p.listen(&["--ui", "none", "--http", "127.0.0.1:0"]);
+    let (p, api, _listener) = slack_project(
+        "approvers = [\"U7\"]\n",
+        &["--ui", "none", "--http", "127.0.0.1:0"],
+    );
     let info: Value =
         serde_json::from_slice(&std::fs::read(p.helpers().join(".listener.json")).unwrap())
             .unwrap();
@@ -331,15 +365,12 @@ fn with_nobody_at_the_desk_slacks_approvers_answer_by_button_and_form() {
 /// approval at the desk is one, a Slack approver's the other.
 #[test]
 fn a_tool_that_needs_two_people_is_asked_past_its_rule_and_waits_for_a_second() {
-    let api = SlackApi::start();
-    let p = Project::new();
-    p.user_config(&format!(
-        "[slack]\napp_token = \"{APP_TOKEN}\"\nbot_token = \"{BOT_TOKEN}\"\nchannel = \"C42\"\n\
-         approvers = [\"U7\", \"U9\"]\nowner = \"U9\"\napi_url = \"{}/api/\"\n",
-        api.base
-    ));
+    let (p, api, _listener) = slack_project(
+        "approvers = [\"U7\", \"U9\"]\nowner = \"U9\"\n",
+        &["--attended", "--ui", "none", "--http", "127.0.0.1:0"],
+    );
+    // Read by the hook at each call.
     p.project_config("[hook]\napprovals = { Bash = 2 }\nallow = [\"Bash(git push --force:*)\"]\n");
-    let _listener = p.listen(&["--attended", "--ui", "none", "--http", "127.0.0.1:0"]);
     eventually("the socket open", Duration::from_secs(20), || {
         api.connections() >= 1
     });

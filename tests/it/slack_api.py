@@ -9,8 +9,10 @@ as Slack does: {"ok": false, "error": ...}). The test plays members' presses and
 form submissions through the socket, as Slack delivers them in envelopes, and reads
 the acknowledgements back.
 
-Usage: slack_api.py APP_TOKEN BOT_TOKEN. Prints {"port": P} (the Web API at
-http://127.0.0.1:P/api/) once it listens.
+Usage: slack_api.py APP_TOKEN BOT_TOKEN [CERT KEY]. Prints {"port": P, "control": C}
+(the Web API at http://127.0.0.1:P/api/, and the same handler in plain http at C for
+the test's own calls) once it listens; with a certificate and its key, the Web API and
+the socket are served over TLS (https://, wss://), as Slack serves them.
 
 Test endpoints: GET /test/calls; GET /test/connections (sockets opened so far);
 POST /test/interactive with a payload (sent in an envelope, answered with the
@@ -20,6 +22,7 @@ app's acknowledgement within Slack's 3 seconds, or null); POST /test/disconnect
 
 import asyncio
 import json
+import ssl
 import sys
 import threading
 import time
@@ -29,6 +32,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import websockets
 
 APP_TOKEN, BOT_TOKEN = sys.argv[1], sys.argv[2]
+TLS = None
+if len(sys.argv) > 4:
+    TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    TLS.load_cert_chain(sys.argv[3], sys.argv[4])
 calls = []
 lock = threading.Lock()
 tickets = set()
@@ -129,7 +136,8 @@ def check(method, auth, ctype, p):
     if method == "apps.connections.open":
         ticket = uuid.uuid4().hex
         tickets.add(ticket)
-        return {"url": f"ws://127.0.0.1:{ws_port}/link/?ticket={ticket}&app_id=A1"}
+        scheme = "wss" if TLS else "ws"
+        return {"url": f"{scheme}://127.0.0.1:{ws_port}/link/?ticket={ticket}&app_id=A1"}
     if method in ("chat.postMessage", "chat.update"):
         need(isinstance(p.get("channel"), str) and p["channel"], "channel_not_found")
         need("text" in p or "blocks" in p, "no_text")
@@ -282,11 +290,17 @@ async def socket(ws):
 async def main():
     global loop, ws_port
     loop = asyncio.get_running_loop()
-    async with websockets.serve(socket, "127.0.0.1", 0) as server:
+    async with websockets.serve(socket, "127.0.0.1", 0, ssl=TLS) as server:
         ws_port = server.sockets[0].getsockname()[1]
         http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if TLS:
+            http.socket = TLS.wrap_socket(http.socket, server_side=True)
         threading.Thread(target=http.serve_forever, daemon=True).start()
-        print(json.dumps({"port": http.server_address[1]}), flush=True)
+        # The test's own calls (/test/…) in plain http beside it.
+        control = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=control.serve_forever, daemon=True).start()
+        print(json.dumps({"port": http.server_address[1], "control": control.server_address[1]}),
+              flush=True)
         await asyncio.Future()
 
 

@@ -490,9 +490,9 @@ pub fn make_certificates(dir: &std::path::Path) {
 }
 
 /// Starts one of the tests' Python stand-ins of a service (`tests/it/NAME`, given
-/// `args`), which prints `{"port": P}` once it listens: the child (stdin piped,
-/// kept open) and the address it serves on.
-pub fn stand_in(name: &str, args: &[&str]) -> (Child, String) {
+/// `args`), which prints `{"port": P, …}` once it listens: the child (stdin piped,
+/// kept open), the address it serves on, and that first line.
+pub fn stand_in(name: &str, args: &[&str]) -> (Child, String, Value) {
     let mut child = Command::new("python3")
         .arg(checkout().join("tests/it").join(name))
         .args(args)
@@ -504,9 +504,8 @@ pub fn stand_in(name: &str, args: &[&str]) -> (Child, String) {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut first)
         .unwrap();
-    let port = serde_json::from_str::<Value>(&first)
-        .unwrap_or_else(|e| panic!("tests/it/{name}'s first line {first:?}: {e}"))["port"]
-        .as_u64()
-        .unwrap();
-    (child, format!("http://127.0.0.1:{port}"))
+    let first: Value = serde_json::from_str(&first)
+        .unwrap_or_else(|e| panic!("tests/it/{name}'s first line {first:?}: {e}"));
+    let port = first["port"].as_u64().unwrap();
+    (child, format!("http://127.0.0.1:{port}"), first)
 }

@@ -24,7 +24,7 @@ struct BotApi {
 
 impl BotApi {
     fn start() -> BotApi {
-        let (child, base) = stand_in("telegram_api.py", &[TOKEN]);
+        let (child, base, _) = stand_in("telegram_api.py", &[TOKEN]);
         BotApi { child, base }
     }
 
