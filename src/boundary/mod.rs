@@ -15,7 +15,7 @@ pub mod plan;
 
 use std::path::Path;
 
-pub use plan::{Bind, Inputs, Mask, Plan};
+pub use plan::{AgentHome, Bind, Inputs, Mask, Plan};
 
 /// Whether this process runs inside a boundary that holds for `project`: its spool
 /// folder is on a read-only mount (`EROFS`, which no file mode gives, even to root)

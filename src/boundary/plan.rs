@@ -31,6 +31,23 @@ pub struct Inputs {
     /// Folders that stay visible, read-only, even in a private temp folder: the
     /// PATH's, where the agent's own programs are.
     pub visible: Vec<PathBuf>,
+    /// The coding agents' own folders (Claude Code's, Codex's, Gemini CLI's).
+    pub agent_homes: Vec<AgentHome>,
+}
+
+/// A coding agent's folder of its own (`~/.claude`, `$CODEX_HOME`, `~/.gemini`): its
+/// state (sessions, logs, caches, credentials it refreshes) stays writable, what
+/// configures it or instructs every session (`config`) read-only.
+#[derive(Debug, Clone)]
+pub struct AgentHome {
+    /// The folder.
+    pub dir: PathBuf,
+    /// What in it configures the agent: settings, hooks, memory, skills, rules.
+    pub config: &'static [&'static str],
+    /// The agent `hitl run` starts: its folder writable (made when missing), which
+    /// it needs to start at all. The others' stay read-only with the home, unless a
+    /// writable folder covers one: then its configuration is protected as this one's.
+    pub make: bool,
 }
 
 /// One folder or file bound onto itself, read-only or writable. Binds are made in
@@ -125,14 +142,43 @@ pub const HOME_GUARDS: &[&str] = &[
     ".cargo/config.toml",
     ".ssh",
     ".claude.json",
-    ".codex",
-    ".gemini",
     ".config/hitl",
     ".local/share/hitl",
 ];
 
 /// Caches and tools' state below the home that stay writable.
-pub const HOME_WRITABLE: &[&str] = &[".cache", ".cargo/registry", ".cargo/git", ".npm", ".claude"];
+pub const HOME_WRITABLE: &[&str] = &[".cache", ".cargo/registry", ".cargo/git", ".npm"];
+
+/// In Codex's folder (`$CODEX_HOME`, `~/.codex`), what configures it: settings (the
+/// approval policy, the sandbox, model providers, MCP servers, `notify` commands,
+/// which hooks are trusted), hooks, instructions read by every session, the
+/// environment it loads, its command rules, skills and prompts.
+pub const CODEX_CONFIG: &[&str] = &[
+    "config.toml",
+    "hooks.json",
+    "AGENTS.md",
+    "AGENTS.override.md",
+    ".env",
+    "rules",
+    "skills",
+    "prompts",
+    "plugins",
+];
+
+/// In Gemini CLI's folder (`~/.gemini`, or `$GEMINI_CLI_HOME/.gemini`), what
+/// configures it: settings (hooks among them), the trusted folders, memory, the
+/// environment it loads, extensions, commands, skills, policies and agents.
+pub const GEMINI_CONFIG: &[&str] = &[
+    "settings.json",
+    "trustedFolders.json",
+    "GEMINI.md",
+    ".env",
+    "extensions",
+    "commands",
+    "skills",
+    "policies",
+    "agents",
+];
 
 /// Temp folders made private.
 pub const PRIVATE: &[&str] = &["/tmp", "/var/tmp"];
@@ -182,15 +228,12 @@ impl Plan {
         let home = &inputs.home;
         for name in HOME_WRITABLE {
             let path = home.join(name);
-            if *name == ".claude" && !exists(&path) {
-                plan.created.push(path.clone());
-            } else if !path.is_dir() {
-                continue;
+            if path.is_dir() {
+                plan.binds.push(Bind {
+                    path,
+                    writable: true,
+                });
             }
-            plan.binds.push(Bind {
-                path,
-                writable: true,
-            });
         }
         for path in &inputs.writable {
             if path.is_dir() || path.is_file() {
@@ -203,12 +246,33 @@ impl Plan {
         for name in HOME_GUARDS {
             plan.read_only(home.join(name), false);
         }
-        // Claude Code's configuration inside its writable folder: made if missing
-        // (an empty folder, `{}` settings, an empty CLAUDE.md), so nothing can be
-        // planted there for a later session.
-        let claude = home.join(".claude");
-        for name in CLAUDE_CONFIG {
-            plan.read_only(claude.join(name), true);
+        // The started agent's folder writable, its configuration in it made if
+        // missing (an empty folder, `{}` settings, empty instructions, which each
+        // agent reads as none), so nothing can be planted there for a later session;
+        // the same for one a writable folder covers. The others stay read-only with
+        // the home, and nothing is made in them.
+        for agent in &inputs.agent_homes {
+            let covered = plan
+                .binds
+                .iter()
+                .any(|b| b.writable && agent.dir.starts_with(&b.path));
+            if !agent.make && !covered {
+                continue;
+            }
+            if !exists(&agent.dir) {
+                plan.created.push(agent.dir.clone());
+            } else if !agent.dir.is_dir() {
+                continue;
+            }
+            if agent.make {
+                plan.binds.push(Bind {
+                    path: agent.dir.clone(),
+                    writable: true,
+                });
+            }
+            for name in agent.config {
+                plan.read_only(agent.dir.join(name), true);
+            }
         }
 
         plan.masks.push(Mask {
@@ -329,8 +393,11 @@ pub fn create(plan: &Plan) -> std::io::Result<()> {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let contents: Option<&[u8]> = match name {
             "commondir" => Some(b".\n"),
-            "settings.json" | "settings.local.json" => Some(b"{}\n"),
-            "CLAUDE.md" => Some(b""),
+            "settings.json" | "settings.local.json" | "trustedFolders.json" | "hooks.json" => {
+                Some(b"{}\n")
+            }
+            "CLAUDE.md" | "AGENTS.md" | "AGENTS.override.md" | "GEMINI.md" | "config.toml"
+            | ".env" => Some(b""),
             _ => None,
         };
         match contents {
@@ -372,6 +439,23 @@ mod tests {
             runtime_dir: None,
             writable: Vec::new(),
             visible: Vec::new(),
+            agent_homes: vec![
+                AgentHome {
+                    dir: home.join(".claude"),
+                    config: CLAUDE_CONFIG,
+                    make: true,
+                },
+                AgentHome {
+                    dir: home.join(".codex"),
+                    config: CODEX_CONFIG,
+                    make: false,
+                },
+                AgentHome {
+                    dir: home.join(".gemini"),
+                    config: GEMINI_CONFIG,
+                    make: false,
+                },
+            ],
         }
     }
 
@@ -428,6 +512,75 @@ mod tests {
         // Not there: nothing to bind, the home is read-only anyway.
         assert_eq!(bind(&plan, &i.home.join(".npm")), None);
         assert_eq!(bind(&plan, &i.home), None);
+    }
+
+    #[test]
+    fn codex_and_gemini_keep_their_state_but_not_their_configuration() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut i = inputs(dir.path());
+        // Not started: not made, not bound, nothing made in them (the home is
+        // read-only anyway).
+        std::fs::create_dir_all(i.home.join(".gemini/tmp")).unwrap();
+        let plan = Plan::new(&i);
+        assert_eq!(bind(&plan, &i.home.join(".codex")), None);
+        assert_eq!(bind(&plan, &i.home.join(".gemini")), None);
+        assert!(
+            !plan
+                .created
+                .iter()
+                .any(|c| c.starts_with(i.home.join(".gemini")))
+        );
+        // Codex started: its folder made, writable, its configuration read-only
+        // (made first: an empty config.toml, `{}` hooks, empty instructions).
+        i.agent_homes[1].make = true;
+        i.agent_homes[2].make = true;
+        let plan = Plan::new(&i);
+        let codex = i.home.join(".codex");
+        assert_eq!(bind(&plan, &codex), Some(true));
+        for name in [
+            "config.toml",
+            "hooks.json",
+            "AGENTS.override.md",
+            ".env",
+            "rules",
+        ] {
+            assert_eq!(bind(&plan, &codex.join(name)), Some(false), "{name}");
+            assert!(plan.created.contains(&codex.join(name)), "{name}");
+        }
+        // Gemini CLI's, started, exists: the same.
+        let gemini = i.home.join(".gemini");
+        assert_eq!(bind(&plan, &gemini), Some(true));
+        assert_eq!(bind(&plan, &gemini.join("settings.json")), Some(false));
+        assert_eq!(
+            bind(&plan, &gemini.join("trustedFolders.json")),
+            Some(false)
+        );
+        assert_eq!(bind(&plan, &gemini.join("tmp")), None);
+        create(&plan).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(codex.join("hooks.json")).unwrap(),
+            "{}\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(codex.join("config.toml")).unwrap(),
+            ""
+        );
+        assert!(codex.join("skills").is_dir());
+    }
+
+    #[test]
+    fn an_agents_folder_in_a_writable_one_is_made_to_be_protected() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut i = inputs(dir.path());
+        // `CODEX_HOME` in the cache, which stays writable: made, so that nothing
+        // can plant a config.toml there.
+        i.agent_homes[1].dir = i.home.join(".cache/codex-home");
+        let plan = Plan::new(&i);
+        let codex = &i.agent_homes[1].dir;
+        assert!(plan.created.contains(codex));
+        assert_eq!(bind(&plan, &codex.join("config.toml")), Some(false));
+        let at = |p: &Path| plan.binds.iter().position(|b| b.path == p).unwrap();
+        assert!(at(&i.home.join(".cache")) < at(&codex.join("config.toml")));
     }
 
     #[test]

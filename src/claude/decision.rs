@@ -65,13 +65,7 @@ impl HookAgent {
         }
         if let Some(o) = input.as_object_mut() {
             let tool = o.get("tool_name").and_then(Value::as_str).unwrap_or("");
-            let claudes = match tool {
-                "run_shell_command" => Some("Bash"),
-                "write_file" => Some("Write"),
-                "replace" => Some("Edit"),
-                _ => None,
-            };
-            if let Some(name) = claudes {
+            if let Some(name) = crate::guard::claude_tool_name(tool) {
                 o.insert("tool_name".into(), name.into());
             }
             o.entry("permission_mode")

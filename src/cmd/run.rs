@@ -17,7 +17,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::{
-    boundary::{self, Inputs, Plan},
+    boundary::{self, AgentHome, Inputs, Plan},
     config::{self, Paths},
     spool::Spool,
 };
@@ -100,7 +100,7 @@ fn fail(code: u8) -> impl FnOnce(anyhow::Error) -> Failure {
 fn start(opts: RunOptions) -> Result<u8, Failure> {
     let paths = Paths::from_env();
     let project = project_dir(opts.dir.as_deref()).map_err(fail(EXIT_NO_BOUNDARY))?;
-    let mut inputs = inputs(&paths, &project).map_err(fail(EXIT_NO_BOUNDARY))?;
+    let mut inputs = inputs(&paths, &project, &opts.command).map_err(fail(EXIT_NO_BOUNDARY))?;
     let canonical = |w: &PathBuf| std::fs::canonicalize(w).unwrap_or_else(|_| w.clone());
     inputs.writable.extend(opts.writable.iter().map(canonical));
     inputs.visible.extend(opts.visible.iter().map(canonical));
@@ -151,6 +151,9 @@ fn start(opts: RunOptions) -> Result<u8, Failure> {
         )
         .map_err(fail(EXIT_NO_BOUNDARY))?;
     prepare(&paths, &plan).map_err(fail(EXIT_NO_BOUNDARY))?;
+    if let Some(note) = nested_sandbox_note(&opts.command, nix::unistd::Uid::current().is_root()) {
+        eprintln!("hitl run: {note}");
+    }
     claude_state(&inputs.home, &mut command).map_err(fail(EXIT_NO_BOUNDARY))?;
     boundary::enter::enter(&plan)
         .context("making the boundary")
@@ -205,7 +208,7 @@ fn project_dir(dir: Option<&Path>) -> Result<PathBuf> {
         .to_path_buf())
 }
 
-fn inputs(paths: &Paths, project: &Path) -> Result<Inputs> {
+fn inputs(paths: &Paths, project: &Path, command: &[OsString]) -> Result<Inputs> {
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from)
@@ -241,7 +244,78 @@ fn inputs(paths: &Paths, project: &Path) -> Result<Inputs> {
         visible: std::env::var_os("PATH")
             .map(|p| std::env::split_paths(&p).map(|d| canonical(&d)).collect())
             .unwrap_or_default(),
+        agent_homes: agent_homes(&home, command)?,
     })
+}
+
+/// The coding agents' own folders, as each agent finds its own; the one `command`
+/// starts is made when missing (Claude Code's always, as before Codex and Gemini CLI
+/// were known here).
+fn agent_homes(home: &Path, command: &[OsString]) -> Result<Vec<AgentHome>> {
+    let started = started_agent(command);
+    // Canonical as the plan's other paths are, though it may not exist yet.
+    let canonical = |p: PathBuf| match (p.parent(), p.file_name()) {
+        (Some(parent), Some(name)) => std::fs::canonicalize(parent)
+            .map(|d| d.join(name))
+            .unwrap_or(p),
+        _ => p,
+    };
+    Ok(vec![
+        AgentHome {
+            dir: canonical(home.join(".claude")),
+            config: boundary::plan::CLAUDE_CONFIG,
+            make: true,
+        },
+        AgentHome {
+            dir: canonical(crate::codex::home()?),
+            config: boundary::plan::CODEX_CONFIG,
+            make: started == Some("codex"),
+        },
+        AgentHome {
+            dir: canonical(crate::gemini::home()?),
+            config: boundary::plan::GEMINI_CONFIG,
+            make: started == Some("gemini"),
+        },
+    ])
+}
+
+/// Codex's own sandbox is bubblewrap, which maps a user namespace of its own through
+/// `/proc/PID/uid_map`. Inside the boundary root's `/proc` stays read-only (its
+/// `/proc/sys` would be root's to write), so as root every command Codex sandboxes
+/// fails ("bwrap: setting up uid map"): said before it starts, with the way out. Any
+/// other user's `/proc` stays writable, and Codex's sandbox runs inside the boundary.
+fn nested_sandbox_note(command: &[OsString], root: bool) -> Option<&'static str> {
+    let unsandboxed = command.iter().any(|a| {
+        let a = a.to_string_lossy();
+        a.contains("danger-full-access")
+            || a == "--dangerously-bypass-approvals-and-sandbox"
+            || a == "--yolo"
+    });
+    (root && started_agent(command) == Some("codex") && !unsandboxed).then_some(
+        "as root, Codex's own sandbox (bubblewrap) cannot start inside the boundary, and \
+         the commands it sandboxes will fail; run it with `--sandbox danger-full-access` \
+         (the boundary stays around it) or as another user",
+    )
+}
+
+/// Which agent `command` starts, by its program's name (`claude`, `codex`, `gemini`),
+/// or its script's when a runtime runs it (`node …/gemini.js`).
+fn started_agent(command: &[OsString]) -> Option<&'static str> {
+    let stem = |a: &OsString| {
+        Path::new(a)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+    };
+    let mut names = command.iter();
+    let mut name = stem(names.next()?)?;
+    if matches!(name.as_str(), "node" | "npx" | "bun" | "deno") {
+        name = names
+            .find(|a| !a.to_string_lossy().starts_with('-'))
+            .and_then(stem)?;
+    }
+    ["claude", "codex", "gemini"]
+        .into_iter()
+        .find(|agent| name == *agent)
 }
 
 /// What must exist before the boundary: what the plan binds onto, and the ask-only
@@ -339,4 +413,38 @@ pub fn unavailable() -> Option<String> {
     boundary::enter::check_support()
         .err()
         .map(|e| format!("{e:#}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<OsString> {
+        line.split(' ').map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_agent_started_is_known_by_its_program_or_script() {
+        assert_eq!(started_agent(&words("claude -p hi")), Some("claude"));
+        assert_eq!(
+            started_agent(&words("/opt/codex/bin/codex exec go")),
+            Some("codex")
+        );
+        assert_eq!(
+            started_agent(&words("node --no-warnings /x/bundle/gemini.js -p hi")),
+            Some("gemini")
+        );
+        assert_eq!(started_agent(&words("bash -c codex")), None);
+    }
+
+    #[test]
+    fn root_is_told_codexs_sandbox_cannot_start_unless_it_is_off() {
+        assert!(nested_sandbox_note(&words("codex exec go"), true).is_some());
+        assert!(nested_sandbox_note(&words("codex exec go"), false).is_none());
+        assert!(
+            nested_sandbox_note(&words("codex exec --sandbox danger-full-access go"), true)
+                .is_none()
+        );
+        assert!(nested_sandbox_note(&words("claude"), true).is_none());
+    }
 }

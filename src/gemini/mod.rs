@@ -28,12 +28,21 @@ pub const EVENTS: &[(&str, &str)] = &[
     ("SessionEnd", "session-end"),
 ];
 
+/// Gemini CLI's folder of the user's: `.gemini` in `$GEMINI_CLI_HOME`, else in the
+/// home.
+pub fn home() -> Result<PathBuf> {
+    let home = std::env::var_os("GEMINI_CLI_HOME")
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()))
+        .context("HOME is not set")?;
+    Ok(PathBuf::from(home).join(".gemini"))
+}
+
 /// Where hitl's hooks go: the project's `.gemini/settings.json`, or the user's for
 /// every project (`user`).
 pub fn settings_file(project: &Path, user: bool) -> Result<PathBuf> {
     Ok(if user {
-        let home = std::env::var_os("HOME").context("HOME is not set")?;
-        PathBuf::from(home).join(".gemini/settings.json")
+        home()?.join("settings.json")
     } else {
         project.join(".gemini/settings.json")
     })

@@ -14,3 +14,16 @@ mod plain;
 pub mod policy;
 pub mod rules;
 pub mod shell;
+
+/// Claude Code's name for another agent's tool (Gemini CLI's `run_shell_command` is
+/// `Bash`), which the guard and the task runner's transcript read; `None`: no such
+/// tool of Claude Code's.
+pub fn claude_tool_name(tool: &str) -> Option<&'static str> {
+    match tool {
+        "run_shell_command" => Some("Bash"),
+        "write_file" => Some("Write"),
+        "replace" => Some("Edit"),
+        "read_file" => Some("Read"),
+        _ => None,
+    }
+}

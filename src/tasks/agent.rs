@@ -83,6 +83,13 @@ pub fn is_codex(command: &[String]) -> bool {
         .is_some_and(|n| n == "codex")
 }
 
+/// Whether `command` runs Google's Gemini CLI.
+pub fn is_gemini(command: &[String]) -> bool {
+    program_of(command)
+        .and_then(|p| Path::new(p).file_name())
+        .is_some_and(|n| n == "gemini")
+}
+
 /// `s` quoted for a POSIX shell (Claude Code runs hook commands through one).
 pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))

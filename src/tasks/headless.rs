@@ -1,6 +1,9 @@
 //! Headless sessions, for servers without a terminal: `--command "codex exec"` runs
 //! Codex CLI once per task (`--json`, the prompt on its stdin, resumed with `codex
-//! exec resume`; its tool calls guarded by the hooks `hitl init --codex` wires), and
+//! exec resume`; its tool calls guarded by the hooks `hitl init --codex` wires),
+//! `--command "gemini -p --approval-mode yolo"` Gemini CLI (`--output-format
+//! stream-json`, the prompt on its stdin, resumed with `--resume`; guarded by the
+//! hooks `hitl init --gemini` wires), and
 //! `--command "claude -p"` runs Claude Code in print mode once per task, the typed text on its stdin, with
 //! `--output-format stream-json --verbose` (its output kept as the task's
 //! `stream.jsonl`: turns, tokens, cost and a transcript to peek at) and
@@ -16,7 +19,7 @@
 
 use std::path::Path;
 
-use super::agent::{is_claude, is_codex};
+use super::agent::{is_claude, is_codex, is_gemini};
 use super::files::TaskFiles;
 use super::usage;
 use crate::runtime::process::{ProcessRef, is_alive};
@@ -24,12 +27,13 @@ use crate::runtime::process::{ProcessRef, is_alive};
 /// The tool `claude -p` asks for permission through.
 pub const PERMISSION_TOOL: &str = "mcp__hitl__permission_prompt";
 
-/// Whether `command` runs Claude Code in print mode (`claude -p`) or Codex CLI's
-/// `codex exec`.
+/// Whether `command` runs Claude Code in print mode (`claude -p`), Codex CLI's
+/// `codex exec` or Gemini CLI's `gemini -p`.
 pub fn is_headless(command: &[String]) -> bool {
     let args = || command.iter().skip(1);
     (is_claude(command) && args().any(|a| a == "-p" || a == "--print"))
         || (is_codex(command) && args().any(|a| a == "exec"))
+        || (is_gemini(command) && args().any(|a| a == "-p" || a == "--prompt"))
 }
 
 /// Why a headless `command` cannot be run as one, if it cannot: its output must be
@@ -40,7 +44,7 @@ pub fn check(command: &[String]) -> Result<(), String> {
     }
     let format = command
         .iter()
-        .position(|a| a == "--output-format")
+        .position(|a| a == "--output-format" || (a == "-o" && is_gemini(command)))
         .and_then(|i| command.get(i + 1))
         .map(String::as_str)
         .or_else(|| {
@@ -82,6 +86,26 @@ pub fn command_line(session: &[String], mcp_config: &Path, resume: Option<&str>)
             line.push(id.to_string());
         }
         line.push("-".into());
+        return line;
+    }
+    if is_gemini(session) {
+        // `gemini [its flags] -p "" --output-format stream-json [--resume ID]`: the
+        // prompt on stdin (`-p`'s text is appended to it: a bare `-p` gets an empty
+        // one), its events as JSON lines.
+        let mut line = Vec::with_capacity(session.len() + 5);
+        let mut args = session.iter().peekable();
+        while let Some(a) = args.next() {
+            line.push(a.clone());
+            if (a == "-p" || a == "--prompt") && args.peek().is_none_or(|n| n.starts_with('-')) {
+                line.push(String::new());
+            }
+        }
+        if !has("--output-format") && !has("-o") {
+            line.extend(["--output-format".into(), "stream-json".into()]);
+        }
+        if let Some(id) = resume {
+            line.extend(["--resume".into(), id.to_string()]);
+        }
         return line;
     }
     let mut line = session.to_vec();
@@ -170,6 +194,41 @@ mod tests {
         assert!(!is_headless(&words("aider -p")));
         assert!(is_headless(&words("codex exec")));
         assert!(!is_headless(&words("codex")));
+        assert!(is_headless(&words(
+            "/usr/bin/gemini -p --approval-mode yolo"
+        )));
+        assert!(!is_headless(&words("gemini")));
+    }
+
+    #[test]
+    fn gemini_reads_the_prompt_on_stdin_and_resumes_its_session() {
+        let m = Path::new("/m");
+        let mut expected = words("gemini -p");
+        expected.push(String::new());
+        expected.extend(words("--approval-mode yolo --output-format stream-json"));
+        assert_eq!(
+            command_line(&words("gemini -p --approval-mode yolo"), m, None),
+            expected
+        );
+        let line = command_line(&words("gemini --approval-mode yolo -p"), m, Some("s-1"));
+        assert_eq!(
+            line[3..],
+            [
+                "-p",
+                "",
+                "--output-format",
+                "stream-json",
+                "--resume",
+                "s-1"
+            ]
+        );
+        // Its own text after `-p` is kept (appended to the task's).
+        assert_eq!(
+            command_line(&words("gemini -p terse -o stream-json"), m, None),
+            words("gemini -p terse -o stream-json")
+        );
+        assert!(check(&words("gemini -p -o text")).is_err());
+        assert!(check(&words("gemini -p")).is_ok());
     }
 
     #[test]

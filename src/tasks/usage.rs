@@ -1,5 +1,7 @@
 //! What a task cost, as the agent reports it: `claude -p --output-format stream-json`
-//! ends with a `result` line (turns, tokens, `total_cost_usd`); an interactive Claude
+//! ends with a `result` line (turns, tokens, `total_cost_usd`), `codex exec --json`
+//! tells each turn's tokens, `gemini --output-format stream-json` ends with a
+//! `result` line of `stats` (tokens, no turns: hitl counts its replies); an interactive Claude
 //! Code writes every model reply, with its token counts, to its transcript (the path
 //! its hooks give), but no cost.
 
@@ -94,6 +96,7 @@ impl StreamEnd {
             "not logged in",
             "authentication_error",
             "oauth token",
+            "api key not valid",
         ]
         .iter()
         .any(|w| text.contains(w))
@@ -126,12 +129,43 @@ pub fn read_stream(path: &Path) -> StreamEnd {
     let Ok(file) = std::fs::File::open(path) else {
         return end;
     };
+    // Gemini CLI's model replies, counted as they begin: its result has no turns.
+    let mut replies = 0;
+    let mut replying = false;
     for line in BufReader::new(file).lines().map_while(Result::ok) {
         let Ok(v) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
         if let Some(id) = v.get("session_id").and_then(Value::as_str) {
             end.session_id = Some(id.to_string());
+        }
+        if let Some(stats) = gemini_stats(&v) {
+            let n = |key: &str| stats.get(key).and_then(Value::as_u64);
+            let cached = n("cached").unwrap_or(0);
+            let usage = TaskUsage {
+                turns: std::mem::take(&mut replies),
+                // `input` is what the cache did not hold.
+                input_tokens: n("input")
+                    .unwrap_or_else(|| n("input_tokens").unwrap_or(0).saturating_sub(cached)),
+                output_tokens: n("output_tokens").unwrap_or(0),
+                cache_read_input_tokens: cached,
+                ..TaskUsage::default()
+            };
+            end.usage.get_or_insert_with(TaskUsage::default).add(&usage);
+            end.is_error = v.get("status").and_then(Value::as_str) != Some("success");
+            end.result = v
+                .pointer("/error/message")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            replying = false;
+            continue;
+        }
+        if let Some(assistant) = gemini_turn(&v) {
+            if assistant && !replying {
+                replies += 1;
+            }
+            replying = assistant;
+            continue;
         }
         // Codex's `--json` events: its thread is what `codex exec resume` takes, and
         // each turn's tokens are told as it completes.
@@ -184,6 +218,25 @@ pub fn read_stream(path: &Path) -> StreamEnd {
     end
 }
 
+/// A Gemini CLI `result` line's `stats`.
+fn gemini_stats(v: &Value) -> Option<&Value> {
+    (v.get("type").and_then(Value::as_str) == Some("result"))
+        .then(|| v.get("stats"))
+        .flatten()
+}
+
+/// Whether a Gemini CLI event is the model's (a message of its, a tool it calls:
+/// `Some(true)`) or not (the prompt, a tool's result: `Some(false)`); `None`: no
+/// event of Gemini's turns.
+fn gemini_turn(v: &Value) -> Option<bool> {
+    match v.get("type").and_then(Value::as_str)? {
+        "message" => Some(v.get("role").and_then(Value::as_str) == Some("assistant")),
+        "tool_use" => Some(true),
+        "tool_result" => Some(false),
+        _ => None,
+    }
+}
+
 /// The stream-json output as lines a person reads (the replies' text, the tools
 /// called), for `hitl task peek` and the fallback summary of a headless task.
 pub fn render_stream(path: &Path) -> String {
@@ -191,11 +244,46 @@ pub fn render_stream(path: &Path) -> String {
         return String::new();
     };
     let mut out = String::new();
+    // Gemini CLI's reply, told in pieces (`delta`): one line once it ends.
+    let mut reply = String::new();
+    let flush = |reply: &mut String, out: &mut String| {
+        if !reply.is_empty() {
+            out.push_str(&format!("● {}\n", reply.trim_end()));
+            reply.clear();
+        }
+    };
     for line in BufReader::new(file).lines().map_while(Result::ok) {
         let Ok(v) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
+        if v.get("type").and_then(Value::as_str) == Some("message")
+            && v.get("role").and_then(Value::as_str) == Some("assistant")
+        {
+            reply.push_str(v.get("content").and_then(Value::as_str).unwrap_or(""));
+            continue;
+        }
+        flush(&mut reply, &mut out);
+        if gemini_stats(&v).is_some() {
+            let status = v.get("status").and_then(Value::as_str).unwrap_or("result");
+            let error = v.pointer("/error/message").and_then(Value::as_str);
+            out.push_str(&format!("[{status}] {}\n", error.unwrap_or("")));
+            continue;
+        }
         match v.get("type").and_then(Value::as_str) {
+            // Gemini CLI's tools, by Claude Code's names where it has them.
+            Some("tool_use") => {
+                let tool = v.get("tool_name").and_then(Value::as_str).unwrap_or("?");
+                let name = crate::guard::claude_tool_name(tool).unwrap_or(tool);
+                out.push_str(&format!("● {name}({})\n", shown_input(&v["parameters"])));
+            }
+            Some("tool_result") => {
+                let text = v
+                    .get("output")
+                    .and_then(Value::as_str)
+                    .or_else(|| v.pointer("/error/message").and_then(Value::as_str))
+                    .unwrap_or("");
+                out.push_str(&format!("  ⎿ {}\n", first_line(text)));
+            }
             // Codex's `--json`: its replies and the commands it ran.
             Some("item.completed") => {
                 let item = &v["item"];
@@ -220,13 +308,8 @@ pub fn render_stream(path: &Path) -> String {
                         }
                         Some("tool_use") => {
                             let name = block.get("name").and_then(Value::as_str).unwrap_or("?");
-                            let input = block.get("input").cloned().unwrap_or(Value::Null);
-                            let shown = ["file_path", "command", "pattern", "url"]
-                                .iter()
-                                .find_map(|k| input.get(*k).and_then(Value::as_str))
-                                .map(str::to_string)
-                                .unwrap_or_default();
-                            out.push_str(&format!("● {name}({shown})\n"));
+                            let input = block.get("input").unwrap_or(&Value::Null);
+                            out.push_str(&format!("● {name}({})\n", shown_input(input)));
                         }
                         _ => {}
                     }
@@ -246,14 +329,7 @@ pub fn render_stream(path: &Path) -> String {
                             .join("\n"),
                         _ => String::new(),
                     };
-                    let first: String = text
-                        .lines()
-                        .next()
-                        .unwrap_or("")
-                        .chars()
-                        .take(200)
-                        .collect();
-                    out.push_str(&format!("  ⎿ {first}\n"));
+                    out.push_str(&format!("  ⎿ {}\n", first_line(&text)));
                 }
             }
             Some("result") => {
@@ -264,7 +340,26 @@ pub fn render_stream(path: &Path) -> String {
             _ => {}
         }
     }
+    flush(&mut reply, &mut out);
     out
+}
+
+/// What a tool call is shown by: its file, command, pattern or address.
+fn shown_input(input: &Value) -> &str {
+    ["file_path", "command", "pattern", "url"]
+        .iter()
+        .find_map(|k| input.get(*k).and_then(Value::as_str))
+        .unwrap_or("")
+}
+
+/// A tool's output as one line is shown: its first, cut to 200 characters.
+fn first_line(text: &str) -> String {
+    text.lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(200)
+        .collect()
 }
 
 fn content(v: &Value) -> impl Iterator<Item = &Value> {
@@ -364,6 +459,52 @@ mod tests {
             (both.turns, both.input_tokens, both.cost_usd),
             (4, 35, Some(0.75))
         );
+    }
+
+    #[test]
+    fn a_gemini_stream_gives_its_replies_tokens_and_transcript() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stream.jsonl");
+        std::fs::write(
+            &path,
+            [
+                r#"{"type":"init","session_id":"g-1","model":"gemini-2.5-flash"}"#,
+                r#"{"type":"message","role":"user","content":"Write it\n"}"#,
+                r#"{"type":"tool_use","tool_name":"run_shell_command","tool_id":"t1","parameters":{"command":"echo hi > f.txt"}}"#,
+                r#"{"type":"tool_result","tool_id":"t1","status":"success","output":"hi\nmore"}"#,
+                r#"{"type":"message","role":"assistant","content":"Done ","delta":true}"#,
+                r#"{"type":"message","role":"assistant","content":"it.","delta":true}"#,
+                r#"{"type":"result","status":"success","stats":{"total_tokens":14,"input_tokens":9,"output_tokens":5,"cached":3,"input":6,"tool_calls":1}}"#,
+            ]
+            .join("\n"),
+        )
+        .unwrap();
+        let end = read_stream(&path);
+        assert_eq!(end.session_id.as_deref(), Some("g-1"));
+        assert!(!end.is_error);
+        let usage = end.usage.unwrap();
+        assert_eq!(
+            (
+                usage.turns,
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cache_read_input_tokens
+            ),
+            (2, 6, 5, 3)
+        );
+        assert_eq!(
+            render_stream(&path),
+            "● Bash(echo hi > f.txt)\n  ⎿ hi\n● Done it.\n[success] \n"
+        );
+        // A failed run: its error is the result.
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text += "\n";
+        text += r#"{"type":"result","status":"error","error":{"type":"FatalAuthenticationError","message":"API key not valid"},"stats":{"input_tokens":0,"output_tokens":0}}"#;
+        std::fs::write(&path, text).unwrap();
+        let end = read_stream(&path);
+        assert!(end.is_error);
+        assert_eq!(end.result.as_deref(), Some("API key not valid"));
+        assert_eq!(end.usage.unwrap().turns, 2);
     }
 
     #[test]

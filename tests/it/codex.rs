@@ -71,6 +71,29 @@ impl Drop for ResponsesApi {
     }
 }
 
+/// Codex's settings as a user has them: the stand-in as its model provider, and
+/// `trusted` a trusted project (Codex asks on its first run there).
+fn user_config(api: &ResponsesApi, trusted: &std::path::Path) -> String {
+    format!(
+        "model = \"gpt-5.4\"\nmodel_provider = \"stand-in\"\n\n\
+         [model_providers.stand-in]\nname = \"stand-in\"\nbase_url = \"{}/v1\"\n\
+         env_key = \"STAND_IN_KEY\"\nwire_api = \"responses\"\n\n\
+         [projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+        api.base,
+        trusted.display()
+    )
+}
+
+/// A folder outside the temp folder (Codex's sandbox breaks under `$TMPDIR`).
+fn outside_tmp(prefix: &str) -> tempfile::TempDir {
+    let homes = PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/hitl/tmp");
+    std::fs::create_dir_all(&homes).unwrap();
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(&homes)
+        .unwrap()
+}
+
 /// The output Codex gave the model for its `call_id`, from the request after it.
 fn output_of(requests: &[Value], call_id: &str) -> Option<String> {
     requests.iter().rev().find_map(|r| {
@@ -85,13 +108,7 @@ fn output_of(requests: &[Value], call_id: &str) -> Option<String> {
 fn a_wired_codex_asks_the_human_about_what_it_cannot_prove_harmless() {
     let Some(codex) = codex_binary() else { return };
     let p = Project::new();
-    // Codex's home sits outside the temp folder (its sandbox breaks under $TMPDIR).
-    let homes = PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/hitl/tmp");
-    std::fs::create_dir_all(&homes).unwrap();
-    let codex_home = tempfile::Builder::new()
-        .prefix("codex-home-")
-        .tempdir_in(&homes)
-        .unwrap();
+    let codex_home = outside_tmp("codex-home-");
     let script = serde_json::json!([
         { "exec": "git push --force origin main" },
         { "exec": "ls" },
@@ -99,17 +116,8 @@ fn a_wired_codex_asks_the_human_about_what_it_cannot_prove_harmless() {
         { "say": "done" },
     ]);
     let api = ResponsesApi::start(&script, &p.dir);
-    // As a user has it: a model provider, and this project trusted (Codex asks on
-    // its first run here).
     let config = codex_home.path().join("config.toml");
-    let theirs = format!(
-        "model = \"gpt-5.4\"\nmodel_provider = \"stand-in\"\n\n\
-         [model_providers.stand-in]\nname = \"stand-in\"\nbase_url = \"{}/v1\"\n\
-         env_key = \"STAND_IN_KEY\"\nwire_api = \"responses\"\n\n\
-         [projects.\"{}\"]\ntrust_level = \"trusted\"\n",
-        api.base,
-        p.dir.display()
-    );
+    let theirs = user_config(&api, &p.dir);
     std::fs::write(&config, &theirs).unwrap();
     let out = p
         .hitl()
@@ -243,12 +251,7 @@ fn a_wired_codex_asks_the_human_about_what_it_cannot_prove_harmless() {
 fn a_codex_task_runs_headless_and_its_summary_is_read() {
     let Some(codex) = codex_binary() else { return };
     let p = Project::new();
-    let homes = PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/hitl/tmp");
-    std::fs::create_dir_all(&homes).unwrap();
-    let codex_home = tempfile::Builder::new()
-        .prefix("codex-home-")
-        .tempdir_in(&homes)
-        .unwrap();
+    let codex_home = outside_tmp("codex-home-");
     let workspace = p.dir.parent().unwrap().join("ws");
     std::fs::create_dir_all(&workspace).unwrap();
     // The model writes the summary file the task's text names.
@@ -257,17 +260,10 @@ fn a_codex_task_runs_headless_and_its_summary_is_read() {
     let api = ResponsesApi::start(&script, &workspace);
     std::fs::write(
         codex_home.path().join("config.toml"),
-        format!(
-            "model = \"gpt-5.4\"\nmodel_provider = \"stand-in\"\n\n\
-             [model_providers.stand-in]\nname = \"stand-in\"\nbase_url = \"{}/v1\"\n\
-             env_key = \"STAND_IN_KEY\"\nwire_api = \"responses\"\n\n\
-             [projects.\"{}\"]\ntrust_level = \"trusted\"\n",
-            api.base,
-            workspace.display()
-        ),
+        user_config(&api, &workspace),
     )
     .unwrap();
-    p.user_config("[tasks]\nagents = [\"codex\"]\nboundary = false\n");
+    p.user_config("[tasks]\nagents = [\"codex\"]\n");
     let mut listen = p.hitl();
     listen
         .env("CODEX_HOME", codex_home.path())
@@ -294,7 +290,9 @@ fn a_codex_task_runs_headless_and_its_summary_is_read() {
         assert!(out.status.success(), "hitl task {args:?}: {out:?}");
         serde_json::from_slice(&out.stdout).unwrap()
     };
-    let command = format!("{} exec", codex.display());
+    // Inside the boundary (`[tasks] boundary`, on by default), with Codex's own
+    // sandbox off: as root (CI) bubblewrap cannot start there (`hitl run` says so).
+    let command = format!("{} exec --sandbox danger-full-access", codex.display());
     let s = task(&[
         "session",
         "coder",
@@ -332,4 +330,91 @@ fn a_codex_task_runs_headless_and_its_summary_is_read() {
         screen.contains("● Bash(") && screen.contains("Finished."),
         "{screen}"
     );
+}
+
+/// `hitl run codex`: Codex CLI inside the boundary, in its own folder (`~/.codex`,
+/// no `CODEX_HOME`), and with its own sandbox off as a user of the boundary runs it:
+/// it keeps its sessions, but a command the human approved still cannot change
+/// Codex's settings (a `notify` command there would run later as the user, outside),
+/// and the model reads why.
+#[test]
+fn hitl_run_starts_codex_which_keeps_its_sessions_but_not_its_settings() {
+    let Some(codex) = codex_binary() else { return };
+    if !crate::boundary::require_boundary() {
+        return;
+    }
+    let p = Project::new();
+    let home = outside_tmp("home-");
+    let script = serde_json::json!([
+        { "exec": "ls" },
+        { "exec": "echo 'notify = [\"touch\", \"/tmp/pwned\"]' >> ~/.codex/config.toml" },
+        { "say": "done" },
+    ]);
+    let api = ResponsesApi::start(&script, &p.dir);
+    let config = home.path().join(".codex/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    let theirs = user_config(&api, &p.dir);
+    std::fs::write(&config, &theirs).unwrap();
+    let wired = p
+        .hitl()
+        .args(["init", "--codex"])
+        .env("HOME", home.path())
+        .env_remove("CODEX_HOME")
+        .output()
+        .unwrap();
+    assert!(wired.status.success(), "{wired:?}");
+    let wired_config = std::fs::read_to_string(&config).unwrap();
+
+    let _listener = p.listen(&["--attended", "--ui", "none"]);
+    let run = p
+        .hitl()
+        .arg("run")
+        .arg("--")
+        .arg(&codex)
+        .args([
+            "exec",
+            "--skip-git-repo-check",
+            "--sandbox",
+            "danger-full-access",
+            "List, then note it.",
+        ])
+        .env("HOME", home.path())
+        .env_remove("CODEX_HOME")
+        .env_remove("XDG_RUNTIME_DIR")
+        .env("STAND_IN_KEY", KEY)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `ls` asked nobody; the change to Codex's settings is asked, and approved.
+    let q = p.wait_pending(1, Duration::from_secs(60)).remove(0);
+    assert!(
+        q["content"].as_str().unwrap().contains("config.toml"),
+        "{q}"
+    );
+    assert!(q["agent_id"].as_str().unwrap().starts_with("codex-"), "{q}");
+    let answered = p.run(&["answer", q["id"].as_str().unwrap(), "--approve"]);
+    assert!(answered.status.success(), "{answered:?}");
+    let out = wait_output(run, Duration::from_secs(120));
+    assert!(out.status.success(), "hitl run codex exec: {out:?}");
+
+    let requests = api.requests();
+    assert!(output_of(&requests, "call_0").is_some(), "{requests:#?}");
+    let refused = output_of(&requests, "call_1").expect("the echo's output reached the model");
+    assert!(refused.contains("Read-only file system"), "{refused}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), wired_config);
+    // Its state was written: the session's rollout, in its own folder.
+    let sessions = home.path().join(".codex/sessions");
+    let mut rollouts = 0;
+    let mut dirs = vec![sessions.clone()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.path().is_dir() {
+                dirs.push(e.path());
+            } else if e.file_name().to_string_lossy().starts_with("rollout-") {
+                rollouts += 1;
+            }
+        }
+    }
+    assert_eq!(rollouts, 1, "no session kept in {}", sessions.display());
 }

@@ -69,6 +69,23 @@ impl Drop for GeminiApi {
     }
 }
 
+/// A home as a user has it: an API key chosen, and the project's folder trusted.
+fn user_home(p: &Project) -> PathBuf {
+    let home = p.dir.parent().unwrap().join("gemini-home");
+    std::fs::create_dir_all(home.join(".gemini")).unwrap();
+    std::fs::write(
+        home.join(".gemini/settings.json"),
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        home.join(".gemini/trustedFolders.json"),
+        serde_json::json!({ p.dir.display().to_string(): "TRUST_FOLDER" }).to_string(),
+    )
+    .unwrap();
+    home
+}
+
 #[test]
 fn a_wired_gemini_asks_the_human_about_what_it_cannot_prove_harmless() {
     let Some(gemini) = gemini_script() else {
@@ -82,19 +99,7 @@ fn a_wired_gemini_asks_the_human_about_what_it_cannot_prove_harmless() {
         { "say": "done" },
     ]);
     let api = GeminiApi::start(&script);
-    // As a user has it: an API key chosen, and this project's folder trusted.
-    let home = p.dir.parent().unwrap().join("gemini-home");
-    std::fs::create_dir_all(home.join(".gemini")).unwrap();
-    std::fs::write(
-        home.join(".gemini/settings.json"),
-        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
-    )
-    .unwrap();
-    std::fs::write(
-        home.join(".gemini/trustedFolders.json"),
-        serde_json::json!({ p.dir.display().to_string(): "TRUST_FOLDER" }).to_string(),
-    )
-    .unwrap();
+    let home = user_home(&p);
     let out = p.run(&["init", "--gemini"]);
     assert!(out.status.success(), "{out:?}");
     let said = String::from_utf8_lossy(&out.stderr);
@@ -173,4 +178,171 @@ fn a_wired_gemini_asks_the_human_about_what_it_cannot_prove_harmless() {
     let out = p.run(&["init", "--gemini", "--remove"]);
     assert!(out.status.success(), "{out:?}");
     assert!(!p.dir.join(".gemini/settings.json").exists());
+}
+
+/// `hitl run gemini`: Gemini CLI inside the boundary keeps its state in `~/.gemini`
+/// (its history, its projects), but a command the human approved still cannot
+/// change its settings (its hooks are there), and the model reads why.
+#[test]
+fn hitl_run_starts_gemini_which_keeps_its_state_but_not_its_settings() {
+    let Some(gemini) = gemini_script() else {
+        return;
+    };
+    if !crate::boundary::require_boundary() {
+        return;
+    }
+    let p = Project::new();
+    let script = serde_json::json!([
+        { "exec": "ls" },
+        { "exec": "echo '{}' > ~/.gemini/settings.json" },
+        { "say": "done" },
+    ]);
+    let api = GeminiApi::start(&script);
+    let home = user_home(&p);
+    let settings = home.join(".gemini/settings.json");
+    let theirs = std::fs::read_to_string(&settings).unwrap();
+    let out = p.run(&["init", "--gemini"]);
+    assert!(out.status.success(), "{out:?}");
+    let _listener = p.listen(&["--attended", "--ui", "none"]);
+    let run = p
+        .hitl()
+        .args(["run", "--", "node"])
+        .arg(&gemini)
+        .args(["-p", "List, then note it.", "--approval-mode", "yolo"])
+        .args(["-m", "gemini-2.5-flash"])
+        .env("HOME", &home)
+        .env_remove("GEMINI_CLI_HOME")
+        .env_remove("XDG_RUNTIME_DIR")
+        .env("GEMINI_API_KEY", KEY)
+        .env("GOOGLE_GEMINI_BASE_URL", &api.base)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `ls` asked nobody; the change to Gemini's settings is asked, and approved.
+    let q = p.wait_pending(1, Duration::from_secs(90)).remove(0);
+    assert!(
+        q["content"].as_str().unwrap().contains("settings.json"),
+        "{q}"
+    );
+    assert!(
+        q["agent_id"].as_str().unwrap().starts_with("gemini-"),
+        "{q}"
+    );
+    let answered = p.run(&["answer", q["id"].as_str().unwrap(), "--approve"]);
+    assert!(answered.status.success(), "{answered:?}");
+    let out = wait_output(run, Duration::from_secs(120));
+    assert!(out.status.success(), "hitl run gemini -p: {out:?}");
+    let requests = api.requests();
+    let last = requests.last().unwrap().to_string();
+    assert!(last.contains("Read-only file system"), "{requests:#?}");
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), theirs);
+    assert!(
+        home.join(".gemini/projects.json").is_file(),
+        "its state was kept"
+    );
+}
+
+/// A Gemini CLI task through the task runner, inside the boundary: `--command
+/// "gemini -p --approval-mode yolo"` runs it headless once per task, the task's text
+/// on its stdin; the task ends on its summary file, which the model (a stand-in)
+/// writes with a shell command; the result has it and the tokens Gemini reported,
+/// and `peek` shows what it did.
+#[test]
+fn a_gemini_task_runs_headless_and_its_summary_is_read() {
+    let Some(gemini) = gemini_script() else {
+        return;
+    };
+    let p = Project::new();
+    let workspace = p.dir.parent().unwrap().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let write_summary = "mkdir -p summaries && printf '# Task Completion Summary\\n\\n## Objective\\nList the files\\n\\n## Status\\n✅ COMPLETED\\n' > {summary}";
+    let script = serde_json::json!([{ "exec": write_summary }, { "say": "Finished." }]);
+    let api = GeminiApi::start(&script);
+    let home = user_home(&p);
+    std::fs::write(
+        home.join(".gemini/trustedFolders.json"),
+        serde_json::json!({ workspace.display().to_string(): "TRUST_FOLDER" }).to_string(),
+    )
+    .unwrap();
+    // `gemini` as npm installs it: a program of that name.
+    let bin = p.dir.parent().unwrap().join("bin/gemini");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::write(
+        &bin,
+        format!("#!/bin/sh\nexec node '{}' \"$@\"\n", gemini.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    p.user_config("[tasks]\nagents = [\"gemini\"]\n");
+    let mut listen = p.hitl();
+    listen
+        .env("HOME", &home)
+        .env("GEMINI_API_KEY", KEY)
+        .env("GOOGLE_GEMINI_BASE_URL", &api.base)
+        .args([
+            "listen",
+            "--ui",
+            "none",
+            "--http",
+            "127.0.0.1:0",
+            "--attended",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let _listener = crate::support::Listener::start(listen);
+    let task = |args: &[&str]| -> Value {
+        let out = p
+            .hitl()
+            .arg("task")
+            .args(args)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "hitl task {args:?}: {out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let command = format!(
+        "{} -p --approval-mode yolo -m gemini-2.5-flash",
+        bin.display()
+    );
+    let s = task(&[
+        "session",
+        "writer",
+        "--workspace",
+        &workspace.display().to_string(),
+        "--command",
+        &command,
+    ]);
+    assert_eq!(s["ready"], true, "{s:#}");
+    let submitted = task(&["submit", "writer", "List the files and report"]);
+    let id = submitted["task"]["id"].as_str().unwrap().to_string();
+    let out = p
+        .hitl()
+        .args(["task", "wait", &id, "--timeout", "90", "--json"])
+        .output()
+        .unwrap();
+    let ended: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let peek = p.hitl().args(["task", "peek", "writer"]).output().unwrap();
+    let screen = String::from_utf8_lossy(&peek.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{ended:#} {out:?}\n{screen}");
+    assert_eq!(
+        (&ended["state"], &ended["fallback_summary"]),
+        (&serde_json::json!("completed"), &serde_json::json!(false)),
+        "{ended:#}\n{screen}"
+    );
+    let result = task(&["result", &id]);
+    assert!(result.to_string().contains("List the files"), "{result:#}");
+    eventually("the usage", Duration::from_secs(20), || {
+        task(&["status", &id])["usage"]["output_tokens"].as_u64() > Some(0)
+    });
+    // Its last reply told, once it ended (the task ended on its summary, before it).
+    let peek = p.hitl().args(["task", "peek", "writer"]).output().unwrap();
+    let screen = String::from_utf8_lossy(&peek.stdout);
+    assert!(
+        screen.contains("● Bash(mkdir -p summaries") && screen.contains("● Finished."),
+        "{screen}"
+    );
+    // Its state kept in its own folder, inside the boundary.
+    assert!(home.join(".gemini/projects.json").is_file());
 }

@@ -5,13 +5,15 @@ Each POST /v1beta/models/MODEL:streamGenerateContent?alt=sse is answered, as one
 server-sent event, with the next step of the script given on the command line: a
 JSON list whose items are {"exec": "COMMAND"} (a `functionCall` of Gemini CLI's
 `run_shell_command` tool) or {"say": "TEXT"} (the model's text, which ends the
-turn). Requests must carry the key (`x-goog-api-key`, or `key=` in the query). GET /test/requests returns
+turn); `{summary}` in a command is the summary file (`summaries/ID.md`) the
+request's text names. Requests must carry the key (`x-goog-api-key`, or `key=` in the query). GET /test/requests returns
 every request's body, in order.
 
 Usage: gemini_api.py KEY SCRIPT_JSON. Prints {"port": P} once it listens.
 """
 
 import json
+import re
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,11 +23,14 @@ requests = []
 lock = threading.Lock()
 
 
-def parts_for(n):
+def parts_for(n, body):
     step = SCRIPT[n] if n < len(SCRIPT) else {"say": "done"}
     if "exec" in step:
+        # `{summary}`: the summary file a task's text names (seed 002's block).
+        named = re.search(r"summaries/[A-Za-z0-9_.-]+?\.md", json.dumps(body))
+        command = step["exec"].replace("{summary}", named.group(0) if named else "summary.md")
         return [{"functionCall": {"name": "run_shell_command",
-                                  "args": {"command": step["exec"], "description": "a step"}}}]
+                                  "args": {"command": command, "description": "a step"}}}]
     return [{"text": step["say"]}]
 
 
@@ -56,7 +61,7 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             n = len(requests)
             requests.append(body)
-        chunk = {"candidates": [{"content": {"role": "model", "parts": parts_for(n)},
+        chunk = {"candidates": [{"content": {"role": "model", "parts": parts_for(n, body)},
                                  "finishReason": "STOP", "index": 0}],
                  "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1,
                                    "totalTokenCount": 2}}
