@@ -238,6 +238,9 @@ pub(crate) fn prepare(
                 q.request.agent_id = id;
                 q.request.agent_name = name;
             }
+            if let Some(rest) = q.request.content.strip_prefix("Allow Claude ") {
+                q.request.content = format!("Allow {} {rest}", agent.names().1);
+            }
             Step::Ask(q)
         }
         other => other,
@@ -562,6 +565,10 @@ fn approval_request(
                 .unwrap_or("")
         ),
         "ExitPlanMode" => "carry out this plan".to_string(),
+        policy::PATCH_TOOL => match concern {
+            Concern::ProtectedPath { path, .. } => format!("patch {path}"),
+            _ => "apply this patch".to_string(),
+        },
         _ => match concern {
             Concern::ProtectedPath { path, .. } => format!("{tool} {path}"),
             _ => match file_of(tool_input) {
@@ -576,11 +583,15 @@ fn approval_request(
     };
     // The plan itself is what the human approves: in the question, where every UI
     // shows it line by line, not only in the context.
-    if tool == "ExitPlanMode"
-        && let Some(plan) = tool_input.get("plan").and_then(Value::as_str)
-    {
+    // So is a patch (Codex's edits).
+    let shown = match tool {
+        "ExitPlanMode" => tool_input.get("plan"),
+        policy::PATCH_TOOL => tool_input.get("command"),
+        _ => None,
+    };
+    if let Some(text) = shown.and_then(Value::as_str) {
         content.push_str("\n\n");
-        content.push_str(plan.trim_end());
+        content.push_str(text.trim_end());
     }
     let people = settings.approvals_for(tool);
     let always_allow = match concern {

@@ -2,6 +2,7 @@
 //! line as bash does (`shell`, with `plain` for the common simple lines), passes only
 //! what it can prove harmless (`harmless`), names what is dangerous and why
 //! (`danger`), checks protected paths and the user's "always allow" rules (`rules`),
+//! reads the files Codex's patches write (`patch`),
 //! and decides what a call needs (`policy`), given whether the agent would run it
 //! without asking anyone (`mode`). Each agent's hooks are a thin translation of its
 //! payloads and decisions over this (`claude::hook`, with `HookAgent` for Codex CLI
@@ -10,6 +11,7 @@
 pub mod danger;
 pub mod harmless;
 pub mod mode;
+pub mod patch;
 mod plain;
 pub mod policy;
 pub mod rules;

@@ -71,9 +71,12 @@ impl PermissionMode {
     }
 }
 
-/// The tools `acceptEdits` runs unasked.
+/// The tools `acceptEdits` runs unasked (Codex's patches among them).
 fn is_file_edit(tool: &str) -> bool {
-    matches!(tool, "Edit" | "Write" | "MultiEdit" | "NotebookEdit")
+    matches!(
+        tool,
+        "Edit" | "Write" | "MultiEdit" | "NotebookEdit" | super::policy::PATCH_TOOL
+    )
 }
 
 #[cfg(test)]

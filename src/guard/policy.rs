@@ -168,29 +168,68 @@ pub fn concern(
         let Some(path) = input.get(*field).and_then(Value::as_str) else {
             return Ok(None);
         };
-        let Some(paths) = Candidates::of(place, path) else {
-            return Ok(None);
-        };
-        let Some(concern) = protected(settings, place, &paths)? else {
-            return Ok(None);
-        };
-        let rules = rules::parse_all(&settings.allow)?;
-        let globs: Vec<String> = rules
-            .iter()
-            .filter_map(|r| r.path_glob().map(str::to_string))
-            .collect();
-        return Ok(Some(match paths.first_match(&globs, place, true)? {
-            Some(Concern::ProtectedPath { glob, .. }) => Concern::Allowed {
-                rule: rules
-                    .iter()
-                    .find(|r| r.path_glob() == Some(glob.as_str()))
-                    .map_or(glob, |r| r.to_string()),
-                concern: Box::new(concern),
-            },
-            _ => concern,
-        }));
+        return write_concern(settings, place, path);
+    }
+    if tool == PATCH_TOOL {
+        return patch_concern(settings, place, input);
     }
     Ok(None)
+}
+
+/// Codex CLI's tool that edits files by a patch (`guard::patch`).
+pub const PATCH_TOOL: &str = "apply_patch";
+
+/// What the policy says of writing the file at `path`: a protected file, or one an
+/// "always allow" rule lets through; `None` for any other.
+fn write_concern(settings: &HookSettings, place: &Place, path: &str) -> Result<Option<Concern>> {
+    let Some(paths) = Candidates::of(place, path) else {
+        return Ok(None);
+    };
+    let Some(concern) = protected(settings, place, &paths)? else {
+        return Ok(None);
+    };
+    let rules = rules::parse_all(&settings.allow)?;
+    let globs: Vec<String> = rules
+        .iter()
+        .filter_map(|r| r.path_glob().map(str::to_string))
+        .collect();
+    Ok(Some(match paths.first_match(&globs, place, true)? {
+        Some(Concern::ProtectedPath { glob, .. }) => Concern::Allowed {
+            rule: rules
+                .iter()
+                .find(|r| r.path_glob() == Some(glob.as_str()))
+                .map_or(glob, |r| r.to_string()),
+            concern: Box::new(concern),
+        },
+        _ => concern,
+    }))
+}
+
+/// What the policy says of a patch: each file it writes checked as a `Write` of it;
+/// the first that no rule lets through is the concern, else the first a rule does.
+/// A patch that cannot be read whole is asked.
+fn patch_concern(settings: &HookSettings, place: &Place, input: &Value) -> Result<Option<Concern>> {
+    let text = ["command", "input", "patch"]
+        .iter()
+        .find_map(|k| input.get(*k).and_then(Value::as_str))
+        .unwrap_or("");
+    let Some(files) = super::patch::written_files(text) else {
+        return Ok(Some(Concern::DangerousCommand {
+            part: PATCH_TOOL.into(),
+            why: "a patch hitl cannot read whole: the files it writes are unknown".into(),
+        }));
+    };
+    let mut allowed = None;
+    for file in files {
+        match write_concern(settings, place, file)? {
+            Some(c @ Concern::Allowed { .. }) => {
+                allowed.get_or_insert(c);
+            }
+            Some(c) => return Ok(Some(c)),
+            None => {}
+        }
+    }
+    Ok(allowed)
 }
 
 /// Files that hold the guard itself: hitl's settings, answers and rules, Claude
@@ -985,6 +1024,51 @@ mod tests {
         .unwrap_err();
         assert!(format!("{e:#}").contains("[hook] allow"), "{e:#}");
         assert!(validate(&broken).is_err());
+    }
+
+    #[test]
+    fn a_patch_is_checked_file_by_file_as_writes_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = HookSettings {
+            allow: vec!["Edit(.env)".into()],
+            protected_paths: vec![".env".into()],
+            ..HookSettings::default()
+        };
+        let patch = |body: &str| {
+            let input = json!({ "command": format!("*** Begin Patch\n{body}*** End Patch\n") });
+            concern(&settings, &place(dir.path()), PATCH_TOOL, &input).unwrap()
+        };
+        assert_eq!(patch("*** Add File: notes.md\n+hi\n"), None);
+        // The guard's own files, by any header, also after a file it lets be.
+        for body in [
+            "*** Add File: .helpers/config.toml\n+[hook]\n",
+            "*** Update File: notes.md\n*** Move to: .codex/hooks.json\n",
+            "*** Add File: notes.md\n+x\n*** Delete File: .git/hooks/pre-commit\n",
+        ] {
+            assert!(
+                matches!(patch(body), Some(Concern::ProtectedPath { .. })),
+                "{body}: {:?}",
+                patch(body)
+            );
+        }
+        // A rule lets its file through; not the other protected file beside it.
+        assert!(matches!(
+            patch("*** Update File: .env\n@@\n-a\n+b\n"),
+            Some(Concern::Allowed { .. })
+        ));
+        assert!(matches!(
+            patch("*** Update File: .env\n*** Update File: .mcp.json\n"),
+            Some(Concern::ProtectedPath { .. })
+        ));
+        // What cannot be read whole is asked.
+        let unread = concern(
+            &settings,
+            &place(dir.path()),
+            PATCH_TOOL,
+            &json!({ "command": "rm -rf ." }),
+        )
+        .unwrap();
+        assert!(unread.is_some_and(|c| c.is_dangerous()));
     }
 
     #[test]

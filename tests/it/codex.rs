@@ -75,7 +75,7 @@ impl Drop for ResponsesApi {
 /// `trusted` a trusted project (Codex asks on its first run there).
 fn user_config(api: &ResponsesApi, trusted: &std::path::Path) -> String {
     format!(
-        "model = \"gpt-5.4\"\nmodel_provider = \"stand-in\"\n\n\
+        "model = \"gpt-5.5\"\nmodel_provider = \"stand-in\"\n\n\
          [model_providers.stand-in]\nname = \"stand-in\"\nbase_url = \"{}/v1\"\n\
          env_key = \"STAND_IN_KEY\"\nwire_api = \"responses\"\n\n\
          [projects.\"{}\"]\ntrust_level = \"trusted\"\n",
@@ -98,7 +98,10 @@ fn outside_tmp(prefix: &str) -> tempfile::TempDir {
 fn output_of(requests: &[Value], call_id: &str) -> Option<String> {
     requests.iter().rev().find_map(|r| {
         r["input"].as_array()?.iter().find_map(|i| {
-            (i["type"] == "function_call_output" && i["call_id"] == call_id)
+            (matches!(
+                i["type"].as_str(),
+                Some("function_call_output" | "custom_tool_call_output")
+            ) && i["call_id"] == call_id)
                 .then(|| i["output"].to_string())
         })
     })
@@ -241,6 +244,77 @@ fn a_wired_codex_asks_the_human_about_what_it_cannot_prove_harmless() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(std::fs::read_to_string(&config).unwrap(), theirs);
     assert!(!p.dir.join(".codex/hooks.json").exists());
+}
+
+/// Codex's file edits are patches (`apply_patch`): one that writes an ordinary file
+/// asks nobody; one that would add a rule to hitl's settings is asked, and denied
+/// with a comment that reaches the model; the settings stay as they were.
+#[test]
+fn a_wired_codex_asks_before_a_patch_writes_the_guards_files() {
+    let Some(codex) = codex_binary() else { return };
+    let p = Project::new();
+    let codex_home = outside_tmp("codex-home-");
+    let script = serde_json::json!([
+        { "patch": "*** Begin Patch\n*** Add File: notes.md\n+release notes\n*** End Patch\n" },
+        { "patch": "*** Begin Patch\n*** Update File: notes.md\n@@\n-release notes\n+release notes, pushed\n*** Update File: .helpers/config.toml\n@@\n+[hook]\n+allow = [\"Bash(*)\"]\n*** End Patch\n" },
+        { "say": "done" },
+    ]);
+    let api = ResponsesApi::start(&script, &p.dir);
+    std::fs::write(
+        codex_home.path().join("config.toml"),
+        user_config(&api, &p.dir),
+    )
+    .unwrap();
+    let out = p
+        .hitl()
+        .args(["init", "--codex"])
+        .env("CODEX_HOME", codex_home.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let settings = p.dir.join(".helpers/config.toml");
+    let before = std::fs::read(&settings).unwrap();
+
+    let _listener = p.listen(&["--attended", "--ui", "none"]);
+    let run = Command::new(&codex)
+        .args(["exec", "--skip-git-repo-check", "Write the notes."])
+        .current_dir(&p.dir)
+        .env("CODEX_HOME", codex_home.path())
+        .env("STAND_IN_KEY", KEY)
+        .env("HITL_HOME", &p.home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let q = p.wait_pending(1, Duration::from_secs(60)).remove(0);
+    let content = q["content"].as_str().unwrap();
+    assert!(
+        content.starts_with("Allow Codex to patch .helpers/config.toml?")
+            && content.contains("+allow = [\"Bash(*)\"]"),
+        "{q}"
+    );
+    let answered = p.run(&[
+        "answer",
+        q["id"].as_str().unwrap(),
+        "--deny",
+        "--comment",
+        "no new rules",
+    ]);
+    assert!(answered.status.success(), "{answered:?}");
+    let out = wait_output(run, Duration::from_secs(120));
+    assert!(out.status.success(), "codex exec: {out:?}");
+
+    let requests = api.requests();
+    let denied = output_of(&requests, "call_1").expect("the patch's output reached the model");
+    assert!(denied.contains("no new rules"), "{denied}");
+    assert_eq!(std::fs::read(&settings).unwrap(), before);
+    assert_eq!(
+        std::fs::read_to_string(p.dir.join("notes.md")).unwrap(),
+        "release notes\n",
+        "the first patch ran unasked, the second not at all"
+    );
+    assert_eq!(p.history().len(), 1, "only the second patch was asked");
 }
 
 /// A Codex task through the task runner: `--command "codex exec"` runs Codex CLI

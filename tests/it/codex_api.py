@@ -4,7 +4,8 @@ model provider (`wire_api = "responses"`), for tests/it/codex.rs.
 Each POST /v1/responses is answered, as a server-sent event stream
 (`response.created`, `response.output_item.added`, `.done`, `response.completed`),
 with the next step of the script given on the command line: a JSON list whose
-items are {"exec": "COMMAND"} (a `function_call` to Codex's `exec_command` tool) or
+items are {"exec": "COMMAND"} (a `function_call` to Codex's `exec_command` tool),
+{"patch": "*** Begin Patch…"} (a `custom_tool_call` of its `apply_patch` tool) or
 {"say": "TEXT"} (the assistant's message, which ends the turn); `{summary}` in a
 command is the summary file (`summaries/ID.md`) the request's text names. Requests must carry
 the provider's key as a bearer token. GET /test/requests returns every request's
@@ -33,6 +34,11 @@ def item_for(n, body):
         call = f"call_{n}"
         return {"id": f"fc_{n}", "type": "function_call", "call_id": call, "name": "exec_command",
                 "arguments": json.dumps({"cmd": step["exec"], "workdir": WORKDIR, "yield_time_ms": 5000})}
+    if "patch" in step:
+        # Codex's file edits: its `apply_patch` tool, freeform (the patch as the
+        # call's whole input), as it is offered to the models that take it.
+        return {"id": f"ctc_{n}", "type": "custom_tool_call", "call_id": f"call_{n}",
+                "name": "apply_patch", "input": step["patch"]}
     return {"id": f"msg_{n}", "type": "message", "role": "assistant",
             "content": [{"type": "output_text", "text": step["say"], "annotations": []}]}
 
