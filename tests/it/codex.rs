@@ -317,6 +317,78 @@ fn a_wired_codex_asks_before_a_patch_writes_the_guards_files() {
     assert_eq!(p.history().len(), 1, "only the second patch was asked");
 }
 
+/// Codex's own approval prompt, in its interactive screen (`-a on-request`, in real
+/// tmux): a command it would run outside its sandbox is a PermissionRequest, which
+/// hitl asks of the human; approved in hitl, it runs, and Codex never shows its own
+/// prompt.
+#[test]
+fn a_codex_permission_request_is_answered_in_hitl() {
+    let Some(codex) = codex_binary() else { return };
+    let p = Project::new();
+    let codex_home = outside_tmp("codex-home-");
+    // Outside the project and the temp folders, where Codex's sandbox lets no write.
+    let outside = outside_tmp("outside-");
+    let mark = outside.path().join("released");
+    let script = serde_json::json!([
+        { "exec": format!("touch {}", mark.display()), "escalate": "Mark the release outside the project?" },
+        { "say": "done" },
+    ]);
+    let api = ResponsesApi::start(&script, &p.dir);
+    // As a user has it after a first run: the screens of new models seen.
+    let config = user_config(&api, &p.dir)
+        + "\n[tui]\nscreen_reader_detection_done = true\n\n\
+           [tui.model_availability_nux]\n\"gpt-6.1-sol\" = 2\n\n\
+           [notice.model_migrations]\n\"gpt-5.5\" = \"gpt-6-sol\"\n";
+    std::fs::write(codex_home.path().join("config.toml"), config).unwrap();
+    let out = p
+        .hitl()
+        .args(["init", "--codex"])
+        .env("CODEX_HOME", codex_home.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let _listener = p.listen(&["--attended", "--ui", "none"]);
+
+    let tmux = crate::support::Tmux::new(&p.tmp.path().join("tmux"), "codex");
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "codex",
+        "-x",
+        "150",
+        "-y",
+        "40",
+        "-c",
+        p.dir.to_str().unwrap(),
+        &format!(
+            "env CODEX_HOME='{}' HITL_HOME='{}' STAND_IN_KEY={KEY} TERM=xterm-256color '{}' -a on-request 'Mark the release.'; sleep 60",
+            codex_home.path().display(),
+            p.home.display(),
+            codex.display()
+        ),
+    ]);
+    let q = p.wait_pending(1, Duration::from_secs(60)).remove(0);
+    assert_eq!(q["type"], "permission", "{q}");
+    assert!(q["agent_id"].as_str().unwrap().starts_with("codex-"), "{q}");
+    assert!(
+        q["content"].as_str().unwrap().contains("touch"),
+        "{q}\n{}",
+        tmux.screen()
+    );
+    let answered = p.run(&["answer", q["id"].as_str().unwrap(), "--approve"]);
+    assert!(answered.status.success(), "{answered:?}");
+    let screen = tmux.wait_for("done", Duration::from_secs(60));
+    assert!(
+        mark.exists(),
+        "the approved command ran outside the sandbox:\n{screen}"
+    );
+    assert!(
+        !screen.contains("Would you like to run"),
+        "Codex showed its own prompt:\n{screen}"
+    );
+}
+
 /// A Codex task through the task runner: `--command "codex exec"` runs Codex CLI
 /// headless once per task, the task's text on its stdin; the task ends on its summary
 /// file, which the model (a stand-in) writes with a shell command; the result has it

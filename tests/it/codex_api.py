@@ -4,7 +4,8 @@ model provider (`wire_api = "responses"`), for tests/it/codex.rs.
 Each POST /v1/responses is answered, as a server-sent event stream
 (`response.created`, `response.output_item.added`, `.done`, `response.completed`),
 with the next step of the script given on the command line: a JSON list whose
-items are {"exec": "COMMAND"} (a `function_call` to Codex's `exec_command` tool),
+items are {"exec": "COMMAND"} (a `function_call` to Codex's `exec_command` tool; with
+"escalate": "WHY", asking to run outside its sandbox),
 {"patch": "*** Begin Patch…"} (a `custom_tool_call` of its `apply_patch` tool) or
 {"say": "TEXT"} (the assistant's message, which ends the turn); `{summary}` in a
 command is the summary file (`summaries/ID.md`) the request's text names. Requests must carry
@@ -30,10 +31,14 @@ def item_for(n, body):
     if "exec" in step:
         # `{summary}`: the summary file a task's text names (seed 002's block).
         named = re.search(r"summaries/[A-Za-z0-9_.-]+?\.md", json.dumps(body))
-        step = {"exec": step["exec"].replace("{summary}", named.group(0) if named else "summary.md")}
+        step = dict(step, exec=step["exec"].replace("{summary}", named.group(0) if named else "summary.md"))
         call = f"call_{n}"
+        args = {"cmd": step["exec"], "workdir": WORKDIR, "yield_time_ms": 5000}
+        if "escalate" in step:
+            # Outside Codex's sandbox: what its approval policy asks the user about.
+            args.update(sandbox_permissions="require_escalated", justification=step["escalate"])
         return {"id": f"fc_{n}", "type": "function_call", "call_id": call, "name": "exec_command",
-                "arguments": json.dumps({"cmd": step["exec"], "workdir": WORKDIR, "yield_time_ms": 5000})}
+                "arguments": json.dumps(args)}
     if "patch" in step:
         # Codex's file edits: its `apply_patch` tool, freeform (the patch as the
         # call's whole input), as it is offered to the models that take it.

@@ -3,7 +3,7 @@
 
 use std::{
     io::{BufRead, BufReader},
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Child, Command, Output, Stdio},
     sync::{Arc, Mutex, mpsc},
     time::{Duration, Instant},
@@ -508,4 +508,92 @@ pub fn stand_in(name: &str, args: &[&str]) -> (Child, String, Value) {
         .unwrap_or_else(|e| panic!("tests/it/{name}'s first line {first:?}: {e}"));
     let port = first["port"].as_u64().unwrap();
     (child, format!("http://127.0.0.1:{port}"), first)
+}
+
+/// A tmux server of the test's own (its socket under the test's folder), and the
+/// one session the test types into and reads.
+pub struct Tmux {
+    dir: PathBuf,
+    session: String,
+}
+
+impl Tmux {
+    pub fn new(dir: &Path, session: &str) -> Tmux {
+        std::fs::create_dir_all(dir).unwrap();
+        Tmux {
+            dir: dir.to_path_buf(),
+            session: session.to_string(),
+        }
+    }
+
+    /// Runs `tmux ARGS` against this server; its output.
+    pub fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .env("TMUX_TMPDIR", &self.dir)
+            .env_remove("TMUX")
+            .args(["-L", "hitl-test"])
+            .args(args)
+            .output()
+            .expect("tmux (tools/test-all installs it)");
+        assert!(out.status.success(), "tmux {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Types `keys` (tmux key names or text) into the pane.
+    pub fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", self.session.as_str()];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+
+    /// Types `text` literally.
+    pub fn type_text(&self, text: &str) {
+        self.run(&["send-keys", "-t", &self.session, "-l", text]);
+    }
+
+    /// What the session's pane shows now.
+    pub fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", &self.session])
+    }
+
+    /// Waits until the screen shows `what` (and returns it).
+    pub fn wait_for(&self, what: &str, within: Duration) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if screen.contains(what) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < within,
+                "the screen never showed {what:?}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// Waits until the screen no longer shows `what`.
+    pub fn wait_gone(&self, what: &str, within: Duration) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if !screen.contains(what) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < within,
+                "the screen still shows {what:?}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .env("TMUX_TMPDIR", &self.dir)
+            .args(["-L", "hitl-test", "kill-server"])
+            .output();
+    }
 }

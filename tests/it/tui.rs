@@ -5,95 +5,11 @@
 //! terminal given back on SIGTERM.
 
 use std::{
-    path::{Path, PathBuf},
     process::{Child, Command},
     time::{Duration, Instant},
 };
 
-use crate::support::{Project, hitl_bin, spawn_ask, wait_output};
-
-/// A tmux server of the test's own (its socket under the test's folder).
-struct Tmux {
-    dir: PathBuf,
-}
-
-impl Tmux {
-    fn new(dir: &Path) -> Tmux {
-        std::fs::create_dir_all(dir).unwrap();
-        Tmux {
-            dir: dir.to_path_buf(),
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .env("TMUX_TMPDIR", &self.dir)
-            .env_remove("TMUX")
-            .args(["-L", "hitl-tui"])
-            .args(args)
-            .output()
-            .expect("tmux (tools/test-all installs it)");
-        assert!(out.status.success(), "tmux {args:?}: {out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Types `keys` (tmux key names or text) into the pane.
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "tui"];
-        args.extend_from_slice(keys);
-        self.run(&args);
-    }
-
-    /// Types `text` literally.
-    fn type_text(&self, text: &str) {
-        self.run(&["send-keys", "-t", "tui", "-l", text]);
-    }
-
-    fn screen(&self) -> String {
-        self.run(&["capture-pane", "-p", "-t", "tui"])
-    }
-
-    /// Waits until the screen shows `what` (and returns it).
-    fn wait_for(&self, what: &str, within: Duration) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen();
-            if screen.contains(what) {
-                return screen;
-            }
-            assert!(
-                start.elapsed() < within,
-                "the screen never showed {what:?}:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(25));
-        }
-    }
-
-    /// Waits until the screen no longer shows `what`.
-    fn wait_gone(&self, what: &str, within: Duration) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen();
-            if !screen.contains(what) {
-                return screen;
-            }
-            assert!(
-                start.elapsed() < within,
-                "the screen still shows {what:?}:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(25));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .env("TMUX_TMPDIR", &self.dir)
-            .args(["-L", "hitl-tui", "kill-server"])
-            .output();
-    }
-}
+use crate::support::{Project, Tmux, hitl_bin, spawn_ask, wait_output};
 
 fn answer_of(child: Child) -> String {
     let out = wait_output(child, Duration::from_secs(30));
@@ -111,7 +27,7 @@ fn the_tui_answers_from_the_keyboard_in_real_tmux_and_gives_the_terminal_back() 
         return;
     }
     let p = Project::new();
-    let tmux = Tmux::new(&p.tmp.path().join("tmux"));
+    let tmux = Tmux::new(&p.tmp.path().join("tmux"), "tui");
     let stty = p.tmp.path().join("stty-after");
     let path = format!(
         "{}:{}",
