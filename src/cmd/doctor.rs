@@ -129,6 +129,7 @@ pub fn run(dir: Option<PathBuf>, json: bool) -> Result<u8> {
         .unwrap_or_default();
     if let Some(dir) = project_dir.as_deref() {
         check_codex(&mut report, dir);
+        check_gemini(&mut report, dir);
     }
     check_path(&mut report, &hooks);
     check_boundary(&mut report);
@@ -628,6 +629,50 @@ fn check_codex(report: &mut Report, dir: &Path) {
             Ok((n, _)) => report.ok(
                 "codex",
                 format!("{n} hooks of hitl's in {}, trusted", path.display()),
+            ),
+        }
+    }
+}
+
+/// Gemini CLI's wiring, where hitl's hooks are in a `settings.json`: Gemini runs a
+/// project's hooks only in a folder it trusts. Nothing is said where it is not wired.
+fn check_gemini(report: &mut Report, dir: &Path) {
+    for user in [false, true] {
+        let Ok(path) = crate::gemini::settings_file(dir, user) else {
+            continue;
+        };
+        let settings = match crate::claude::settings::read(&path) {
+            Ok(s) => s,
+            Err(e) => {
+                report.fail("gemini", format!("{e:#}"), "fix the file named");
+                continue;
+            }
+        };
+        let (events, _) = crate::claude::settings::wired_hooks(&settings);
+        if events.is_empty() {
+            continue;
+        }
+        match crate::gemini::trusts_folder(dir) {
+            Ok(false) if !user => report.warn(
+                "gemini",
+                format!(
+                    "Gemini CLI runs no hook of {}: it does not trust this folder",
+                    path.display()
+                ),
+                "start `gemini` here and trust the folder",
+            ),
+            Err(e) => report.warn(
+                "gemini",
+                format!("whether Gemini CLI trusts this folder is unknown: {e:#}"),
+                "fix the file named",
+            ),
+            Ok(_) => report.ok(
+                "gemini",
+                format!(
+                    "hitl's hooks for {} events in {}",
+                    events.len(),
+                    path.display()
+                ),
             ),
         }
     }

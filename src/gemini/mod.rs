@@ -12,6 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use serde_json::Value;
 
 use crate::claude::settings;
 
@@ -73,9 +74,87 @@ pub fn wire(path: &Path, kept: &Path, program: &str, timeout: u64, install: bool
     })
 }
 
+/// Whether Gemini CLI trusts the folder `dir`, and so runs the hooks in its
+/// `.gemini/settings.json` (read as Gemini 0.61 reads it): `GEMINI_CLI_TRUST_WORKSPACE`,
+/// folder trust switched off in the user's settings (`security.folderTrust.enabled =
+/// false`: every folder trusted), else the longest rule of `trustedFolders.json`
+/// (`$GEMINI_CLI_TRUSTED_FOLDERS_PATH`) whose folder holds `dir` (`TRUST_PARENT`: the
+/// parent of the one named) — `DO_NOT_TRUST` or none: not trusted.
+pub fn trusts_folder(dir: &Path) -> Result<bool> {
+    match std::env::var("GEMINI_CLI_TRUST_WORKSPACE").as_deref() {
+        Ok("true") => return Ok(true),
+        Ok("false") => return Ok(false),
+        _ => {}
+    }
+    if std::env::var("GEMINI_RESTRICTED_MODE").as_deref() == Ok("true") {
+        return Ok(false);
+    }
+    let home = home()?;
+    let user = settings::read(&home.join("settings.json"))?;
+    let file = std::env::var_os("GEMINI_CLI_TRUSTED_FOLDERS_PATH")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home.join("trustedFolders.json"));
+    Ok(trusted_by(dir, &user, &settings::read(&file)?))
+}
+
+/// [`trusts_folder`] by the user's settings and the trusted folders' rules.
+fn trusted_by(dir: &Path, user: &Value, rules: &Value) -> bool {
+    if user.pointer("/security/folderTrust/enabled") == Some(&Value::Bool(false)) {
+        return true;
+    }
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let dir = real(dir);
+    let mut best: Option<(usize, &str)> = None;
+    for (rule, level) in rules.as_object().into_iter().flatten() {
+        let level = level.as_str().unwrap_or("");
+        let named = Path::new(rule);
+        let folder = if level == "TRUST_PARENT" {
+            named.parent().unwrap_or(named)
+        } else {
+            named
+        };
+        if dir.starts_with(real(folder)) && best.is_none_or(|(len, _)| rule.len() > len) {
+            best = Some((rule.len(), level));
+        }
+    }
+    matches!(best, Some((_, "TRUST_FOLDER" | "TRUST_PARENT")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_is_trusted_by_the_longest_rule_that_holds_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let (work, inner, other) = (
+            root.join("work"),
+            root.join("work/secret"),
+            root.join("x/y"),
+        );
+        for d in [&work, &inner, &other] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let rules = serde_json::json!({
+            work.display().to_string(): "TRUST_FOLDER",
+            inner.display().to_string(): "DO_NOT_TRUST",
+            root.join("x/sibling").display().to_string(): "TRUST_PARENT",
+        });
+        let user = serde_json::json!({});
+        assert!(trusted_by(&work, &user, &rules));
+        assert!(trusted_by(&work.join("sub"), &user, &rules));
+        assert!(!trusted_by(&inner, &user, &rules));
+        assert!(
+            trusted_by(&other, &user, &rules),
+            "TRUST_PARENT: the parent's"
+        );
+        assert!(!trusted_by(&root, &user, &rules));
+        // Folder trust switched off: every folder.
+        let off = serde_json::json!({"security": {"folderTrust": {"enabled": false}}});
+        assert!(trusted_by(&root, &off, &rules));
+    }
 
     #[test]
     fn wiring_keeps_the_users_settings_and_removing_puts_them_back() {

@@ -104,6 +104,26 @@ fn a_wired_gemini_asks_the_human_about_what_it_cannot_prove_harmless() {
     assert!(out.status.success(), "{out:?}");
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("hooked   .gemini/settings.json"), "{said}");
+    // `hitl doctor` finds them wired, in a folder Gemini trusts.
+    let doctor = || -> Value {
+        let out = p
+            .hitl()
+            .args(["doctor", "--json"])
+            .env("HOME", &home)
+            .env_remove("GEMINI_CLI_HOME")
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"] == "gemini")
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let check = doctor();
+    assert_eq!(check["status"], "ok", "{check}");
 
     let _listener = p.listen(&["--attended", "--ui", "none"]);
     let run = Command::new("node")
@@ -172,6 +192,18 @@ fn a_wired_gemini_asks_the_human_about_what_it_cannot_prove_harmless() {
         history.len(),
         2,
         "only two questions (ls asked nobody): {history:#?}"
+    );
+
+    // The folder no longer trusted: `hitl doctor` says Gemini runs none of them.
+    std::fs::write(home.join(".gemini/trustedFolders.json"), "{}").unwrap();
+    let check = doctor();
+    assert_eq!(check["status"], "warn", "{check}");
+    assert!(
+        check["summary"]
+            .as_str()
+            .unwrap()
+            .contains("does not trust this folder"),
+        "{check}"
     );
 
     // Taken out again: the project's Gemini settings gone with hitl's hooks.
