@@ -1071,7 +1071,16 @@ fn service_units_verify_and_install_where_the_user_keeps_them() {
 /// user chose is kept or refused: tests/it/human.rs.
 #[test]
 fn the_default_port_gives_way_to_the_projects_own_port_the_same_each_run() {
-    let p = Project::new();
+    // A project whose own port is free now: under the whole suite's load another
+    // test's connection may hold any port for a moment (the listener would then
+    // serve on another, rightly).
+    let p = (0..20)
+        .map(|_| Project::new())
+        .find(|p| {
+            let own = hitl::server::project_port(&p.dir.canonicalize().unwrap());
+            std::net::TcpListener::bind(("127.0.0.1", own)).is_ok()
+        })
+        .expect("a project whose own port is free");
     // Held by this test if it can be had (other tests' listeners take it in turn);
     // else by whichever of this user's listeners holds it, which gives way the same.
     let default = hitl::config::DEFAULT_LISTEN_ADDR;

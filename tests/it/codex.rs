@@ -13,7 +13,7 @@ use std::{
 
 use serde_json::Value;
 
-use crate::support::{Project, eventually, stand_in, wait_output};
+use crate::support::{Project, WRITE_SUMMARY, eventually, headless_task, stand_in, wait_output};
 
 /// The Codex CLI version these tests run (tools/test-all installs it).
 const CODEX_VERSION: &str = "0.171.0";
@@ -400,9 +400,7 @@ fn a_codex_task_runs_headless_and_its_summary_is_read() {
     let codex_home = outside_tmp("codex-home-");
     let workspace = p.dir.parent().unwrap().join("ws");
     std::fs::create_dir_all(&workspace).unwrap();
-    // The model writes the summary file the task's text names.
-    let write_summary = "mkdir -p summaries && printf '# Task Completion Summary\\n\\n## Objective\\nList the files\\n\\n## Status\\n✅ COMPLETED\\n' > {summary}";
-    let script = serde_json::json!([{ "exec": write_summary }, { "say": "Finished." }]);
+    let script = serde_json::json!([{ "exec": WRITE_SUMMARY }, { "say": "Finished." }]);
     let api = ResponsesApi::start(&script, &workspace);
     std::fs::write(
         codex_home.path().join("config.toml"),
@@ -410,71 +408,23 @@ fn a_codex_task_runs_headless_and_its_summary_is_read() {
     )
     .unwrap();
     p.user_config("[tasks]\nagents = [\"codex\"]\n");
-    let mut listen = p.hitl();
-    listen
-        .env("CODEX_HOME", codex_home.path())
-        .env("STAND_IN_KEY", KEY)
-        .args([
-            "listen",
-            "--ui",
-            "none",
-            "--http",
-            "127.0.0.1:0",
-            "--attended",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let _listener = crate::support::Listener::start(listen);
-    let task = |args: &[&str]| -> Value {
-        let out = p
-            .hitl()
-            .arg("task")
-            .args(args)
-            .arg("--json")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "hitl task {args:?}: {out:?}");
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
     // Inside the boundary (`[tasks] boundary`, on by default), with Codex's own
     // sandbox off: as root (CI) bubblewrap cannot start there (`hitl run` says so).
     let command = format!("{} exec --sandbox danger-full-access", codex.display());
-    let s = task(&[
-        "session",
+    let screen = headless_task(
+        &p,
+        &[
+            ("CODEX_HOME", codex_home.path().as_os_str()),
+            ("STAND_IN_KEY", KEY.as_ref()),
+        ],
         "coder",
-        "--workspace",
-        &workspace.display().to_string(),
-        "--command",
+        &workspace,
         &command,
-    ]);
-    assert_eq!(s["ready"], true, "{s:#}");
-    let submitted = task(&["submit", "coder", "List the files and report"]);
-    let id = submitted["task"]["id"].as_str().unwrap().to_string();
-    let out = p
-        .hitl()
-        .args(["task", "wait", &id, "--timeout", "90", "--json"])
-        .output()
-        .unwrap();
-    let ended: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    let peek = p.hitl().args(["task", "peek", "coder"]).output().unwrap();
-    let peek = String::from_utf8_lossy(&peek.stdout).into_owned();
-    assert_eq!(out.status.code(), Some(0), "{ended:#} {out:?}\n{peek}");
-    assert_eq!(
-        (&ended["state"], &ended["fallback_summary"]),
-        (&serde_json::json!("completed"), &serde_json::json!(false)),
-        "{ended:#}\n{peek}"
     );
-    let result = task(&["result", &id]);
-    // The summary the model wrote, read.
-    assert!(result.to_string().contains("List the files"), "{result:#}");
-    eventually("the usage", Duration::from_secs(20), || {
-        task(&["status", &id])["usage"]["output_tokens"].as_u64() > Some(0)
-    });
-    let out = p.hitl().args(["task", "peek", "coder"]).output().unwrap();
-    let screen = String::from_utf8_lossy(&out.stdout);
     assert!(
         screen.contains("● Bash(") && screen.contains("Finished."),
-        "{screen}"
+        "{}",
+        screen
     );
 }
 

@@ -12,7 +12,7 @@ use std::{
 
 use serde_json::Value;
 
-use crate::support::{Project, eventually, stand_in, wait_output};
+use crate::support::{Project, WRITE_SUMMARY, eventually, headless_task, stand_in, wait_output};
 
 /// The Gemini CLI version these tests run (tools/test-all installs it).
 const GEMINI_VERSION: &str = "0.61.0";
@@ -288,8 +288,7 @@ fn a_gemini_task_runs_headless_and_its_summary_is_read() {
     let p = Project::new();
     let workspace = p.dir.parent().unwrap().join("ws");
     std::fs::create_dir_all(&workspace).unwrap();
-    let write_summary = "mkdir -p summaries && printf '# Task Completion Summary\\n\\n## Objective\\nList the files\\n\\n## Status\\n✅ COMPLETED\\n' > {summary}";
-    let script = serde_json::json!([{ "exec": write_summary }, { "say": "Finished." }]);
+    let script = serde_json::json!([{ "exec": WRITE_SUMMARY }, { "say": "Finished." }]);
     let api = GeminiApi::start(&script);
     let home = user_home(&p);
     std::fs::write(
@@ -307,73 +306,25 @@ fn a_gemini_task_runs_headless_and_its_summary_is_read() {
     .unwrap();
     std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     p.user_config("[tasks]\nagents = [\"gemini\"]\n");
-    let mut listen = p.hitl();
-    listen
-        .env("HOME", &home)
-        .env("GEMINI_API_KEY", KEY)
-        .env("GOOGLE_GEMINI_BASE_URL", &api.base)
-        .args([
-            "listen",
-            "--ui",
-            "none",
-            "--http",
-            "127.0.0.1:0",
-            "--attended",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let _listener = crate::support::Listener::start(listen);
-    let task = |args: &[&str]| -> Value {
-        let out = p
-            .hitl()
-            .arg("task")
-            .args(args)
-            .arg("--json")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "hitl task {args:?}: {out:?}");
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
     let command = format!(
         "{} -p --approval-mode yolo -m gemini-2.5-flash",
         bin.display()
     );
-    let s = task(&[
-        "session",
+    let screen = headless_task(
+        &p,
+        &[
+            ("HOME", home.as_os_str()),
+            ("GEMINI_API_KEY", KEY.as_ref()),
+            ("GOOGLE_GEMINI_BASE_URL", api.base.as_ref()),
+        ],
         "writer",
-        "--workspace",
-        &workspace.display().to_string(),
-        "--command",
+        &workspace,
         &command,
-    ]);
-    assert_eq!(s["ready"], true, "{s:#}");
-    let submitted = task(&["submit", "writer", "List the files and report"]);
-    let id = submitted["task"]["id"].as_str().unwrap().to_string();
-    let out = p
-        .hitl()
-        .args(["task", "wait", &id, "--timeout", "90", "--json"])
-        .output()
-        .unwrap();
-    let ended: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    let peek = p.hitl().args(["task", "peek", "writer"]).output().unwrap();
-    let screen = String::from_utf8_lossy(&peek.stdout).into_owned();
-    assert_eq!(out.status.code(), Some(0), "{ended:#} {out:?}\n{screen}");
-    assert_eq!(
-        (&ended["state"], &ended["fallback_summary"]),
-        (&serde_json::json!("completed"), &serde_json::json!(false)),
-        "{ended:#}\n{screen}"
     );
-    let result = task(&["result", &id]);
-    assert!(result.to_string().contains("List the files"), "{result:#}");
-    eventually("the usage", Duration::from_secs(20), || {
-        task(&["status", &id])["usage"]["output_tokens"].as_u64() > Some(0)
-    });
-    // Its last reply told, once it ended (the task ended on its summary, before it).
-    let peek = p.hitl().args(["task", "peek", "writer"]).output().unwrap();
-    let screen = String::from_utf8_lossy(&peek.stdout);
     assert!(
         screen.contains("● Bash(mkdir -p summaries") && screen.contains("● Finished."),
-        "{screen}"
+        "{}",
+        screen
     );
     // Its state kept in its own folder, inside the boundary.
     assert!(home.join(".gemini/projects.json").is_file());

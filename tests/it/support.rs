@@ -597,3 +597,85 @@ impl Drop for Tmux {
             .output();
     }
 }
+
+/// A model stand-in's step that writes the summary file a task's text names
+/// (`{summary}`, which the stand-ins fill in), as an agent finishing a task does.
+pub const WRITE_SUMMARY: &str = "mkdir -p summaries && printf '# Task Completion Summary\\n\\n## Objective\\nList the files\\n\\n## Status\\n✅ COMPLETED\\n' > {summary}";
+
+/// One task through the task runner, as a caller of `hitl task` runs it: a listener
+/// (`env` set for the agent), a session `name` running `command` in `workspace`, the
+/// task "List the files and report" submitted and waited for. It must end completed
+/// by the summary the agent wrote (not hitl's fallback), with the tokens the agent
+/// reported. Returns what `peek` shows then.
+pub fn headless_task(
+    p: &Project,
+    env: &[(&str, &std::ffi::OsStr)],
+    name: &str,
+    workspace: &Path,
+    command: &str,
+) -> String {
+    let mut listen = p.hitl();
+    for (k, v) in env {
+        listen.env(k, v);
+    }
+    listen
+        .args([
+            "listen",
+            "--ui",
+            "none",
+            "--http",
+            "127.0.0.1:0",
+            "--attended",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let _listener = Listener::start(listen);
+    let task = |args: &[&str]| -> Value {
+        let out = p
+            .hitl()
+            .arg("task")
+            .args(args)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "hitl task {args:?}: {out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let peek = || {
+        let out = p.hitl().args(["task", "peek", name]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let workspace = workspace.display().to_string();
+    let s = task(&[
+        "session",
+        name,
+        "--workspace",
+        &workspace,
+        "--command",
+        command,
+    ]);
+    assert_eq!(s["ready"], true, "{s:#}");
+    let submitted = task(&["submit", name, "List the files and report"]);
+    let id = submitted["task"]["id"].as_str().unwrap().to_string();
+    let out = p
+        .hitl()
+        .args(["task", "wait", &id, "--timeout", "90", "--json"])
+        .output()
+        .unwrap();
+    let ended: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(out.status.code(), Some(0), "{ended:#} {out:?}\n{}", peek());
+    assert_eq!(
+        (&ended["state"], &ended["fallback_summary"]),
+        (&serde_json::json!("completed"), &serde_json::json!(false)),
+        "{ended:#}\n{}",
+        peek()
+    );
+    let result = task(&["result", &id]);
+    // The summary the model wrote, read.
+    assert!(result.to_string().contains("List the files"), "{result:#}");
+    // The agent's figures come with its last line, after the summary ended the task.
+    eventually("the usage", Duration::from_secs(20), || {
+        task(&["status", &id])["usage"]["output_tokens"].as_u64() > Some(0)
+    });
+    peek()
+}
