@@ -6,14 +6,16 @@
 //! harmless one asks nobody, and an approved one runs.
 
 use std::{
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::Duration,
 };
 
 use serde_json::Value;
 
-use crate::support::{Project, WRITE_SUMMARY, eventually, headless_task, stand_in, wait_output};
+use crate::support::{
+    Project, WRITE_SUMMARY, doctor_check, eventually, headless_task, stand_in, wait_output,
+};
 
 /// The Codex CLI version these tests run (tools/test-all installs it).
 const CODEX_VERSION: &str = "0.171.0";
@@ -94,6 +96,35 @@ fn outside_tmp(prefix: &str) -> tempfile::TempDir {
         .unwrap()
 }
 
+/// `hitl init --codex [ARGS]` in the project, with `codex_home` Codex's settings'
+/// folder; it must succeed.
+fn init_codex(p: &Project, codex_home: &Path, args: &[&str]) -> std::process::Output {
+    let out = p
+        .hitl()
+        .args(["init", "--codex"])
+        .args(args)
+        .env("CODEX_HOME", codex_home)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    out
+}
+
+/// `codex exec PROMPT` in the project, with `codex_home` its settings' folder.
+fn codex_exec(codex: &Path, p: &Project, codex_home: &Path, prompt: &str) -> Child {
+    Command::new(codex)
+        .args(["exec", "--skip-git-repo-check", prompt])
+        .current_dir(&p.dir)
+        .env("CODEX_HOME", codex_home)
+        .env("STAND_IN_KEY", KEY)
+        .env("HITL_HOME", &p.home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// The output Codex gave the model for its `call_id`, from the request after it.
 fn output_of(requests: &[Value], call_id: &str) -> Option<String> {
     requests.iter().rev().find_map(|r| {
@@ -122,33 +153,16 @@ fn a_wired_codex_asks_the_human_about_what_it_cannot_prove_harmless() {
     let config = codex_home.path().join("config.toml");
     let theirs = user_config(&api, &p.dir);
     std::fs::write(&config, &theirs).unwrap();
-    let out = p
-        .hitl()
-        .args(["init", "--codex"])
-        .env("CODEX_HOME", codex_home.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let out = init_codex(&p, codex_home.path(), &[]);
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("hooked   .codex/hooks.json"), "{said}");
     assert!(!said.contains("only once you trust"), "{said}");
 
     // `hitl doctor` finds them wired and trusted.
-    let doctor = |p: &Project| -> Value {
-        let out = p
-            .hitl()
-            .args(["doctor", "--json"])
-            .env("CODEX_HOME", codex_home.path())
-            .output()
-            .unwrap();
-        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-        report["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["check"] == "codex")
-            .cloned()
-            .unwrap_or(Value::Null)
+    let doctor = |p: &Project| {
+        let mut doctor = p.hitl();
+        doctor.env("CODEX_HOME", codex_home.path());
+        doctor_check(doctor, "codex")
     };
     let check = doctor(&p);
     assert_eq!(check["status"], "ok", "{check}");
@@ -161,21 +175,12 @@ fn a_wired_codex_asks_the_human_about_what_it_cannot_prove_harmless() {
     );
 
     let _listener = p.listen(&["--attended", "--ui", "none"]);
-    let run = Command::new(&codex)
-        .args([
-            "exec",
-            "--skip-git-repo-check",
-            "Push the release, then list and mark it.",
-        ])
-        .current_dir(&p.dir)
-        .env("CODEX_HOME", codex_home.path())
-        .env("STAND_IN_KEY", KEY)
-        .env("HITL_HOME", &p.home)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let run = codex_exec(
+        &codex,
+        &p,
+        codex_home.path(),
+        "Push the release, then list and mark it.",
+    );
 
     // The force push is asked, by a Codex agent; denied with a comment.
     let q = p.wait_pending(1, Duration::from_secs(60)).remove(0);
@@ -235,13 +240,7 @@ fn a_wired_codex_asks_the_human_about_what_it_cannot_prove_harmless() {
     );
 
     // Taken out again: Codex's settings as they were, hitl's hooks gone.
-    let out = p
-        .hitl()
-        .args(["init", "--codex", "--remove"])
-        .env("CODEX_HOME", codex_home.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    init_codex(&p, codex_home.path(), &["--remove"]);
     assert_eq!(std::fs::read_to_string(&config).unwrap(), theirs);
     assert!(!p.dir.join(".codex/hooks.json").exists());
 }
@@ -265,28 +264,12 @@ fn a_wired_codex_asks_before_a_patch_writes_the_guards_files() {
         user_config(&api, &p.dir),
     )
     .unwrap();
-    let out = p
-        .hitl()
-        .args(["init", "--codex"])
-        .env("CODEX_HOME", codex_home.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    init_codex(&p, codex_home.path(), &[]);
     let settings = p.dir.join(".helpers/config.toml");
     let before = std::fs::read(&settings).unwrap();
 
     let _listener = p.listen(&["--attended", "--ui", "none"]);
-    let run = Command::new(&codex)
-        .args(["exec", "--skip-git-repo-check", "Write the notes."])
-        .current_dir(&p.dir)
-        .env("CODEX_HOME", codex_home.path())
-        .env("STAND_IN_KEY", KEY)
-        .env("HITL_HOME", &p.home)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let run = codex_exec(&codex, &p, codex_home.path(), "Write the notes.");
     let q = p.wait_pending(1, Duration::from_secs(60)).remove(0);
     let content = q["content"].as_str().unwrap();
     assert!(
@@ -340,13 +323,7 @@ fn a_codex_permission_request_is_answered_in_hitl() {
            [tui.model_availability_nux]\n\"gpt-6.1-sol\" = 2\n\n\
            [notice.model_migrations]\n\"gpt-5.5\" = \"gpt-6-sol\"\n";
     std::fs::write(codex_home.path().join("config.toml"), config).unwrap();
-    let out = p
-        .hitl()
-        .args(["init", "--codex"])
-        .env("CODEX_HOME", codex_home.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    init_codex(&p, codex_home.path(), &[]);
     let _listener = p.listen(&["--attended", "--ui", "none"]);
 
     let tmux = crate::support::Tmux::new(&p.tmp.path().join("tmux"), "codex");

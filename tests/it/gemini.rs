@@ -12,7 +12,9 @@ use std::{
 
 use serde_json::Value;
 
-use crate::support::{Project, WRITE_SUMMARY, eventually, headless_task, stand_in, wait_output};
+use crate::support::{
+    Project, WRITE_SUMMARY, doctor_check, eventually, headless_task, stand_in, wait_output,
+};
 
 /// The Gemini CLI version these tests run (tools/test-all installs it).
 const GEMINI_VERSION: &str = "0.61.0";
@@ -105,22 +107,10 @@ fn a_wired_gemini_asks_the_human_about_what_it_cannot_prove_harmless() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("hooked   .gemini/settings.json"), "{said}");
     // `hitl doctor` finds them wired, in a folder Gemini trusts.
-    let doctor = || -> Value {
-        let out = p
-            .hitl()
-            .args(["doctor", "--json"])
-            .env("HOME", &home)
-            .env_remove("GEMINI_CLI_HOME")
-            .output()
-            .unwrap();
-        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-        report["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["check"] == "gemini")
-            .cloned()
-            .unwrap_or(Value::Null)
+    let doctor = || {
+        let mut doctor = p.hitl();
+        doctor.env("HOME", &home).env_remove("GEMINI_CLI_HOME");
+        doctor_check(doctor, "gemini")
     };
     let check = doctor();
     assert_eq!(check["status"], "ok", "{check}");

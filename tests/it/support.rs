@@ -679,3 +679,17 @@ pub fn headless_task(
     });
     peek()
 }
+
+/// The check `name` of `hitl doctor --json`, run as `doctor` (a `hitl` command with
+/// its environment set); `Null` when it is not reported.
+pub fn doctor_check(mut doctor: Command, name: &str) -> Value {
+    let out = doctor.args(["doctor", "--json"]).output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == name)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
