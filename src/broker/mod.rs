@@ -371,20 +371,69 @@ pub struct Broker {
     files: spool::Files,
     /// The requests that live in the store.
     stored: stored::Stored,
+    /// Approvals counted before the last stop, by request id: given back to each
+    /// request as it is queued again, so that no one has to approve twice.
+    recorded_votes: HashMap<String, Vec<Vote>>,
 }
 
+/// What the store says the last broker left unfinished, read before a broker starts.
+#[derive(Debug, Default)]
+pub struct Unfinished {
+    /// Answers chosen but never written (it died in between).
+    pub undelivered: Vec<Undelivered>,
+    /// Requests made over HTTP, still pending, with their event ids.
+    pub stored_pending: Vec<(Request, i64)>,
+    /// Approvals of requests that need several people's, as their trail recorded
+    /// them (`vote` steps); those of requests that ended are never asked for.
+    pub votes: Vec<crate::store::TrailStep>,
+}
+
+impl Unfinished {
+    /// Reads it from `store`.
+    pub async fn read(store: &crate::store::Store) -> anyhow::Result<Unfinished> {
+        Ok(Unfinished {
+            undelivered: store.undelivered().await?,
+            stored_pending: store.pending_remote().await?,
+            votes: store.trail_steps(VOTE_STEP).await?,
+        })
+    }
+}
+
+/// The trail step an approval of a request that needs several people's is.
+const VOTE_STEP: &str = "vote";
+
 impl Broker {
-    /// A broker over `spools`, writing history to `store`. `undelivered` and
-    /// `stored_pending` are what the store says the last broker left unfinished
-    /// (answers chosen but never written; requests made over HTTP with their event
-    /// ids). Returns the handle responders and transports use.
+    /// A broker over `spools`, writing history to `store`, taking up what the last
+    /// one left `unfinished`. Returns the handle responders and transports use.
     pub fn new(
         spools: Vec<Spool>,
         opts: BrokerOptions,
         store: StoreSender,
-        undelivered: Vec<Undelivered>,
-        stored_pending: Vec<(Request, i64)>,
+        unfinished: Unfinished,
     ) -> (Broker, BrokerHandle) {
+        let Unfinished {
+            undelivered,
+            stored_pending,
+            votes,
+        } = unfinished;
+        let mut recorded_votes: HashMap<String, Vec<Vote>> = HashMap::new();
+        for step in votes {
+            // Who the person is (written since votes were read again; an older
+            // step cannot tell two people apart, so it is not counted).
+            let field = |k: &str| step.detail.get(k).and_then(serde_json::Value::as_str);
+            let (Some(by), Some(approver)) = (field("by"), field("approver")) else {
+                continue;
+            };
+            let votes = recorded_votes.entry(step.id.clone()).or_default();
+            if votes.iter().all(|v| v.approver != approver) {
+                votes.push(Vote {
+                    by: by.to_string(),
+                    approver: approver.to_string(),
+                    at: Timestamp::from_millisecond(step.at_ms)
+                        .unwrap_or_else(|_| Timestamp::now()),
+                });
+            }
+        }
         let (commands, commands_rx) = mpsc::unbounded_channel();
         let (changes, _) = broadcast::channel(16 * 1024);
         let (written_tx, written_rx) = mpsc::unbounded_channel();
@@ -401,6 +450,7 @@ impl Broker {
             stats: BrokerStats::default(),
             files: spool::Files::new(spools, undelivered),
             stored: stored::Stored::new(stored_pending),
+            recorded_votes,
         };
         (broker, handle)
     }
@@ -510,6 +560,10 @@ impl Broker {
         deadline: Option<Timestamp>,
     ) -> Arc<PendingRequest> {
         let stored = matches!(place, Place::Stored(_));
+        let votes = self
+            .recorded_votes
+            .remove(&parsed.request.id)
+            .unwrap_or_default();
         let make = |seq| PendingRequest {
             seq,
             project,
@@ -521,7 +575,7 @@ impl Broker {
             request: parsed.request,
             variant: parsed.variant,
             kept_until: None,
-            votes: Vec::new(),
+            votes,
         };
         self.stats.total_requests += 1;
         self.requests.add(make, place, deadline)
@@ -662,9 +716,11 @@ impl Broker {
         self.write(StoreMsg {
             op: StoreOp::Trail(Box::new(crate::store::TrailStep::now(
                 &id,
-                "vote",
+                VOTE_STEP,
                 &surface,
-                serde_json::json!({ "by": by, "approved": true, "have": have, "needed": needed }),
+                serde_json::json!({
+                    "by": by, "approver": approver, "approved": true, "have": have, "needed": needed
+                }),
             ))),
             ack: None,
         });

@@ -53,8 +53,7 @@ impl Harness {
     ) -> Harness {
         let store = Store::open(&db).await.unwrap();
         let reader = store.clone();
-        let undelivered = store.undelivered().await.unwrap();
-        let pending = store.pending_remote().await.unwrap();
+        let unfinished = Unfinished::read(&store).await.unwrap();
         let (store_tx, writer) = spawn_store_writer(store);
         let (broker, handle) = Broker::new(
             vec![spool.clone()],
@@ -65,8 +64,7 @@ impl Harness {
                 keep_when_stopped: Duration::from_secs(60),
             },
             store_tx,
-            undelivered,
-            pending,
+            unfinished,
         );
         let (events, events_rx) = mpsc::unbounded_channel();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -440,6 +438,54 @@ async fn a_restart_queues_again_and_delivers_what_was_chosen() {
     h.history_status("stays", "answered").await;
     h.history_status("withdrawn", "withdrawn").await;
     assert!(h.handle.pending().await.is_empty());
+}
+
+/// An approval counted toward a request that needs two people's is kept across a
+/// restart: the same person cannot count twice, and the next one's approval ends it
+/// with both credited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_of_two_needed_survives_a_restart() {
+    let h = Harness::start().await;
+    let mut changes = h.handle.subscribe();
+    h.ask("deploy", Kind::Approval, &[], |r| r.approvals = 2);
+    let p = next(&mut changes, queued).await;
+    let approve = Reply::Approval {
+        approved: true,
+        comment: None,
+        remember: None,
+    };
+    let first = h
+        .handle
+        .respond_as(p.seq, approve.clone(), "telegram:@ana", "telegram:1")
+        .await;
+    assert_eq!(first, Err(RespondError::Waiting { have: 1, needed: 2 }));
+
+    let h = h.restart().await;
+    let p = h
+        .handle
+        .pending()
+        .await
+        .into_iter()
+        .find(|p| p.request.id == "deploy")
+        .expect("still pending after the restart");
+    assert_eq!(p.votes.len(), 1, "{:?}", p.votes);
+    assert_eq!(
+        (p.votes[0].by.as_str(), p.votes[0].approver.as_str()),
+        ("telegram:@ana", "telegram:1")
+    );
+    // The same person again: refused, still one of two.
+    let again = h
+        .handle
+        .respond_as(p.seq, approve.clone(), "telegram:@ana", "telegram:1")
+        .await;
+    assert!(
+        matches!(&again, Err(RespondError::Invalid(why)) if why.contains("approved this already")),
+        "{again:?}"
+    );
+    // Another: answered, both credited.
+    let done = h.handle.respond(p.seq, approve, "terminal").await.unwrap();
+    assert_eq!(done.responded_by, "telegram:@ana + terminal");
+    assert!(h.answer("deploy").is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -138,8 +138,7 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
     }
     let store = Store::open(&db_url).await?;
     let reader = store.clone();
-    let undelivered = store.undelivered().await?;
-    let stored_pending = store.pending_remote().await?;
+    let unfinished = crate::broker::Unfinished::read(&store).await?;
     let (store_tx, store_task) = spawn_store_writer(store);
 
     let (events_tx, events_rx) = mpsc::unbounded_channel();
@@ -153,8 +152,7 @@ pub async fn start(opts: DaemonOptions) -> Result<Daemon> {
             keep_when_stopped: std::time::Duration::from_secs(settings.ask.keep_when_stopped),
         },
         store_tx,
-        undelivered,
-        stored_pending,
+        unfinished,
     );
     // The ways back follow the broker's changes from its first one.
     let deliverer = server::Deliverer::new(&settings.http);

@@ -556,6 +556,31 @@ impl Store {
         })
     }
 
+    /// Every request's trail steps of kind `step`, oldest first (the newest 10,000):
+    /// a starting broker's votes to count again.
+    pub async fn trail_steps(&self, step: &str) -> Result<Vec<super::ops::TrailStep>> {
+        with_pool!(self, |pool| {
+            let rows = sqlx::query(
+                "SELECT id, at_ms, step, surface, detail FROM trail
+                 WHERE step = $1 ORDER BY at_ms DESC LIMIT 10000",
+            )
+            .bind(step)
+            .fetch_all(pool)
+            .await?;
+            Ok(rows
+                .into_iter()
+                .rev()
+                .map(|r| super::ops::TrailStep {
+                    id: r.get("id"),
+                    at_ms: r.get("at_ms"),
+                    step: r.get("step"),
+                    surface: r.get("surface"),
+                    detail: serde_json::from_str(&r.get::<String, _>("detail")).unwrap_or_default(),
+                })
+                .collect())
+        })
+    }
+
     /// Answers the broker chose but may not have delivered (it died in between).
     pub async fn undelivered(&self) -> Result<Vec<Undelivered>> {
         with_pool!(self, |pool| {
