@@ -491,3 +491,83 @@ fn hitl_run_starts_codex_which_keeps_its_sessions_but_not_its_settings() {
     }
     assert_eq!(rollouts, 1, "no session kept in {}", sessions.display());
 }
+
+/// `hitl run codex` as a user other than root, Codex's own sandbox on (its default,
+/// `workspace-write`): bubblewrap makes its user namespace inside the boundary's, so
+/// both hold, and a command in the project runs.
+#[test]
+fn as_another_user_codexs_own_sandbox_runs_inside_hitl_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(codex) = codex_binary() else { return };
+    if !crate::boundary::require_boundary() {
+        return;
+    }
+    if !nix::unistd::Uid::current().is_root() || !crate::support::have("setpriv") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root, with setpriv, to try another user"
+        );
+        return;
+    }
+    // Outside /tmp (Codex's sandbox breaks with its home there), where the other user
+    // can reach everything: the programs linked in, the project and home its own.
+    let tmp = tempfile::Builder::new()
+        .prefix("hitl-codex-user-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let vendor = codex.parent().unwrap().parent().unwrap();
+    // Linked where it can be (one file system), else copied.
+    let copied = ["-al", "-a"].iter().any(|how| {
+        Command::new("cp")
+            .arg(how)
+            .arg(vendor)
+            .arg(tmp.path().join("codex"))
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    assert!(copied, "copying {}", vendor.display());
+    let codex = tmp.path().join("codex/bin/codex");
+    let hitl = tmp.path().join("hitl");
+    if std::fs::hard_link(crate::support::hitl_bin(), &hitl).is_err() {
+        std::fs::copy(crate::support::hitl_bin(), &hitl).unwrap();
+    }
+    let (project, home) = (tmp.path().join("project"), tmp.path().join("home"));
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::create_dir_all(home.join(".codex")).unwrap();
+    let script = serde_json::json!([
+        { "exec": "touch inside.txt && echo made" },
+        { "say": "done" },
+    ]);
+    let api = ResponsesApi::start(&script, &project);
+    std::fs::write(home.join(".codex/config.toml"), user_config(&api, &project)).unwrap();
+    for p in [
+        &project,
+        &home,
+        &home.join(".codex"),
+        &home.join(".codex/config.toml"),
+    ] {
+        nix::unistd::chown(p.as_path(), Some(65534.into()), Some(65534.into())).unwrap();
+    }
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c"])
+        .arg("\"$0\" init >/dev/null 2>&1 && exec \"$0\" run -- \"$1\" exec --skip-git-repo-check 'Make it.'")
+        .arg(&hitl)
+        .arg(&codex)
+        .current_dir(&project)
+        .env("HOME", &home)
+        .env("STAND_IN_KEY", KEY)
+        .env_remove("CODEX_HOME")
+        .env_remove("HITL_HOME")
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let ran = output_of(&api.requests(), "call_0").expect("the command's output reached the model");
+    assert!(ran.contains("made") && !ran.contains("bwrap"), "{ran}");
+    assert!(project.join("inside.txt").exists());
+}
