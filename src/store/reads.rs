@@ -535,41 +535,29 @@ impl Store {
 
     /// The steps of request `id`'s trail, oldest first (at most 1,000).
     pub async fn trail(&self, id: &str) -> Result<Vec<super::ops::TrailStep>> {
-        with_pool!(self, |pool| {
-            let rows = sqlx::query(
-                "SELECT id, at_ms, step, surface, detail FROM trail
-                 WHERE id = $1 ORDER BY at_ms LIMIT 1000",
-            )
-            .bind(id)
-            .fetch_all(pool)
-            .await?;
-            Ok(rows
-                .into_iter()
-                .map(|r| super::ops::TrailStep {
-                    id: r.get("id"),
-                    at_ms: r.get("at_ms"),
-                    step: r.get("step"),
-                    surface: r.get("surface"),
-                    detail: serde_json::from_str(&r.get::<String, _>("detail")).unwrap_or_default(),
-                })
-                .collect())
-        })
+        self.trail_where(TrailOf::Request, id).await
     }
 
     /// Every request's trail steps of kind `step`, oldest first (the newest 10,000):
     /// a starting broker's votes to count again.
     pub async fn trail_steps(&self, step: &str) -> Result<Vec<super::ops::TrailStep>> {
-        with_pool!(self, |pool| {
-            let rows = sqlx::query(
+        self.trail_where(TrailOf::Step, step).await
+    }
+
+    async fn trail_where(&self, of: TrailOf, key: &str) -> Result<Vec<super::ops::TrailStep>> {
+        let sql = match of {
+            TrailOf::Request => {
                 "SELECT id, at_ms, step, surface, detail FROM trail
-                 WHERE step = $1 ORDER BY at_ms DESC LIMIT 10000",
-            )
-            .bind(step)
-            .fetch_all(pool)
-            .await?;
-            Ok(rows
-                .into_iter()
-                .rev()
+                 WHERE id = $1 ORDER BY at_ms LIMIT 1000"
+            }
+            TrailOf::Step => {
+                "SELECT id, at_ms, step, surface, detail FROM trail
+                 WHERE step = $1 ORDER BY at_ms DESC LIMIT 10000"
+            }
+        };
+        let mut steps: Vec<super::ops::TrailStep> = with_pool!(self, |pool| {
+            let rows = sqlx::query(sql).bind(key).fetch_all(pool).await?;
+            rows.into_iter()
                 .map(|r| super::ops::TrailStep {
                     id: r.get("id"),
                     at_ms: r.get("at_ms"),
@@ -577,8 +565,12 @@ impl Store {
                     surface: r.get("surface"),
                     detail: serde_json::from_str(&r.get::<String, _>("detail")).unwrap_or_default(),
                 })
-                .collect())
-        })
+                .collect()
+        });
+        if of == TrailOf::Step {
+            steps.reverse();
+        }
+        Ok(steps)
     }
 
     /// Answers the broker chose but may not have delivered (it died in between).
@@ -603,6 +595,13 @@ impl Store {
                 .collect())
         })
     }
+}
+
+/// Whose trail steps are read: one request's, or every request's of one kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TrailOf {
+    Request,
+    Step,
 }
 
 #[cfg(test)]

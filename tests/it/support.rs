@@ -382,6 +382,17 @@ pub fn have(program: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Whether this test can run something as another user (root, with `setpriv`); CI
+/// must.
+pub fn can_be_another_user() -> bool {
+    let can = nix::unistd::Uid::current().is_root() && have("setpriv");
+    assert!(
+        can || std::env::var_os("CI").is_none(),
+        "CI runs as root, with setpriv, to try another user"
+    );
+    can
+}
+
 /// An X server of the test's own (Xvfb, its display number chosen by itself);
 /// stopped when dropped.
 pub struct Xvfb {
