@@ -37,10 +37,19 @@ fn main() {
     if !with_debug_info && !keep_symbols {
         println!("cargo:rustc-link-arg-bin=hitl=-Wl,--strip-all");
     }
-    if default_lld && !own_linker && order.exists() {
+    // Linked from a copy in OUT_DIR, not from the checkout: two checkouts sharing a
+    // target folder (CI's fresh clones) share this script's output, and a path into
+    // one that is gone would fail every link of the other.
+    let copied = std::env::var_os("OUT_DIR")
+        .map(|out| std::path::Path::new(&out).join("hot-symbols.txt"))
+        .filter(|copy| std::fs::copy(&order, copy).is_ok());
+    if default_lld
+        && !own_linker
+        && let Some(copy) = copied
+    {
         println!(
             "cargo:rustc-link-arg-bin=hitl=-Wl,--symbol-ordering-file={}",
-            order.display()
+            copy.display()
         );
         println!("cargo:rustc-link-arg-bin=hitl=-Wl,--no-warn-symbol-ordering");
     }
