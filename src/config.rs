@@ -372,6 +372,19 @@ pub struct RunSettings {
     pub writable: Vec<String>,
 }
 
+/// The TOML file at `path` as a document to edit in place, its comments and layout
+/// kept (empty when there is no such file), for the commands that change the user's
+/// files (`hitl rules add`, Codex's hook trust).
+pub fn toml_to_edit(path: &Path) -> Result<toml_edit::DocumentMut> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    text.parse()
+        .with_context(|| format!("{} is not TOML", path.display()))
+}
+
 /// `path` with a leading `~/` (or `~` alone) read as `home`.
 pub fn expand_home(path: &str, home: &Path) -> PathBuf {
     match path.strip_prefix("~/") {

@@ -172,14 +172,9 @@ pub fn trust_hash(event: &str, matcher: Option<&str>, command: &str, timeout: u6
 /// `before` trusted that `now` does not; everything else in the file is kept as it
 /// is.
 fn trust(config: &Path, before: &[(String, String)], now: &[(String, String)]) -> Result<()> {
-    let text = match std::fs::read_to_string(config) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", config.display())),
-    };
-    let mut doc: toml_edit::DocumentMut = text
-        .parse()
-        .with_context(|| format!("reading {} (Codex's settings)", config.display()))?;
+    let mut doc = crate::config::toml_to_edit(config)?;
+    // toml_edit writes back what it read, byte for byte: an unchanged file is left.
+    let read = doc.to_string();
     let hooks = doc
         .entry("hooks")
         .or_insert_with(|| toml_edit::Item::Table(implicit_table()));
@@ -212,7 +207,7 @@ fn trust(config: &Path, before: &[(String, String)], now: &[(String, String)]) -
         doc.remove("hooks");
     }
     let out = doc.to_string();
-    if out == text {
+    if out == read {
         return Ok(());
     }
     if let Some(dir) = config.parent() {

@@ -232,14 +232,7 @@ fn edit(config: &Path, change: impl FnOnce(&mut toml_edit::Array) -> bool) -> Re
     let _lock = Flock::lock(lock_file, FlockArg::LockExclusive)
         .map_err(|(_, e)| e)
         .with_context(|| format!("locking {}", lock_path.display()))?;
-    let text = match std::fs::read_to_string(config) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", config.display())),
-    };
-    let mut doc: toml_edit::DocumentMut = text
-        .parse()
-        .with_context(|| format!("{} is not TOML", config.display()))?;
+    let mut doc = crate::config::toml_to_edit(config)?;
     let hook = doc
         .entry("hook")
         .or_insert_with(toml_edit::table)
