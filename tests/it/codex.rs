@@ -14,7 +14,7 @@ use std::{
 use serde_json::Value;
 
 use crate::support::{
-    Project, WRITE_SUMMARY, doctor_check, eventually, headless_task, stand_in, wait_output,
+    ModelApi, Project, WRITE_SUMMARY, doctor_check, eventually, headless_task, wait_output,
 };
 
 /// The Codex CLI version these tests run (tools/test-all installs it).
@@ -23,59 +23,24 @@ const CODEX_VERSION: &str = "0.171.0";
 /// The real `codex` binary (set `HITL_TEST_CODEX` to use another); `None` (skip)
 /// outside CI only.
 fn codex_binary() -> Option<PathBuf> {
-    let path = std::env::var_os("HITL_TEST_CODEX")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/hitl/codex")
-                .join(CODEX_VERSION)
-                .join("package/vendor/x86_64-unknown-linux-musl/bin/codex")
-        });
-    if path.is_file() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "CI must have Codex CLI {CODEX_VERSION} at {} (tools/test-all installs it)",
-        path.display()
-    );
-    eprintln!("SKIPPED: no Codex CLI at {}", path.display());
-    None
-}
-
-/// The stand-in Responses API, playing `script`.
-struct ResponsesApi {
-    child: Child,
-    base: String,
+    crate::support::installed_agent(
+        "HITL_TEST_CODEX",
+        &format!("codex/{CODEX_VERSION}/package/vendor/x86_64-unknown-linux-musl/bin/codex"),
+        &[],
+    )
 }
 
 const KEY: &str = "sk-test-codex";
 
-impl ResponsesApi {
-    fn start(script: &Value, workdir: &std::path::Path) -> ResponsesApi {
-        let workdir = workdir.display().to_string();
-        let (child, base, _) = stand_in("codex_api.py", &[KEY, &script.to_string(), &workdir]);
-        ResponsesApi { child, base }
-    }
-
-    fn requests(&self) -> Vec<Value> {
-        reqwest::blocking::get(format!("{}/test/requests", self.base))
-            .unwrap()
-            .json()
-            .unwrap()
-    }
-}
-
-impl Drop for ResponsesApi {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The stand-in Responses API, playing `script` (its commands run in `workdir`).
+fn responses_api(script: &Value, workdir: &Path) -> ModelApi {
+    let workdir = workdir.display().to_string();
+    ModelApi::start("codex_api.py", &[KEY, &script.to_string(), &workdir])
 }
 
 /// Codex's settings as a user has them: the stand-in as its model provider, and
 /// `trusted` a trusted project (Codex asks on its first run there).
-fn user_config(api: &ResponsesApi, trusted: &std::path::Path) -> String {
+fn user_config(api: &ModelApi, trusted: &std::path::Path) -> String {
     format!(
         "model = \"gpt-5.5\"\nmodel_provider = \"stand-in\"\n\n\
          [model_providers.stand-in]\nname = \"stand-in\"\nbase_url = \"{}/v1\"\n\
@@ -149,7 +114,7 @@ fn a_wired_codex_asks_the_human_about_what_it_cannot_prove_harmless() {
         { "exec": "echo approved > approved.txt" },
         { "say": "done" },
     ]);
-    let api = ResponsesApi::start(&script, &p.dir);
+    let api = responses_api(&script, &p.dir);
     let config = codex_home.path().join("config.toml");
     let theirs = user_config(&api, &p.dir);
     std::fs::write(&config, &theirs).unwrap();
@@ -258,7 +223,7 @@ fn a_wired_codex_asks_before_a_patch_writes_the_guards_files() {
         { "patch": "*** Begin Patch\n*** Update File: notes.md\n@@\n-release notes\n+release notes, pushed\n*** Update File: .helpers/config.toml\n@@\n+[hook]\n+allow = [\"Bash(*)\"]\n*** End Patch\n" },
         { "say": "done" },
     ]);
-    let api = ResponsesApi::start(&script, &p.dir);
+    let api = responses_api(&script, &p.dir);
     std::fs::write(
         codex_home.path().join("config.toml"),
         user_config(&api, &p.dir),
@@ -316,7 +281,7 @@ fn a_codex_permission_request_is_answered_in_hitl() {
         { "exec": format!("touch {}", mark.display()), "escalate": "Mark the release outside the project?" },
         { "say": "done" },
     ]);
-    let api = ResponsesApi::start(&script, &p.dir);
+    let api = responses_api(&script, &p.dir);
     // As a user has it after a first run: the screens of new models seen.
     let config = user_config(&api, &p.dir)
         + "\n[tui]\nscreen_reader_detection_done = true\n\n\
@@ -378,7 +343,7 @@ fn a_codex_task_runs_headless_and_its_summary_is_read() {
     let workspace = p.dir.parent().unwrap().join("ws");
     std::fs::create_dir_all(&workspace).unwrap();
     let script = serde_json::json!([{ "exec": WRITE_SUMMARY }, { "say": "Finished." }]);
-    let api = ResponsesApi::start(&script, &workspace);
+    let api = responses_api(&script, &workspace);
     std::fs::write(
         codex_home.path().join("config.toml"),
         user_config(&api, &workspace),
@@ -423,7 +388,7 @@ fn hitl_run_starts_codex_which_keeps_its_sessions_but_not_its_settings() {
         { "exec": "echo 'notify = [\"touch\", \"/tmp/pwned\"]' >> ~/.codex/config.toml" },
         { "say": "done" },
     ]);
-    let api = ResponsesApi::start(&script, &p.dir);
+    let api = responses_api(&script, &p.dir);
     let config = home.path().join(".codex/config.toml");
     std::fs::create_dir_all(config.parent().unwrap()).unwrap();
     let theirs = user_config(&api, &p.dir);
@@ -536,7 +501,7 @@ fn as_another_user_codexs_own_sandbox_runs_inside_hitl_run() {
         { "exec": "touch inside.txt && echo made" },
         { "say": "done" },
     ]);
-    let api = ResponsesApi::start(&script, &project);
+    let api = responses_api(&script, &project);
     std::fs::write(home.join(".codex/config.toml"), user_config(&api, &project)).unwrap();
     for p in [
         &project,

@@ -6,69 +6,34 @@
 
 use std::{
     path::PathBuf,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::Duration,
 };
 
 use serde_json::Value;
 
 use crate::support::{
-    Project, WRITE_SUMMARY, doctor_check, eventually, headless_task, stand_in, wait_output,
+    ModelApi, Project, WRITE_SUMMARY, doctor_check, eventually, headless_task, wait_output,
 };
 
 /// The Gemini CLI version these tests run (tools/test-all installs it).
 const GEMINI_VERSION: &str = "0.61.0";
 
-/// Gemini CLI's entry script (set `HITL_TEST_GEMINI` to use another); `None` (skip)
-/// outside CI only.
+/// Gemini CLI's entry script (set `HITL_TEST_GEMINI` to use another), and node to
+/// run it; `None` (skip) outside CI only.
 fn gemini_script() -> Option<PathBuf> {
-    let path = std::env::var_os("HITL_TEST_GEMINI")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/hitl/gemini")
-                .join(GEMINI_VERSION)
-                .join("package/bundle/gemini.js")
-        });
-    let node = Command::new("node").arg("--version").output().is_ok();
-    if path.is_file() && node {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "CI must have node and Gemini CLI {GEMINI_VERSION} at {} (tools/test-all installs it)",
-        path.display()
-    );
-    eprintln!("SKIPPED: no node or no Gemini CLI at {}", path.display());
-    None
+    crate::support::installed_agent(
+        "HITL_TEST_GEMINI",
+        &format!("gemini/{GEMINI_VERSION}/package/bundle/gemini.js"),
+        &["node"],
+    )
 }
 
 const KEY: &str = "test-gemini-key";
 
-struct GeminiApi {
-    child: Child,
-    base: String,
-}
-
-impl GeminiApi {
-    fn start(script: &Value) -> GeminiApi {
-        let (child, base, _) = stand_in("gemini_api.py", &[KEY, &script.to_string()]);
-        GeminiApi { child, base }
-    }
-
-    fn requests(&self) -> Vec<Value> {
-        reqwest::blocking::get(format!("{}/test/requests", self.base))
-            .unwrap()
-            .json()
-            .unwrap()
-    }
-}
-
-impl Drop for GeminiApi {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The stand-in Gemini API, playing `script`.
+fn gemini_api(script: &Value) -> ModelApi {
+    ModelApi::start("gemini_api.py", &[KEY, &script.to_string()])
 }
 
 /// A home as a user has it: an API key chosen, and the project's folder trusted.
@@ -100,7 +65,7 @@ fn a_wired_gemini_asks_the_human_about_what_it_cannot_prove_harmless() {
         { "exec": "echo approved > approved.txt" },
         { "say": "done" },
     ]);
-    let api = GeminiApi::start(&script);
+    let api = gemini_api(&script);
     let home = user_home(&p);
     let out = p.run(&["init", "--gemini"]);
     assert!(out.status.success(), "{out:?}");
@@ -219,7 +184,7 @@ fn hitl_run_starts_gemini_which_keeps_its_state_but_not_its_settings() {
         { "exec": "echo '{}' > ~/.gemini/settings.json" },
         { "say": "done" },
     ]);
-    let api = GeminiApi::start(&script);
+    let api = gemini_api(&script);
     let home = user_home(&p);
     let settings = home.join(".gemini/settings.json");
     let theirs = std::fs::read_to_string(&settings).unwrap();
@@ -279,7 +244,7 @@ fn a_gemini_task_runs_headless_and_its_summary_is_read() {
     let workspace = p.dir.parent().unwrap().join("ws");
     std::fs::create_dir_all(&workspace).unwrap();
     let script = serde_json::json!([{ "exec": WRITE_SUMMARY }, { "say": "Finished." }]);
-    let api = GeminiApi::start(&script);
+    let api = gemini_api(&script);
     let home = user_home(&p);
     std::fs::write(
         home.join(".gemini/trustedFolders.json"),

@@ -500,6 +500,57 @@ pub fn make_certificates(dir: &std::path::Path) {
     }
 }
 
+/// An agent CLI that tools/test-all installs (`path`, below `~/.cache/hitl`; the
+/// variable `env` names another), with the programs it `needs` to run; `None` (a
+/// skip, said) outside CI only: CI must have it.
+pub fn installed_agent(env: &str, path: &str, needs: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os(env).map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+            .join(".cache/hitl")
+            .join(path)
+    });
+    if path.is_file() && needs.iter().all(|n| have(n)) {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI must have {} and {needs:?} (tools/test-all installs them)",
+        path.display()
+    );
+    eprintln!("SKIPPED: no {} or no {needs:?}", path.display());
+    None
+}
+
+/// A stand-in of an agent's model API (`tests/it/NAME`) that keeps every request it
+/// was sent (`GET /test/requests`); stopped when dropped.
+pub struct ModelApi {
+    child: Child,
+    /// The address it serves on.
+    pub base: String,
+}
+
+impl ModelApi {
+    pub fn start(name: &str, args: &[&str]) -> ModelApi {
+        let (child, base, _) = stand_in(name, args);
+        ModelApi { child, base }
+    }
+
+    /// Every request's body, in order.
+    pub fn requests(&self) -> Vec<Value> {
+        reqwest::blocking::get(format!("{}/test/requests", self.base))
+            .unwrap()
+            .json()
+            .unwrap()
+    }
+}
+
+impl Drop for ModelApi {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Starts one of the tests' Python stand-ins of a service (`tests/it/NAME`, given
 /// `args`), which prints `{"port": P, …}` once it listens: the child (stdin piped,
 /// kept open), the address it serves on, and that first line.
