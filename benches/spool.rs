@@ -10,7 +10,10 @@
 //!   and the same nudge of the asker;
 //! * listener: the same asker against `hitl listen --auto-answer`;
 //! * `hitl ask`: whole processes, start to exit, on tmpfs and on disk, alternating with
-//!   a bare start of the same binary (`hitl --version`);
+//!   a bare start of the same binary (`hitl --version`), and with the floor of any
+//!   spool ask: this binary asking once and doing nothing else, beside its own bare
+//!   start. What `hitl ask` costs beyond its start is split into that round trip and
+//!   its own work (reading its arguments, settings, who asks, a kept question);
 //! * 1,000 concurrent `hitl ask` processes under the default inotify limits;
 //! * 10,000 concurrent waiting askers (in-process clients: files written by this
 //!   process, one inotify watch for all their answers);
@@ -43,6 +46,14 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--responder") {
         baseline_responder(Path::new(&args[i + 1]), args[i + 2] == "durable");
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--asker") {
+        floor_asker(Path::new(&args[i + 1]));
+        return;
+    }
+    if args.iter().any(|a| a == "--exit") {
+        // The floor's own bare start: this binary, started and ended.
         return;
     }
     if !args.iter().any(|a| a == "--bench") {
@@ -152,9 +163,14 @@ fn main() {
             // Alternating with the same binary doing nothing: what starting a process
             // costs on the machine at this moment, which moves from day to day more
             // than `hitl ask` does. The project and the history store are on `parent`.
-            let (asks, bare, creates, hello) = ask_processes(&parent, n);
-            let (asks, bare, creates, hello) =
-                (stats(&asks), stats(&bare), stats(&creates), stats(&hello));
+            let run = ask_processes(&parent, n);
+            let (asks, bare, creates, hello) = (
+                stats(&run.asks),
+                stats(&run.bare),
+                stats(&run.creates),
+                stats(&run.hello),
+            );
+            let (floor, floor_bare) = (stats(&run.floor), stats(&run.floor_bare));
             println!(
                 "whole `hitl ask` process on {fs_name} ({}), spawn to exit, {n} of each alternating:",
                 fs_type(&parent)
@@ -174,6 +190,24 @@ fn main() {
                     asks.p50 / hello.p50,
                     met(ratio <= 1.3)
                 ),
+            );
+            // What the ask costs beyond its start, split: the round trip every spool
+            // ask pays (a process doing nothing else), and hitl ask's own work.
+            let round_trip = floor.p50 - floor_bare.p50;
+            let own = asks.p50 - bare.p50 - round_trip;
+            row(
+                "  floor: a process that only asks",
+                &floor,
+                &format!(
+                    "p50 {:.2}× its own bare start: the round trip {round_trip:.3} ms = {:.2}× hitl's bare start",
+                    floor.p50 / floor_bare.p50,
+                    round_trip / bare.p50
+                ),
+            );
+            println!(
+                "  hitl ask beyond its start: {:.3} ms = round trip {round_trip:.3} + own work {own:.3} ({:.2}× bare)",
+                asks.p50 - bare.p50,
+                own / bare.p50
             );
             row("  file system: create a question file now", &creates, "");
             println!();
@@ -648,7 +682,56 @@ fn stop(mut child: Child) {
     }
 }
 
-fn ask_processes(parent: &Path, n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
+/// What [`ask_processes`] measured, each in milliseconds.
+struct AskProcesses {
+    /// `hitl ask`, spawn to exit.
+    asks: Vec<f64>,
+    /// `hitl --version`.
+    bare: Vec<f64>,
+    /// A hello-world binary.
+    hello: Vec<f64>,
+    /// This benchmark's binary asking once through the spool and nothing else
+    /// ([`floor_asker`]).
+    floor: Vec<f64>,
+    /// This benchmark's binary started and ended.
+    floor_bare: Vec<f64>,
+    /// Question-sized file creates in the spool, right after.
+    creates: Vec<f64>,
+}
+
+/// A process that asks once through `project`'s spool and does nothing else: no
+/// arguments to read, no settings, no identity, no kept question to look for. What
+/// it costs beyond its own start is the floor of any spool ask on this machine (a
+/// question file, the listener's turn, the nudge, the answer file), which `hitl
+/// ask`'s own work adds to.
+fn floor_asker(project: &Path) {
+    let spool = Spool::new(project.to_path_buf());
+    let me = hitl::agents::this_process();
+    let request = Request {
+        id: uuid::Uuid::now_v7().simple().to_string(),
+        timeout: Some(600),
+        asker: Some(Asker {
+            pid: me.pid,
+            start_time: Some(me.start_time),
+        }),
+        ..Request::new("bench", "Bench", Kind::Text, "fast?")
+    };
+    let asked = hitl::spool::ask::ask(
+        &spool,
+        &request,
+        false,
+        false,
+        Duration::from_secs(1),
+        |_| std::ops::ControlFlow::Continue(()),
+    )
+    .unwrap();
+    let hitl::spool::ask::Asked::Answered(answer) = asked else {
+        panic!("not answered: {asked:?}");
+    };
+    println!("{}", answer.content);
+}
+
+fn ask_processes(parent: &Path, n: usize) -> AskProcesses {
     let (tmp, spool) = temp_project(parent);
     let home = tmp.path().join("home");
     let (listener, _) = start_listener(
@@ -669,20 +752,53 @@ fn ask_processes(parent: &Path, n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<
         assert_eq!(out.stdout, b"ok\n", "{out:?}");
         start.elapsed().as_secs_f64() * 1000.0
     };
+    let this = std::env::current_exe().unwrap();
+    let floor_ask = || {
+        let start = Instant::now();
+        let out = Command::new(&this)
+            .arg("--asker")
+            .arg(spool.project())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.stdout, b"ok\n", "{out:?}");
+        start.elapsed().as_secs_f64() * 1000.0
+    };
+    let floor_bare = || {
+        let start = Instant::now();
+        let out = Command::new(&this)
+            .arg("--exit")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        start.elapsed().as_secs_f64() * 1000.0
+    };
     for _ in 0..10 {
         ask();
         bare_start();
         hello_start();
+        floor_ask();
+        floor_bare();
     }
-    let (mut asks, mut bare, mut hello) = (Vec::new(), Vec::new(), Vec::new());
+    let mut run = AskProcesses {
+        asks: Vec::new(),
+        bare: Vec::new(),
+        hello: Vec::new(),
+        floor: Vec::new(),
+        floor_bare: Vec::new(),
+        creates: Vec::new(),
+    };
     for _ in 0..n {
-        asks.push(ask());
-        bare.push(bare_start());
-        hello.push(hello_start());
+        run.asks.push(ask());
+        run.bare.push(bare_start());
+        run.hello.push(hello_start());
+        run.floor.push(floor_ask());
+        run.floor_bare.push(floor_bare());
     }
     stop(listener);
-    let creates = file_creates(&spool.tmp(), 50);
-    (asks, bare, creates, hello)
+    run.creates = file_creates(&spool.tmp(), 50);
+    run
 }
 
 /// Creating, writing and closing a question-sized file in `dir`, `n` times, each
