@@ -11,9 +11,11 @@
 //! file (cut to size), never the request's context, a token or a session. The push
 //! service sees only the encrypted body, its size and when.
 //!
-//! `crypto` encrypts and signs, `subscriptions` keeps who subscribed, `notifier`
-//! follows the broker and says what each push carries.
+//! `crypto` encrypts and signs, `subscriptions` keeps who subscribed, `claims` which
+//! requests were pushed (one push for brokers sharing a store), `notifier` follows
+//! the broker and says what each push carries.
 
+pub mod claims;
 pub mod crypto;
 pub mod notifier;
 pub mod subscriptions;
@@ -48,6 +50,8 @@ pub struct Push {
     vapid: OnceLock<std::result::Result<Arc<crypto::Vapid>, String>>,
     /// Who subscribed.
     pub subscriptions: Subscriptions,
+    /// Which requests one of the user's listeners pushed.
+    pub claims: claims::Claims,
     delivery_hosts: Vec<String>,
     /// Who the push services may write to about our pushes (VAPID's `sub`).
     contact: String,
@@ -102,6 +106,7 @@ impl Push {
             vapid_file: config_dir.join("vapid-key"),
             vapid: OnceLock::new(),
             subscriptions: Subscriptions::new(config_dir.join("push-subscriptions")),
+            claims: claims::Claims::new(config_dir.join("pushed")),
             delivery_hosts: settings.delivery_hosts.clone(),
             contact,
             client: OnceLock::new(),

@@ -44,16 +44,23 @@ pub fn start(
         loop {
             let (message, asked) = match changes.recv().await {
                 // The escalation ladder says when a request reaches the phone.
+                // Brokers sharing a store each reach it: the first to claim it pushes.
                 Ok(Change::Reached(r)) if r.reaches("push") => {
-                    if !pushed.insert(r.pending.seq) {
+                    if pushed.contains(&r.pending.seq) || !push.claims.claim(&r.pending.request) {
                         continue;
                     }
+                    pushed.insert(r.pending.seq);
                     (
                         request_message(&r.pending),
                         Some(r.pending.request.id.clone()),
                     )
                 }
-                Ok(Change::Finished(f)) if pushed.remove(&f.seq()) && f.here => {
+                // Its end, by the broker that ended it, whichever pushed it.
+                Ok(Change::Finished(f)) => {
+                    let ours = pushed.remove(&f.seq());
+                    if !f.here || !(ours || push.claims.claimed(&f.pending.request)) {
+                        continue;
+                    }
                     (ended_message(f.id(), f.status), None)
                 }
                 Ok(_) => continue,

@@ -679,3 +679,67 @@ async fn in_chromium_a_pushed_requests_approve_button_answers_it() {
     assert!(trail.contains("delivered"), "{trail}");
     assert!(trail.contains("answered by dashboard:"), "{trail}");
 }
+
+/// Replicas of `hitl serve` that share a store and the user's subscriptions push
+/// each request once (the first to claim it), and the one that ends it takes the
+/// notification away, whichever pushed it.
+#[test]
+fn replicas_sharing_the_subscriptions_push_each_request_once() {
+    let service = Service::start();
+    let (db, _guard) = crate::store::pg_schema_url();
+    let p = Project::new();
+    p.user_config("[http]\ndelivery_hosts = [\"127.0.0.1\"]\n[escalation]\nat_once = [\"push\"]\n");
+    let serve = || {
+        let mut cmd = p.hitl();
+        cmd.args(["serve", "--http", "127.0.0.1:0", "--db", &db]);
+        let l = crate::support::Listener::start_command(cmd);
+        let base = l.http_base();
+        (l, base)
+    };
+    let (_a, a) = serve();
+    let (_b, b) = serve();
+    let http = Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let token = p.token();
+    let r = http
+        .post(format!("{a}/api/v1/push/subscriptions"))
+        .bearer_auth(&token)
+        .json(&json!({
+            "endpoint": service.endpoint("/push/desk"),
+            "keys": { "p256dh": service.p256dh, "auth": service.auth },
+        }))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED, "{:?}", r.text());
+
+    for (asked_on, answered_on) in [(&a, &b), (&b, &a)] {
+        let created: Value = http
+            .post(format!("{asked_on}/api/v1/requests"))
+            .bearer_auth(&token)
+            .json(&json!({ "content": "Ship it?", "type": "approval" }))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        let id = created["id"].as_str().unwrap().to_string();
+        let pushed = service.next();
+        assert_eq!(pushed["message"]["type"], "request", "{pushed}");
+        assert_eq!(pushed["message"]["id"], id.as_str(), "{pushed}");
+        // The other replica queues it too (at once, by LISTEN/NOTIFY, and at its
+        // resync, every 2 s): it does not push it again.
+        service.quiet(Duration::from_secs(3));
+        let r = http
+            .post(format!("{answered_on}/api/v1/requests/{id}/respond"))
+            .bearer_auth(&token)
+            .json(&json!({ "approved": true }))
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{:?}", r.text());
+        let ended = service.next();
+        assert_eq!(ended["message"]["type"], "ended", "{ended}");
+        assert_eq!(ended["message"]["id"], id.as_str(), "{ended}");
+        service.quiet(Duration::from_secs(2));
+    }
+}
