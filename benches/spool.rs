@@ -774,13 +774,11 @@ fn ask_processes(parent: &Path, n: usize) -> AskProcesses {
         assert!(out.status.success(), "{out:?}");
         start.elapsed().as_secs_f64() * 1000.0
     };
-    for _ in 0..10 {
-        ask();
-        bare_start();
-        hello_start();
-        floor_ask();
-        floor_bare();
-    }
+    // Each asker takes two of the listener's spare files, which it makes again a
+    // moment after (1 ms of quiet, then a file creation each, up to a millisecond on
+    // a busy disk): the asks are spaced so that each finds them made, as a person's
+    // questions do.
+    let settle = || std::thread::sleep(Duration::from_millis(4));
     let mut run = AskProcesses {
         asks: Vec::new(),
         bare: Vec::new(),
@@ -789,12 +787,20 @@ fn ask_processes(parent: &Path, n: usize) -> AskProcesses {
         floor_bare: Vec::new(),
         creates: Vec::new(),
     };
-    for _ in 0..n {
-        run.asks.push(ask());
-        run.bare.push(bare_start());
-        run.hello.push(hello_start());
-        run.floor.push(floor_ask());
-        run.floor_bare.push(floor_bare());
+    for i in 0..n + 10 {
+        let ask = ask();
+        settle();
+        let (bare, hello) = (bare_start(), hello_start());
+        let floor = floor_ask();
+        settle();
+        let floor_bare = floor_bare();
+        if i >= 10 {
+            run.asks.push(ask);
+            run.bare.push(bare);
+            run.hello.push(hello);
+            run.floor.push(floor);
+            run.floor_bare.push(floor_bare);
+        }
     }
     stop(listener);
     run.creates = file_creates(&spool.tmp(), 50);

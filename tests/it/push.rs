@@ -689,15 +689,8 @@ fn replicas_sharing_the_subscriptions_push_each_request_once() {
     let (db, _guard) = crate::store::pg_schema_url();
     let p = Project::new();
     p.user_config("[http]\ndelivery_hosts = [\"127.0.0.1\"]\n[escalation]\nat_once = [\"push\"]\n");
-    let serve = || {
-        let mut cmd = p.hitl();
-        cmd.args(["serve", "--http", "127.0.0.1:0", "--db", &db]);
-        let l = crate::support::Listener::start_command(cmd);
-        let base = l.http_base();
-        (l, base)
-    };
-    let (_a, a) = serve();
-    let (_b, b) = serve();
+    let (_a, a) = crate::replicas::serve(&p, &db);
+    let (_b, b) = crate::replicas::serve(&p, &db);
     let http = Client::builder()
         .timeout(Duration::from_secs(30))
         .build()

@@ -19,7 +19,8 @@ use crate::{
     support::{Listener, Project, eventually},
 };
 
-fn serve(p: &Project, db: &str) -> (Listener, String) {
+/// A `hitl serve` replica of `p`'s on the PostgreSQL at `db`, and its URL.
+pub(crate) fn serve(p: &Project, db: &str) -> (Listener, String) {
     let mut cmd: Command = p.hitl();
     cmd.args(["serve", "--http", "127.0.0.1:0", "--db", db]);
     let l = Listener::start_command(cmd);
