@@ -429,6 +429,16 @@ fn a_tool_that_needs_two_people_is_asked_past_its_rule_and_waits_for_a_second() 
         decided["hookSpecificOutput"]["permissionDecision"], "allow",
         "{decided}"
     );
-    let by = p.history()[0]["responded_by"].as_str().unwrap().to_string();
+    // History follows the answer by a moment (it is written once the spool is quiet).
+    let mut by = String::new();
+    crate::support::eventually("its end in history", Duration::from_secs(10), || {
+        by = p
+            .history()
+            .first()
+            .and_then(|h| h["responded_by"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        !by.is_empty()
+    });
     assert!(by.contains(" + slack:@mU7"), "{by}");
 }

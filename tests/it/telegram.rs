@@ -335,7 +335,15 @@ fn two_people_must_approve_and_one_denial_ends_it() {
     api.press("v2", -100, 8, 1, &approve);
     let asked = wait_output(asker, Duration::from_secs(20));
     assert_eq!(String::from_utf8_lossy(&asked.stdout).trim(), "approved");
-    let ended = &p.history()[0];
+    // History follows the answer by a moment (it is written once the spool is quiet).
+    let mut history = Vec::new();
+    crate::support::eventually("its end in history", Duration::from_secs(10), || {
+        history = p.history();
+        history
+            .first()
+            .is_some_and(|h| h["responded_by"].is_string())
+    });
+    let ended = &history[0];
     let by = ended["responded_by"].as_str().unwrap();
     assert!(
         by.starts_with("cli:") && by.ends_with(" + telegram:@user8"),
